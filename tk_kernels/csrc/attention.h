@@ -1,0 +1,48 @@
+// C launcher interface of the attention kernel family.
+// Kernel files (attention_*.cu) implement these; bindings.cpp calls them.
+// No torch headers here or in the kernel files.
+#pragma once
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace tk_attn {
+
+enum class DType : int { bf16 = 0, fp16 = 1 };
+
+// Strides are in elements. Tensors are (B, H, T, D) with the last dim contiguous
+// (stride 1); the other three strides are arbitrary (e.g. views of a fused qkv).
+struct Strides {
+  int64_t b, h, t;
+};
+
+struct FwdParams {
+  const void *q, *k, *v;   // (B, H, T, D)
+  void *o;                 // (B, H, T, D) output
+  float *lse;              // (B, H, T) contiguous fp32 output: natural-log log-sum-exp of scaled scores
+  Strides q_s, k_s, v_s, o_s;
+  int B, H, T, D;          // D in {64, 128}; T >= 1
+  float scale;             // softmax scale (1/sqrt(D) by default)
+  bool causal;
+  DType dtype;
+};
+
+struct BwdParams {
+  const void *q, *k, *v, *o, *dout;   // (B, H, T, D)
+  const float *lse;                   // (B, H, T) contiguous, from the forward
+  void *dq, *dk, *dv;                 // (B, H, T, D) outputs
+  float *delta;                       // (B, H, T) contiguous fp32 workspace: rowsum(dO * O)
+  float *dq_accum;                    // (B, H, T, D) contiguous fp32 workspace, zero-filled by the caller
+  Strides q_s, k_s, v_s, o_s, do_s, dq_s, dk_s, dv_s;
+  int B, H, T, D;
+  float scale;
+  bool causal;
+  bool deterministic;                 // true: bitwise-reproducible dQ (no atomics)
+  DType dtype;
+};
+
+// Return cudaSuccess or the first CUDA error (launch errors included).
+// Unsupported parameters return cudaErrorInvalidValue; callers validate first.
+cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream);
+cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream);
+
+}  // namespace tk_attn
