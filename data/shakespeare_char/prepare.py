@@ -1,0 +1,98 @@
+"""
+Prepare tiny shakespeare for character-level language modeling.
+
+    python data/shakespeare_char/prepare.py                   # downloads input.txt
+    python data/shakespeare_char/prepare.py --input input.txt # offline
+
+Writes train.bin and val.bin (uint16 token ids, first 90% / last 10% of the text)
+and meta.pkl (vocab_size, itos, stoi) next to this script, or into --out_dir.
+Each output is written to a temporary file and renamed into place, so an
+interrupted run never leaves a half-written file behind.
+"""
+
+import argparse
+import os
+import pickle
+import sys
+import urllib.request
+
+import numpy as np
+
+DATA_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        sys.exit(f"error: cannot read input file {path}: {e}")
+
+
+def download_input(path: str) -> None:
+    """Download tiny shakespeare to path unless it is already there."""
+    if os.path.exists(path):
+        return
+    print(f"downloading {DATA_URL}")
+    try:
+        with urllib.request.urlopen(DATA_URL, timeout=60) as r:
+            data = r.read()
+    except Exception as e:
+        sys.exit(f"error: cannot download tiny shakespeare ({e}); "
+                 "pass a local copy with --input PATH")
+    write_atomic(path, data)
+
+
+def prepare(input_path: str | None = None, out_dir: str | None = None) -> dict:
+    out_dir = out_dir or HERE
+    os.makedirs(out_dir, exist_ok=True)
+    if input_path is None:
+        input_path = os.path.join(HERE, "input.txt")
+        download_input(input_path)
+    data = read_text(input_path)
+    if not data:
+        sys.exit(f"error: input file {input_path} is empty")
+    print(f"length of dataset in characters: {len(data):,}")
+
+    chars = sorted(set(data))
+    vocab_size = len(chars)
+    if vocab_size > 65536:
+        sys.exit(f"error: {vocab_size} distinct characters do not fit in uint16")
+    print("all the unique characters:", "".join(chars))
+    print(f"vocab size: {vocab_size:,}")
+    stoi = {ch: i for i, ch in enumerate(chars)}
+    itos = {i: ch for i, ch in enumerate(chars)}
+
+    n = len(data)
+    train_ids = np.array([stoi[c] for c in data[: int(n * 0.9)]], dtype=np.uint16)
+    val_ids = np.array([stoi[c] for c in data[int(n * 0.9):]], dtype=np.uint16)
+    print(f"train has {len(train_ids):,} tokens")
+    print(f"val has {len(val_ids):,} tokens")
+
+    write_atomic(os.path.join(out_dir, "train.bin"), train_ids.tobytes())
+    write_atomic(os.path.join(out_dir, "val.bin"), val_ids.tobytes())
+    meta = {"vocab_size": vocab_size, "itos": itos, "stoi": stoi}
+    write_atomic(os.path.join(out_dir, "meta.pkl"), pickle.dumps(meta))
+    return meta
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--input", help="local tiny shakespeare text file (default: download)")
+    parser.add_argument("--out_dir", help="where to write the outputs (default: next to this script)")
+    args = parser.parse_args(argv)
+    prepare(args.input, args.out_dir)
+
+
+if __name__ == "__main__":
+    main()
