@@ -1,0 +1,53 @@
+"""Shared pytest setup: the repo root on sys.path, the `gpu` marker, and fixtures
+for the shared data that lives beside the repository in ../shared/data/."""
+
+import os
+import sys
+
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")
+if REPO_ROOT not in sys.path:
+    sys.path.insert(0, REPO_ROOT)
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if gpu_items and not _cuda_available():
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+def _shared_file(*parts: str) -> str:
+    path = os.path.join(SHARED_DATA, *parts)
+    if not os.path.isfile(path):
+        pytest.skip(f"shared data file {path} is absent (expected at <repo>/../shared/data/)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> str:
+    """Absolute path of the repository root."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shakespeare_path() -> str:
+    """Path of tiny shakespeare (../shared/data/shakespeare/input.txt); skips if absent."""
+    return _shared_file("shakespeare", "input.txt")
+
+
+@pytest.fixture(scope="session")
+def bpe_path() -> str:
+    """Path of GPT-2's BPE ranks (../shared/data/gpt2/r50k_base.tiktoken); skips if absent."""
+    return _shared_file("gpt2", "r50k_base.tiktoken")
