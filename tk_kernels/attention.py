@@ -1,0 +1,200 @@
+"""
+Flash attention on the tk_kernels CUDA kernels, as torch custom ops with autograd.
+
+    from tk_kernels.attention import attention
+    y = attention(q, k, v, causal=True)   # same as F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+Two ops are registered (they work in eager mode and inside torch.compile without graph breaks):
+    tk::attention_fwd(q, k, v, causal, scale) -> (o, lse)
+    tk::attention_bwd(q, k, v, o, lse, dout, causal, scale, deterministic) -> (dq, dk, dv)
+q, k, v are (B, H, T, D) bf16/fp16 CUDA tensors with D in {64, 128}; any strides (views of a fused
+qkv tensor run without a copy). o, dq, dk, dv come back as (B, H, T, D) views of (B, T, H, D)
+memory, so o.transpose(1, 2).view(B, T, H * D) is free. lse is the (B, H, T) fp32 natural-log
+log-sum-exp of the scaled scores.
+
+The backward accumulates dQ with fp32 atomics (fast; dQ may differ in the last bits between runs).
+It is bitwise reproducible when torch.use_deterministic_algorithms(True) is on or TK_DETERMINISTIC=1.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+from torch import Tensor
+
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+SUPPORTED_HEAD_DIMS = (64, 128)
+MIN_CAPABILITY = (8, 0)
+
+
+# -----------------------------------------------------------------------------
+# the custom ops
+
+def _ext():
+    from .build import load_extension
+    return load_extension()
+
+
+def _kernel_ready(t: Tensor) -> Tensor:
+    """t itself if the kernels can read it in place (last dim contiguous, 16-byte aligned base and
+    strides, needed by 16-byte cp.async), else a fresh contiguous copy (e.g. an expanded grad)."""
+    ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(
+        t.stride(d) % 8 == 0 or t.size(d) == 1 for d in range(t.dim() - 1))
+    return t if ok else t.clone(memory_format=torch.contiguous_format)
+
+
+def _empty_bthd(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    """Empty (B, H, T, D) tensor laid out as (B, T, H, D) in memory, like the kernel outputs."""
+    B, H, T, D = x.shape
+    return x.new_empty((B, T, H, D), dtype=dtype).transpose(1, 2)
+
+
+@torch.library.custom_op("tk::attention_fwd", mutates_args=(), device_types="cuda")
+def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+    q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
+    return _ext().attention_forward(q, k, v, causal, scale)
+
+
+@attention_fwd.register_fake
+def _attention_fwd_fake(q, k, v, causal, scale):
+    B, H, T, D = q.shape
+    return _empty_bthd(q), q.new_empty((B, H, T), dtype=torch.float32)
+
+
+@torch.library.custom_op("tk::attention_bwd", mutates_args=(), device_types="cuda")
+def attention_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
+                  causal: bool, scale: float, deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
+    q, k, v, o, dout = (_kernel_ready(t) for t in (q, k, v, o, dout))
+    lse = lse.contiguous()
+    return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic)
+
+
+@attention_bwd.register_fake
+def _attention_bwd_fake(q, k, v, o, lse, dout, causal, scale, deterministic):
+    return _empty_bthd(q), _empty_bthd(k), _empty_bthd(v)
+
+
+def deterministic_backward() -> bool:
+    """Whether the backward must be bitwise reproducible (no atomics in dQ)."""
+    return torch.are_deterministic_algorithms_enabled() or os.environ.get("TK_DETERMINISTIC", "0") == "1"
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, causal, scale = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.scale = causal, scale
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, dout, dlse):
+    # dlse is ignored: lse is marked non-differentiable
+    q, k, v, o, lse = ctx.saved_tensors
+    if dout is None:
+        return None, None, None, None, None
+    dq, dk, dv = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale, deterministic_backward())
+    return dq, dk, dv, None, None
+
+
+attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+# -----------------------------------------------------------------------------
+# support checks
+
+_env_reasons: dict[object, str | None] = {}
+
+def _environment_reason(device: torch.device) -> str | None:
+    """Why the kernels cannot run on this CUDA device (None if they can); cached per device."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index in _env_reasons:
+        return _env_reasons[index]
+    reason = None
+    major, minor = torch.cuda.get_device_capability(index)
+    if (major, minor) < MIN_CAPABILITY:
+        reason = (f"tk attention needs a GPU of compute capability >= 8.0 (A100, RTX 30xx/40xx, H100, ...), "
+                  f"got {torch.cuda.get_device_name(index)} with {major}.{minor}")
+    else:
+        reason = _build_reason()
+    _env_reasons[index] = reason
+    return reason
+
+
+def _build_reason() -> str | None:
+    from .build import TKBuildError
+    try:
+        _ext()
+    except TKBuildError as e:
+        return f"tk attention: the tk_kernels CUDA extension does not build/load here: {e}"
+    return None
+
+
+def _tensor_reason(q, k, v, causal, scale) -> str | None:
+    """Checks on the arguments alone (no GPU queries): safe to trace under torch.compile."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, Tensor):
+            return f"tk attention: {name} must be a torch.Tensor, got {type(t).__name__}"
+    if q.device.type != "cuda":
+        return f"tk attention runs on CUDA devices only; q is on {q.device}"
+    if k.device != q.device or v.device != q.device:
+        return f"tk attention: q, k, v must be on the same device, got {q.device}, {k.device}, {v.device}"
+    if q.dtype not in SUPPORTED_DTYPES:
+        return f"tk attention supports dtypes bfloat16 and float16, got q.dtype={q.dtype}"
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        return f"tk attention: q, k, v must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
+    if q.dim() != 4:
+        return f"tk attention expects 4-D (B, H, T, D) inputs, got q of shape {tuple(q.shape)}"
+    if k.shape != q.shape or v.shape != q.shape:
+        return (f"tk attention: q, k, v must have the same shape (B, H, T, D) (no cross-attention "
+                f"or grouped heads), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.shape[-1] not in SUPPORTED_HEAD_DIMS:
+        return f"tk attention supports head dim D in {SUPPORTED_HEAD_DIMS}, got D={q.shape[-1]}"
+    if q.shape[2] < 1:
+        return "tk attention needs sequence length T >= 1, got T=0"
+    if not isinstance(causal, bool):
+        return f"tk attention: causal must be a bool, got {type(causal).__name__}"
+    if scale is not None and not isinstance(scale, (int, float)):
+        return f"tk attention: scale must be a Python float or None, got {type(scale).__name__}"
+    return None
+
+
+def check_supported(q, k, v, causal: bool = True, scale: float | None = None) -> str | None:
+    """None if tk attention can run on these inputs here, else a human-readable reason naming what
+    is supported: CUDA tensors on one device of compute capability >= 8.0, dtype bf16/fp16 (all
+    equal), 4-D (B, H, T, D) with the same shape for q, k, v, D in {64, 128}, and an extension that
+    builds. The first call on a GPU may build the extension (minutes, then cached on disk)."""
+    reason = _tensor_reason(q, k, v, causal, scale)
+    if reason is not None or torch.compiler.is_compiling():
+        return reason  # the environment was checked when the model ran eagerly / was set up
+    return _environment_reason(q.device)
+
+
+def unavailable_reason() -> str | None:
+    """None if the tk kernels can run on the current CUDA device, else why not."""
+    if not torch.cuda.is_available():
+        return "tk attention needs a CUDA GPU; torch.cuda.is_available() is False"
+    return _environment_reason(torch.device("cuda", torch.cuda.current_device()))
+
+
+def is_available() -> bool:
+    """True if the tk kernels can run on the current CUDA device (builds the extension if needed)."""
+    return unavailable_reason() is None
+
+
+# -----------------------------------------------------------------------------
+# public API
+
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None) -> Tensor:
+    """softmax(q @ k^T * scale [+ causal mask]) @ v, like
+    F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale), for (B, H, T, D)
+    bf16/fp16 CUDA tensors with D in {64, 128}. scale defaults to 1/sqrt(D).
+    Raises ValueError (naming what is supported) for inputs the kernels cannot handle."""
+    reason = check_supported(q, k, v, causal, scale)
+    if reason is not None:
+        raise ValueError(reason)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    o, _ = torch.ops.tk.attention_fwd(q, k, v, causal, float(scale))
+    return o

@@ -1,0 +1,351 @@
+"""
+On-demand build of the tk_kernels CUDA extension (ninja via torch.utils.cpp_extension).
+
+    python -m tk_kernels.build                      # build for the GPU(s) of this machine
+    python -m tk_kernels.build --arch sm_80 --arch sm_90a --verbose   # ahead of time, no GPU needed
+
+From Python, `load_extension()` returns the compiled module (built once, then cached on disk and
+per process). The on-disk cache key is a hash of every source and header under csrc/ and include/,
+the compiler flags, the target architectures, and the torch / CUDA / Python versions, so any change
+gives a fresh build directory `tk_kernels_<hash>` under $TORCH_EXTENSIONS_DIR (or torch's default).
+
+Environment:
+    CUDA_HOME / CUDA_PATH   CUDA toolkit (else /usr/local/cuda, else found from `nvcc` on PATH)
+    TK_ARCH                 target architectures, e.g. "sm_80,sm_90a" (default: the visible GPUs)
+    MAX_JOBS                parallel compile jobs (default: all CPU cores)
+    TK_VERBOSE_PTXAS=1      print ptxas register/shared-memory usage of every kernel
+    TORCH_EXTENSIONS_DIR    where builds are cached
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+PKG_DIR = Path(__file__).resolve().parent
+CSRC_DIR = PKG_DIR / "csrc"
+INCLUDE_DIR = PKG_DIR / "include"
+BUILD_VERSION = 1  # bump to force a rebuild when this file's logic changes
+SOURCE_SUFFIXES = (".h", ".hpp", ".cuh", ".cu", ".cpp", ".cc", ".inl", ".inc")
+DEFAULT_AOT_ARCHS = ["sm_80", "sm_90a"]  # used when no GPU is visible and no arch was asked for
+
+
+class TKBuildError(RuntimeError):
+    """The tk_kernels extension could not be built (or loaded)."""
+
+
+# -----------------------------------------------------------------------------
+# CUDA toolkit
+
+def find_cuda_home() -> str | None:
+    """CUDA_HOME / CUDA_PATH, else /usr/local/cuda if it has nvcc, else realpath(nvcc)/../.."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            return os.environ[var]
+    if os.path.isfile("/usr/local/cuda/bin/nvcc"):
+        return "/usr/local/cuda"
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        return str(Path(os.path.realpath(nvcc)).parent.parent)
+    return None
+
+
+def _cpp_extension():
+    """Import torch.utils.cpp_extension with CUDA_HOME resolved first.
+
+    cpp_extension computes CUDA_HOME once at import time from PATH, which can point at a wrapper
+    script (/usr/local/bin/nvcc -> CUDA_HOME=/usr). So set the environment before the import and,
+    in case something imported it earlier, also fix the module attribute its helpers read."""
+    cuda_home = find_cuda_home()
+    if cuda_home is None:
+        raise TKBuildError("tk_kernels build: no CUDA toolkit found (nvcc). Set CUDA_HOME to the "
+                           "CUDA install directory, e.g. CUDA_HOME=/usr/local/cuda.")
+    if not os.path.isfile(os.path.join(cuda_home, "bin", "nvcc")):
+        raise TKBuildError(f"tk_kernels build: CUDA_HOME={cuda_home} has no bin/nvcc.")
+    os.environ["CUDA_HOME"] = cuda_home
+    import torch
+    if not torch.version.cuda:
+        raise TKBuildError(f"tk_kernels build: torch {torch.__version__} is a CPU-only build; "
+                           "a CUDA build of torch is needed to build the kernels.")
+    from torch.utils import cpp_extension
+    cpp_extension.CUDA_HOME = cuda_home
+    return cpp_extension
+
+
+_nvcc_version_cache: dict[str, str] = {}
+
+def nvcc_version(cuda_home: str) -> str:
+    if cuda_home not in _nvcc_version_cache:
+        try:
+            out = subprocess.run([os.path.join(cuda_home, "bin", "nvcc"), "--version"],
+                                 capture_output=True, text=True, check=True).stdout
+            m = re.search(r"release ([\d.]+), V([\d.]+)", out)
+            _nvcc_version_cache[cuda_home] = m.group(2) if m else out.strip().splitlines()[-1]
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise TKBuildError(f"tk_kernels build: cannot run {cuda_home}/bin/nvcc --version: {e}") from e
+    return _nvcc_version_cache[cuda_home]
+
+
+# -----------------------------------------------------------------------------
+# architectures
+
+_ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d)\.?(\d+)(a?)$")
+
+def parse_arch(arch: str) -> str:
+    """'sm_90a' / 'compute_90a' / '90a' / '9.0a' -> 'sm_90a';  'sm_80' / '8.0' / '80' -> 'sm_80'."""
+    m = _ARCH_RE.match(arch.strip().lower())
+    if m is None:
+        raise ValueError(f"bad CUDA architecture {arch!r}: expected e.g. sm_80, sm_86, sm_89, sm_90, sm_90a")
+    major, minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
+    if major < 8:
+        raise ValueError(f"CUDA architecture {arch!r} is not supported: tk_kernels needs sm_80 or newer")
+    return f"sm_{major}{minor}{suffix}"
+
+
+def parse_arch_list(text: str) -> list[str]:
+    """'sm_80,sm_90a' or 'sm_80;sm_90a' or 'sm_80 sm_90a' -> ['sm_80', 'sm_90a'] (deduplicated, sorted)."""
+    return sorted({parse_arch(a) for a in re.split(r"[,; ]+", text) if a.strip()})
+
+
+def arch_for_capability(major: int, minor: int) -> str:
+    # Hopper gets the arch-specific target (sm_90a) so kernels may use wgmma/TMA; others their own
+    return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+
+
+def detect_archs() -> list[str]:
+    """Architectures of the visible GPUs (empty if there are none)."""
+    import torch
+    if not torch.cuda.is_available():
+        return []
+    return sorted({arch_for_capability(*torch.cuda.get_device_capability(i))
+                   for i in range(torch.cuda.device_count())})
+
+
+def resolve_archs(archs: list[str] | None = None) -> list[str]:
+    """Explicit archs, else $TK_ARCH, else the visible GPUs, else DEFAULT_AOT_ARCHS."""
+    if archs:
+        return sorted({parse_arch(a) for a in archs})
+    if os.environ.get("TK_ARCH", "").strip():
+        return parse_arch_list(os.environ["TK_ARCH"])
+    return detect_archs() or list(DEFAULT_AOT_ARCHS)
+
+
+def gencode_flags(archs: list[str]) -> list[str]:
+    """['sm_80', 'sm_90a'] -> ['-gencode=arch=compute_80,code=sm_80', '-gencode=arch=compute_90a,code=sm_90a']"""
+    return [f"-gencode=arch=compute_{a[3:]},code={a}" for a in archs]
+
+
+# -----------------------------------------------------------------------------
+# sources, flags, cache key
+
+def source_files(pkg_dir: Path = PKG_DIR) -> list[Path]:
+    """What gets compiled: csrc/bindings.cpp and every csrc/*.cu."""
+    csrc = pkg_dir / "csrc"
+    return [csrc / "bindings.cpp"] + sorted(csrc.glob("*.cu"))
+
+
+def hashed_files(pkg_dir: Path = PKG_DIR) -> list[Path]:
+    """Everything that can affect the build: all sources and headers under csrc/ and include/."""
+    files = []
+    for sub in ("csrc", "include"):
+        root = pkg_dir / sub
+        if root.is_dir():
+            files += [p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES]
+    return sorted(files)
+
+
+def compile_flags(archs: list[str], verbose_ptxas: bool | None = None) -> tuple[list[str], list[str]]:
+    """(host C++ flags, nvcc flags). The -gencode flags make cpp_extension skip adding its own
+    arch flags (_get_cuda_arch_flags returns [] when any user nvcc flag mentions 'arch')."""
+    if verbose_ptxas is None:
+        verbose_ptxas = os.environ.get("TK_VERBOSE_PTXAS", "0") == "1"
+    cflags = ["-O3", "-std=c++20"]
+    cuda_flags = [
+        "-O3", "-std=c++20", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr",
+        # cpp_extension defines these to keep torch's half types unambiguous; the kernel files do
+        # not include torch headers and want the ordinary cuda_fp16/cuda_bf16 operators.
+        "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+        "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__",
+    ]
+    if len(archs) > 1:
+        cuda_flags.append(f"--threads={len(archs)}")  # compile the per-arch variants in parallel
+    if verbose_ptxas:
+        cuda_flags.append("-Xptxas=-v")
+    cuda_flags += gencode_flags(archs)
+    return cflags, cuda_flags
+
+
+def cache_key(archs: list[str], cflags: list[str], cuda_flags: list[str], pkg_dir: Path = PKG_DIR,
+              torch_version: str | None = None, cuda_version: str | None = None) -> str:
+    """Hex digest over all sources/headers (relative path + content), flags, archs, versions."""
+    import torch
+    h = hashlib.sha256()
+    def add(x: str | bytes) -> None:
+        b = x.encode() if isinstance(x, str) else x
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    add(f"build-v{BUILD_VERSION}")
+    for p in hashed_files(pkg_dir):
+        add(p.relative_to(pkg_dir).as_posix())
+        add(p.read_bytes())
+    add("archs:" + ",".join(archs))
+    add("cflags:" + " ".join(cflags))
+    add("cuda_flags:" + " ".join(f for f in cuda_flags if f != "-Xptxas=-v"))  # -v changes no code
+    add("torch:" + (torch_version or torch.__version__))
+    add("cuda:" + (cuda_version or str(torch.version.cuda)))
+    add(f"python:{sys.version_info.major}.{sys.version_info.minor}{getattr(sys, 'abiflags', '')}")
+    return h.hexdigest()[:16]
+
+
+def extensions_root(cpp_extension) -> Path:
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
+    return Path(root)
+
+
+# -----------------------------------------------------------------------------
+# build + load
+
+def _library_path(build_dir: Path, name: str) -> Path:
+    suffix = ".pyd" if sys.platform == "win32" else ".so"
+    return build_dir / f"{name}{suffix}"
+
+
+def _first_errors(log: str, n: int = 15) -> str:
+    lines = [l for l in log.splitlines()
+             if re.search(r"\berror\b|: fatal|undefined reference|undefined symbol", l)
+             and not l.startswith("Error building extension")]
+    return "\n".join(lines[:n])
+
+
+class _DirLock:
+    """Exclusive advisory lock (flock) on <build_dir>/tk_build.lock for the whole build+load.
+
+    cpp_extension has its own lock per build directory; older torch versions implement it as a
+    "baton" file whose mere existence blocks, so a build killed half-way (timeout, OOM) would make
+    every later run wait forever. Our flock is released by the kernel when a process dies, and
+    while we hold it no other tk_kernels build is inside cpp_extension, so a leftover baton file
+    must be stale and is removed."""
+
+    def __init__(self, build_dir: Path):
+        self.path = build_dir / "tk_build.lock"
+        self.fd: int | None = None
+
+    def __enter__(self):
+        import fcntl
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+
+def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = False):
+    """Build (if needed) and import the extension. Returns (module, library path)."""
+    cpp_extension = _cpp_extension()
+    import torch
+    archs = resolve_archs(archs)
+    cflags, cuda_flags = compile_flags(archs)
+    if "-Xptxas=-v" in cuda_flags:
+        verbose = True  # ptxas reports are only visible when ninja's output is shown
+    cuda_home = cpp_extension.CUDA_HOME
+    nvcc_ver = nvcc_version(cuda_home)
+    key = cache_key(archs, cflags, cuda_flags, cuda_version=f"{torch.version.cuda}/nvcc{nvcc_ver}")
+    name = f"tk_kernels_{key}"
+    build_dir = extensions_root(cpp_extension) / name
+    build_dir.mkdir(parents=True, exist_ok=True)
+    sources = [str(p) for p in source_files()]
+    for s in sources:
+        if not os.path.isfile(s):
+            raise TKBuildError(f"tk_kernels build: missing source file {s}")
+    lib = _library_path(build_dir, name)
+    log_path = build_dir / "build.log"
+
+    with _DirLock(build_dir):
+        baton = build_dir / "lock"
+        if baton.exists() and not hasattr(cpp_extension, "FileLock"):
+            baton.unlink()  # stale baton of a killed build (see _DirLock)
+        if not lib.exists() and not quiet:
+            jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+            print(f"tk_kernels: building {name} for {','.join(archs)} with {len(sources)} sources, "
+                  f"MAX_JOBS={jobs}, nvcc {nvcc_ver} in {build_dir} (this takes a few minutes)",
+                  file=sys.stderr, flush=True)
+        os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 1))
+        try:
+            module = cpp_extension.load(
+                name=name, sources=sources,
+                extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
+                extra_include_paths=[str(INCLUDE_DIR), str(CSRC_DIR)],
+                build_directory=str(build_dir), verbose=verbose, with_cuda=True,
+            )
+        except ImportError as e:  # compiled and linked, but the library does not load
+            raise TKBuildError(f"tk_kernels: {lib} was built but does not load: {e}\n"
+                               f"Build directory: {build_dir}") from None
+        except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
+            text = str(e)
+            # cpp_extension puts the whole ninja/nvcc output into the message; keep it on disk
+            log_path.write_text(text + "\n")
+            tail = "\n".join(text.splitlines()[-40:])
+            first = _first_errors(text)
+            msg = (f"tk_kernels build failed ({name}, archs {','.join(archs)}, nvcc {nvcc_ver}).\n"
+                   f"Full compiler log: {log_path}\nBuild directory: {build_dir}\n")
+            if first:
+                msg += f"First errors:\n{first}\n"
+            msg += f"Last lines of the log:\n{tail}"
+            raise TKBuildError(msg) from None
+    if not lib.exists():  # very old/new torch naming; fall back to what the module says
+        lib = Path(getattr(module, "__file__", lib))
+    return module, lib
+
+
+_lock = threading.Lock()
+_cached: dict[str, object] = {}
+
+def load_extension(verbose: bool = False):
+    """The compiled extension module, built on first use; cached per process (a failure too)."""
+    with _lock:
+        if "module" in _cached:
+            return _cached["module"]
+        if "error" in _cached:
+            raise _cached["error"]
+        try:
+            module, _ = build(verbose=verbose)
+        except TKBuildError as e:
+            _cached["error"] = e
+            raise
+        _cached["module"] = module
+        return module
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tk_kernels.build", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--arch", action="append", default=None,
+                    help="target architecture, repeatable: sm_80, sm_86, sm_89, sm_90, sm_90a "
+                         "(default: $TK_ARCH, else the visible GPUs, else sm_80 + sm_90a)")
+    ap.add_argument("--verbose", action="store_true", help="show the ninja/nvcc command lines and output")
+    args = ap.parse_args(argv)
+    try:
+        archs = resolve_archs(args.arch)
+    except ValueError as e:
+        ap.error(str(e))
+    try:
+        _, lib = build(archs, verbose=args.verbose)
+    except TKBuildError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    print(lib)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+// Torch bindings of the tk_kernels attention launchers (csrc/attention.h).
+// The only file that includes torch headers: it validates tensors, allocates outputs and
+// workspaces, and calls the launchers on the current CUDA stream.
+// Only light headers: ATen, the pybind11 tensor casters, and c10's CUDA stream/guard (which need
+// nothing beyond the CUDA runtime headers, unlike ATen/cuda/CUDAContext.h which pulls in cuBLAS and
+// cuSPARSE headers a minimal CUDA toolkit may not have).
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/python.h>
+
+#include <tuple>
+
+#include "attention.h"
+
+namespace {
+
+// (B, H, T, D) tensor usable by the kernels without a copy. The kernels load rows with 16-byte
+// cp.async, so the base pointer must be 16-byte aligned and every stride a multiple of 8 elements;
+// tk_kernels/attention.py makes a contiguous copy of inputs that are not (so users never see these).
+void check_bhtd(const at::Tensor& t, const char* name, const at::Tensor& q) {
+  TORCH_CHECK(t.is_cuda(), "tk attention: ", name, " must be a CUDA tensor, got device ", t.device());
+  TORCH_CHECK(t.device() == q.device(), "tk attention: ", name, " is on ", t.device(),
+              " but q is on ", q.device(), "; all tensors must be on the same device");
+  TORCH_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf,
+              "tk attention: ", name, " must be bfloat16 or float16, got ", t.scalar_type());
+  TORCH_CHECK(t.scalar_type() == q.scalar_type(), "tk attention: ", name, " has dtype ",
+              t.scalar_type(), " but q has dtype ", q.scalar_type(), "; dtypes must match");
+  TORCH_CHECK(t.dim() == 4, "tk attention: ", name, " must be 4-D (B, H, T, D), got shape ", t.sizes());
+  TORCH_CHECK(t.sizes() == q.sizes(), "tk attention: ", name, " has shape ", t.sizes(),
+              " but q has shape ", q.sizes(), "; q, k, v (and o, dout) must have the same (B, H, T, D)");
+  TORCH_CHECK(t.size(3) == 64 || t.size(3) == 128, "tk attention: head dim D must be 64 or 128, got ", t.size(3));
+  TORCH_CHECK(t.size(2) >= 1, "tk attention: sequence length T must be >= 1, got ", t.size(2));
+  TORCH_CHECK(t.stride(3) == 1, "tk attention: ", name, " must have a contiguous last dim (stride 1), got strides ",
+              t.strides());
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "tk attention: ", name,
+              " data pointer must be 16-byte aligned");
+  for (int d = 0; d < 3; ++d) {
+    TORCH_CHECK(t.stride(d) % 8 == 0 || t.size(d) == 1, "tk attention: ", name,
+                " strides must be multiples of 8 elements (16 bytes), got strides ", t.strides());
+  }
+}
+
+// Stride of dim d, with 0 for size-1 dims (their stride is never used but may be anything).
+tk_attn::Strides strides_of(const at::Tensor& t) {
+  auto s = [&](int d) -> int64_t { return t.size(d) == 1 ? 0 : t.stride(d); };
+  return {s(0), s(1), s(2)};
+}
+
+tk_attn::DType dtype_of(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 ? tk_attn::DType::bf16 : tk_attn::DType::fp16;
+}
+
+// (B, H, T, D) output stored as (B, T, H, D): the model's y.transpose(1, 2).view(B, T, C) is free.
+at::Tensor empty_bthd(const at::Tensor& like) {
+  return at::empty({like.size(0), like.size(2), like.size(1), like.size(3)}, like.options()).transpose(1, 2);
+}
+
+void check_lse(const at::Tensor& lse, const at::Tensor& q) {
+  TORCH_CHECK(lse.is_cuda() && lse.device() == q.device(), "tk attention: lse must be on ", q.device());
+  TORCH_CHECK(lse.scalar_type() == at::kFloat, "tk attention: lse must be float32, got ", lse.scalar_type());
+  TORCH_CHECK(lse.dim() == 3 && lse.size(0) == q.size(0) && lse.size(1) == q.size(1) && lse.size(2) == q.size(2),
+              "tk attention: lse must have shape (B, H, T) = ", q.sizes().slice(0, 3), ", got ", lse.sizes());
+  TORCH_CHECK(lse.is_contiguous(), "tk attention: lse must be contiguous");
+}
+
+std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                     bool causal, double scale) {
+  check_bhtd(q, "q", q);
+  check_bhtd(k, "k", q);
+  check_bhtd(v, "v", q);
+  const c10::cuda::CUDAGuard guard(q.device());
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  TORCH_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
+  at::Tensor o = empty_bthd(q);
+  at::Tensor lse = at::empty({B, H, T}, q.options().dtype(at::kFloat));
+  if (B * H == 0) return {o, lse};
+
+  tk_attn::FwdParams p{};
+  p.q = q.data_ptr(); p.k = k.data_ptr(); p.v = v.data_ptr();
+  p.o = o.data_ptr();
+  p.lse = lse.data_ptr<float>();
+  p.q_s = strides_of(q); p.k_s = strides_of(k); p.v_s = strides_of(v); p.o_s = strides_of(o);
+  p.B = int(B); p.H = int(H); p.T = int(T); p.D = int(D);
+  p.scale = float(scale);
+  p.causal = causal;
+  p.dtype = dtype_of(q);
+  cudaError_t err = tk_attn::attention_forward(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "tk attention forward failed: ", cudaGetErrorString(err));
+  return {o, lse};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
+    const at::Tensor& dout, bool causal, double scale, bool deterministic) {
+  check_bhtd(q, "q", q);
+  check_bhtd(k, "k", q);
+  check_bhtd(v, "v", q);
+  check_bhtd(o, "o", q);
+  check_bhtd(dout, "dout", q);
+  check_lse(lse, q);
+  const c10::cuda::CUDAGuard guard(q.device());
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  TORCH_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
+  at::Tensor dq = empty_bthd(q), dk = empty_bthd(k), dv = empty_bthd(v);
+  if (B * H == 0) return {dq, dk, dv};
+  at::Tensor delta = at::empty({B, H, T}, q.options().dtype(at::kFloat));
+  at::Tensor dq_accum;
+  if (!deterministic) dq_accum = at::zeros({B, H, T, D}, q.options().dtype(at::kFloat));
+
+  tk_attn::BwdParams p{};
+  p.q = q.data_ptr(); p.k = k.data_ptr(); p.v = v.data_ptr(); p.o = o.data_ptr(); p.dout = dout.data_ptr();
+  p.lse = lse.data_ptr<float>();
+  p.dq = dq.data_ptr(); p.dk = dk.data_ptr(); p.dv = dv.data_ptr();
+  p.delta = delta.data_ptr<float>();
+  p.dq_accum = deterministic ? nullptr : dq_accum.data_ptr<float>();
+  p.q_s = strides_of(q); p.k_s = strides_of(k); p.v_s = strides_of(v); p.o_s = strides_of(o);
+  p.do_s = strides_of(dout); p.dq_s = strides_of(dq); p.dk_s = strides_of(dk); p.dv_s = strides_of(dv);
+  p.B = int(B); p.H = int(H); p.T = int(T); p.D = int(D);
+  p.scale = float(scale);
+  p.causal = causal;
+  p.deterministic = deterministic;
+  p.dtype = dtype_of(q);
+  cudaError_t err = tk_attn::attention_backward(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "tk attention backward failed: ", cudaGetErrorString(err));
+  return {dq, dk, dv};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "tk_kernels: ThunderKittens-style CUDA kernels (attention forward/backward)";
+  m.def("attention_forward", &attention_forward,
+        "(q, k, v, causal, scale) -> (o, lse); q/k/v (B, H, T, D) bf16/fp16, o in (B, T, H, D) memory order",
+        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("causal"), pybind11::arg("scale"));
+  m.def("attention_backward", &attention_backward,
+        "(q, k, v, o, lse, dout, causal, scale, deterministic) -> (dq, dk, dv)",
+        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
+        pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("deterministic"));
+}
