@@ -1,0 +1,33 @@
+"""
+PyTorch reference implementations of the ops that tk_kernels accelerates.
+
+These are the `kernels=torch` path of model.py and the ground truth that the
+CUDA kernels are tested against. Each function has the same signature as its
+dispatch twin in tk_kernels/dispatch.py (minus the `kernels` argument).
+"""
+
+import torch
+import torch.nn.functional as F
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              causal: bool = True, dropout_p: float = 0.0,
+              scale: float | None = None) -> torch.Tensor:
+    """softmax(q @ k^T * scale [+ causal mask]) @ v for (B, H, T, D) inputs.
+    scale defaults to 1/sqrt(D). With causal=True and Tq != Tk the mask is
+    aligned to the top-left, as in F.scaled_dot_product_attention."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=dropout_p,
+                                          is_causal=causal, scale=scale)
+
+
+def mlp(x: torch.Tensor, fc_weight: torch.Tensor, fc_bias: torch.Tensor | None,
+        proj_weight: torch.Tensor, proj_bias: torch.Tensor | None) -> torch.Tensor:
+    """The transformer MLP: proj(gelu(fc(x))), exact (erf) GELU as in nanoGPT.
+    Weights use nn.Linear's (out_features, in_features) layout."""
+    return F.linear(F.gelu(F.linear(x, fc_weight, fc_bias)), proj_weight, proj_bias)
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm over the last dimension with an optional bias."""
+    return F.layer_norm(x, weight.shape, weight, bias, eps)

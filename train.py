@@ -1,0 +1,598 @@
+"""
+This training script can be run both on a single GPU (or CPU) in debug mode,
+and also in a larger training run with distributed data parallel (DDP).
+
+To run on a single GPU (or the CPU), example:
+$ python train.py --batch_size=32 --compile=False
+$ python train.py config/train_shakespeare_char.py --device=cpu --compile=False
+
+To run with DDP on 4 gpus on 1 node, example:
+$ torchrun --standalone --nproc_per_node=4 train.py
+
+To run with DDP on 4 gpus across 2 nodes, example:
+- Run on the first (master) node with example IP 123.456.123.456:
+$ torchrun --nproc_per_node=8 --nnodes=2 --node_rank=0 --master_addr=123.456.123.456 --master_port=1234 train.py
+- Run on the worker node:
+$ torchrun --nproc_per_node=8 --nnodes=2 --node_rank=1 --master_addr=123.456.123.456 --master_port=1234 train.py
+(If your cluster does not have Infiniband interconnect prepend NCCL_IB_DISABLE=1)
+
+On CPUs, DDP uses the gloo backend:
+$ torchrun --standalone --nproc_per_node=2 train.py config/train_shakespeare_char_cpu.py
+
+Resuming (init_from='resume') continues exactly like the uninterrupted run: the
+checkpoint holds the model, optimizer, grad scaler and every process's RNG
+states, including the generator that picks the training batches.
+"""
+
+import json
+import math
+import os
+import pickle
+import random
+import subprocess
+import sys
+import time
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+import torch.distributed as dist
+
+from configurator import ConfigError, configure
+from model import GPTConfig, GPT
+from tk_kernels import dispatch
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+# -----------------------------------------------------------------------------
+# default config values designed to train a gpt2 (124M) on OpenWebText
+# I/O
+out_dir = 'out'
+eval_interval = 2000
+log_interval = 1
+eval_iters = 200
+eval_only = False  # if True, script exits right after the first eval
+always_save_checkpoint = True  # if True, always save a checkpoint after each eval
+init_from = 'scratch'  # 'scratch' or 'resume' or 'gpt2*'
+log_file = ''  # if set, append JSON lines {"iter", "loss", ...} to this file
+# wandb logging
+wandb_log = False  # disabled by default
+wandb_project = 'owt'
+wandb_run_name = 'gpt2'  # 'run' + str(time.time())
+# data
+dataset = 'openwebtext'
+data_dir = ''  # '' means data/<dataset>
+gradient_accumulation_steps = 5 * 8  # used to simulate larger batch sizes
+batch_size = 12  # if gradient_accumulation_steps > 1, this is the micro-batch size
+block_size = 1024
+# model
+n_layer = 12
+n_head = 12
+n_embd = 768
+dropout = 0.0  # for pretraining 0 is good, for finetuning try 0.1+
+bias = False  # do we use bias inside LayerNorm and Linear layers?
+kernels = 'torch'  # 'torch', 'tk' or 'auto': see tk_kernels/dispatch.py
+# adamw optimizer
+learning_rate = 6e-4  # max learning rate
+max_iters = 600000  # total number of training iterations
+weight_decay = 1e-1
+beta1 = 0.9
+beta2 = 0.95
+grad_clip = 1.0  # clip gradients at this value, or disable if == 0.0
+# learning rate decay settings
+decay_lr = True  # whether to decay the learning rate
+warmup_iters = 2000  # how many steps to warm up for
+lr_decay_iters = 600000  # should be ~= max_iters per Chinchilla
+min_lr = 6e-5  # minimum learning rate, should be ~= learning_rate/10 per Chinchilla
+# DDP settings
+backend = ''  # '' picks 'nccl' on cuda and 'gloo' on cpu
+# system
+device = 'cuda' if torch.cuda.is_available() else 'cpu'  # 'cpu', 'cuda', 'cuda:0', 'mps', ...
+dtype = ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if torch.cuda.is_available() \
+    else 'float32'  # 'float32', 'bfloat16', or 'float16' (the latter with a GradScaler)
+compile = True  # use PyTorch 2.0 to compile the model to be faster
+seed = 1337
+# -----------------------------------------------------------------------------
+config_keys = [k for k, v in globals().items()
+               if not k.startswith('_') and isinstance(v, (int, float, bool, str, type(None)))
+               and k != 'ROOT']
+try:
+    config = configure({k: globals()[k] for k in config_keys}, sys.argv[1:])
+except ConfigError as e:
+    print(f"config error: {e}", file=sys.stderr)
+    sys.exit(2)
+globals().update(config)
+# -----------------------------------------------------------------------------
+
+
+def fail(msg: str, code: int = 1):
+    """One clear error message and a non-zero exit."""
+    print(f"error: {msg}", file=sys.stderr, flush=True)
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+    sys.exit(code)
+
+
+if init_from not in ('scratch', 'resume') and not init_from.startswith('gpt2'):
+    fail(f"init_from must be 'scratch', 'resume' or a gpt2 model (gpt2, gpt2-medium, "
+         f"gpt2-large, gpt2-xl); got {init_from!r}")
+if kernels not in dispatch.KERNEL_MODES:
+    fail(f"kernels must be one of {', '.join(dispatch.KERNEL_MODES)}; got {kernels!r}")
+if dtype not in ('float32', 'bfloat16', 'float16'):
+    fail(f"dtype must be 'float32', 'bfloat16' or 'float16'; got {dtype!r}")
+
+# various inits, derived attributes, I/O setup
+ddp = int(os.environ.get('RANK', -1)) != -1  # is this a ddp run?
+if ddp:
+    ddp_rank = int(os.environ['RANK'])
+    ddp_local_rank = int(os.environ['LOCAL_RANK'])
+    ddp_world_size = int(os.environ['WORLD_SIZE'])
+    if device.startswith('cuda'):
+        device = f'cuda:{ddp_local_rank}'
+        torch.cuda.set_device(device)
+    init_process_group_backend = backend or ('nccl' if device.startswith('cuda') else 'gloo')
+    dist.init_process_group(backend=init_process_group_backend)
+    master_process = ddp_rank == 0  # this process will do logging, checkpointing etc.
+    seed_offset = ddp_rank  # each process gets a different seed
+    # world_size number of processes will be training simultaneously, so we can scale
+    # down the desired gradient accumulation iterations per process proportionally
+    if gradient_accumulation_steps % ddp_world_size != 0:
+        fail(f"gradient_accumulation_steps={gradient_accumulation_steps} is not divisible "
+             f"by the number of processes ({ddp_world_size})")
+    gradient_accumulation_steps //= ddp_world_size
+else:
+    # if not ddp, we are running on a single gpu, and one process
+    ddp_rank = 0
+    master_process = True
+    seed_offset = 0
+    ddp_world_size = 1
+tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
+if master_process:
+    print(f"tokens per iteration will be: {tokens_per_iter:,}")
+
+device_type = 'cuda' if 'cuda' in device else 'cpu'  # for later use in torch.autocast
+if device_type == 'cuda' and not torch.cuda.is_available():
+    fail(f"device={device!r} but no CUDA GPU is usable here; use --device=cpu")
+if kernels == 'tk' and device_type != 'cuda':
+    fail(f"kernels=tk needs a CUDA GPU but device={device!r}; "
+         "use kernels=auto (falls back to PyTorch) or kernels=torch")
+if dtype == 'float16' and device_type == 'cpu':
+    if master_process:
+        print("note: float16 autocast is not used on the CPU; training in float32")
+    dtype = 'float32'
+if dtype == 'bfloat16' and device_type == 'cuda' and not torch.cuda.is_bf16_supported():
+    fail("dtype=bfloat16 is not supported by this GPU; use --dtype=float16")
+
+if master_process:
+    os.makedirs(out_dir, exist_ok=True)
+torch.manual_seed(seed + seed_offset)
+np.random.seed(seed + seed_offset)
+random.seed(seed + seed_offset)
+torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
+torch.backends.cudnn.allow_tf32 = True  # allow tf32 on cudnn
+ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
+ctx = nullcontext() if ptdtype == torch.float32 else \
+    torch.amp.autocast(device_type=device_type, dtype=ptdtype)
+
+# -----------------------------------------------------------------------------
+# data: train.bin / val.bin of uint16 token ids, made by data/<dataset>/prepare.py
+data_dir = data_dir or os.path.join(ROOT, 'data', dataset)
+prepare_script = os.path.join(ROOT, 'data', dataset, 'prepare.py')
+if not all(os.path.exists(os.path.join(data_dir, f'{s}.bin')) for s in ('train', 'val')):
+    prepare_cmd = f"python {os.path.relpath(prepare_script)}" + \
+        (f" --out_dir {data_dir}" if data_dir != os.path.dirname(prepare_script) else "")
+    ok = True
+    if dataset in ('shakespeare_char', 'shakespeare') and os.path.exists(prepare_script):
+        if master_process:
+            print(f"{data_dir}/train.bin not found: running {prepare_cmd}", flush=True)
+            r = subprocess.run([sys.executable, prepare_script, '--out_dir', data_dir])
+            ok = r.returncode == 0
+        if ddp:  # the other processes wait for the master's verdict
+            verdict = [ok]
+            dist.broadcast_object_list(verdict, src=0)
+            ok = verdict[0]
+        if not ok:
+            fail(f"preparing {dataset} failed (see above). Without network access run it "
+                 f"with a local copy of the text: {prepare_cmd} --input PATH/TO/input.txt")
+    elif dataset == 'openwebtext' and os.path.exists(prepare_script):
+        fail(f"{data_dir}/train.bin not found. Prepare OpenWebText first (a large download "
+             f"and a long tokenization): {prepare_cmd}")
+    else:
+        fail(f"dataset {dataset!r} not found: no {data_dir}/train.bin and no "
+             f"data/{dataset}/prepare.py")
+for split in ('train', 'val'):
+    n_tokens = os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // 2
+    if n_tokens <= block_size:
+        fail(f"{data_dir}/{split}.bin holds {n_tokens} tokens, too few for block_size={block_size}")
+
+# batches are drawn from dedicated generators: the training order is a pure
+# function of the seed and the checkpointed generator state
+train_gen = torch.Generator().manual_seed(seed + seed_offset)
+eval_gen = torch.Generator().manual_seed(seed + seed_offset + 10_000)
+batch_state = train_gen.get_state()  # train_gen state before drawing the next batch
+
+
+def get_batch(split, gen):
+    # We recreate np.memmap every batch to avoid a memory leak, as per
+    # https://stackoverflow.com/questions/45132940/numpy-memmap-memory-usage-want-to-iterate-once/61472122#61472122
+    data = np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r')
+    ix = torch.randint(len(data) - block_size, (batch_size,), generator=gen)
+    x = torch.stack([torch.from_numpy((data[i:i + block_size]).astype(np.int64)) for i in ix])
+    y = torch.stack([torch.from_numpy((data[i + 1:i + 1 + block_size]).astype(np.int64)) for i in ix])
+    if device_type == 'cuda':
+        # pin arrays x,y, which allows us to move them to GPU asynchronously (non_blocking=True)
+        x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    else:
+        x, y = x.to(device), y.to(device)
+    return x, y
+
+
+def get_train_batch():
+    global batch_state
+    batch_state = train_gen.get_state()
+    return get_batch('train', train_gen)
+
+
+# init these up here, can override if init_from='resume' (i.e. from a checkpoint)
+iter_num = 0
+best_val_loss = 1e9
+
+# attempt to derive vocab_size from the dataset
+meta_path = os.path.join(data_dir, 'meta.pkl')
+meta_vocab_size = None
+if os.path.exists(meta_path):
+    with open(meta_path, 'rb') as f:
+        meta = pickle.load(f)
+    meta_vocab_size = meta['vocab_size']
+    if master_process:
+        print(f"found vocab_size = {meta_vocab_size} (inside {meta_path})")
+
+# -----------------------------------------------------------------------------
+# model init
+model_args = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size,
+                  bias=bias, vocab_size=None, dropout=dropout)  # start with model_args from command line
+checkpoint = None
+ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+if init_from == 'scratch':
+    # init a new model from scratch
+    if master_process:
+        print("Initializing a new model from scratch")
+    # determine the vocab size we'll use for from-scratch training
+    if meta_vocab_size is None and master_process:
+        print("defaulting to vocab_size of GPT-2 to 50304 (50257 rounded up for efficiency)")
+    model_args['vocab_size'] = meta_vocab_size if meta_vocab_size is not None else 50304
+    if n_embd % n_head != 0:
+        fail(f"n_embd={n_embd} is not divisible by n_head={n_head}")
+    model = GPT(GPTConfig(**model_args, kernels=kernels))
+elif init_from == 'resume':
+    if master_process:
+        print(f"Resuming training from {out_dir}")
+    if not os.path.exists(ckpt_path):
+        fail(f"init_from=resume but there is no checkpoint at {ckpt_path}")
+    try:
+        checkpoint = torch.load(ckpt_path, map_location='cpu', weights_only=True)
+    except Exception as e:
+        fail(f"cannot load checkpoint {ckpt_path}: it is corrupt or not a nanoGPT-TK "
+             f"checkpoint ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+    needed = ('model', 'optimizer', 'model_args', 'iter_num', 'best_val_loss')
+    if not isinstance(checkpoint, dict) or any(k not in checkpoint for k in needed):
+        have = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        fail(f"{ckpt_path} is not a nanoGPT-TK training checkpoint: it needs the keys "
+             f"{', '.join(needed)}; it has {have}")
+    checkpoint_model_args = checkpoint['model_args']
+    # force these config attributes to be equal otherwise we can't even resume training
+    # the rest of the attributes (e.g. dropout) can stay as desired from command line
+    try:
+        for k in ['n_layer', 'n_head', 'n_embd', 'block_size', 'bias', 'vocab_size']:
+            model_args[k] = checkpoint_model_args[k]
+        model = GPT(GPTConfig(**model_args, kernels=kernels))
+        state_dict = checkpoint['model']
+        # fix the keys of the state dictionary :(
+        # honestly no idea how checkpoints sometimes get this prefix, have to debug more
+        unwanted_prefix = '_orig_mod.'
+        for k, v in list(state_dict.items()):
+            if k.startswith(unwanted_prefix):
+                state_dict[k[len(unwanted_prefix):]] = state_dict.pop(k)
+        model.load_state_dict(state_dict)
+    except Exception as e:
+        fail(f"checkpoint {ckpt_path} does not fit this model ({type(e).__name__}: "
+             f"{str(e).splitlines()[0] if str(e) else ''})")
+    iter_num = int(checkpoint['iter_num'])
+    best_val_loss = float(checkpoint['best_val_loss'])
+elif init_from.startswith('gpt2'):
+    if master_process:
+        print(f"Initializing from OpenAI GPT-2 weights: {init_from}")
+    # initialize from OpenAI GPT-2 weights
+    override_args = dict(dropout=dropout, kernels=kernels)
+    try:
+        model = GPT.from_pretrained(init_from, override_args)
+    except Exception as e:
+        fail(f"cannot load pretrained {init_from}: {type(e).__name__}: {e}")
+    # read off the created config params, so we can store them into checkpoint correctly
+    for k in ['n_layer', 'n_head', 'n_embd', 'block_size', 'bias', 'vocab_size']:
+        model_args[k] = getattr(model.config, k)
+# crop down the model block size if desired, using model surgery
+if block_size < model.config.block_size:
+    model.crop_block_size(block_size)
+    model_args['block_size'] = block_size  # so that the checkpoint will have the right value
+elif block_size > model.config.block_size:
+    fail(f"block_size={block_size} is larger than the model's {model.config.block_size}")
+model.to(device)
+
+# which implementation each op family runs; kernels=tk must be able to run
+head_dim = model.config.n_embd // model.config.n_head
+p_train = 0.0 if eval_only else model.config.dropout
+if kernels == 'tk':
+    reason = dispatch.unsupported_reason('attention', device=device, dtype=ptdtype,
+                                         head_dim=head_dim, dropout_p=p_train)
+    if reason is not None:
+        fail(f"kernels=tk: the TK attention kernel cannot run here: {reason}. "
+             "Use kernels=auto to fall back to PyTorch, or kernels=torch.")
+if master_process:
+    print(dispatch.describe(kernels, device=device, dtype=ptdtype, head_dim=head_dim,
+                            dropout_p=p_train))
+
+# initialize a GradScaler. If enabled=False scaler is a no-op
+scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))
+
+# optimizer
+optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)
+if checkpoint is not None:
+    try:
+        optimizer.load_state_dict(checkpoint['optimizer'])
+        if checkpoint.get('scaler'):
+            scaler.load_state_dict(checkpoint['scaler'])
+    except Exception as e:
+        fail(f"the optimizer state in {ckpt_path} does not fit this model/optimizer "
+             f"({type(e).__name__}: {e})")
+
+# compile the model
+raw_model = model  # the plain module: its state_dict is what we save
+if compile:
+    if master_process:
+        print("compiling the model... (takes a ~minute)")
+    model = torch.compile(model)  # requires PyTorch 2.0
+
+# wrap model into DDP container
+if ddp:
+    model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None)
+eval_model = model.module if ddp else model  # evaluation runs on the master only, outside DDP
+
+# -----------------------------------------------------------------------------
+# RNG states, as tensors and plain Python values so that the checkpoint loads
+# with torch.load(weights_only=True)
+
+
+def rng_state() -> dict:
+    np_state = np.random.get_state()
+    py_state = random.getstate()
+    state = {
+        'torch': torch.get_rng_state(),
+        'train_batches': batch_state,
+        'eval_batches': eval_gen.get_state(),
+        'numpy_keys': torch.from_numpy(np_state[1].astype(np.int64)),
+        'numpy_pos': int(np_state[2]),
+        'numpy_has_gauss': int(np_state[3]),
+        'numpy_cached_gaussian': float(np_state[4]),
+        'python_version': py_state[0],
+        'python_state': torch.tensor(py_state[1], dtype=torch.int64),
+        'python_gauss_next': py_state[2],
+    }
+    if device_type == 'cuda':
+        state['cuda'] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict):
+    global batch_state
+    torch.set_rng_state(state['torch'])
+    if device_type == 'cuda' and 'cuda' in state:
+        torch.cuda.set_rng_state(state['cuda'], device)
+    batch_state = state['train_batches']
+    train_gen.set_state(batch_state)
+    eval_gen.set_state(state['eval_batches'])
+    np.random.set_state(('MT19937', state['numpy_keys'].numpy().astype(np.uint32), state['numpy_pos'],
+                         state['numpy_has_gauss'], state['numpy_cached_gaussian']))
+    random.setstate((state['python_version'], tuple(state['python_state'].tolist()),
+                     state['python_gauss_next']))
+
+
+def all_rng_states() -> list[dict] | None:
+    """Every process's RNG state (a list indexed by rank) on the master, None elsewhere."""
+    state = rng_state()
+    if not ddp:
+        return [state]
+    states = [None] * ddp_world_size if master_process else None
+    dist.gather_object(state, states, dst=0)
+    return states
+
+
+def save_checkpoint(checkpoint: dict, path: str):
+    """Write atomically: a temporary file in the same directory, fsync, rename.
+    A crash mid-write leaves the previous checkpoint untouched."""
+    tmp = path + '.tmp'
+    try:
+        with open(tmp, 'wb') as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        try:  # make the rename itself durable
+            dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError:
+            pass
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        fail(f"cannot write checkpoint {path} ({e}); the previous checkpoint is unchanged")
+
+
+resume_iter = None
+if checkpoint is not None:
+    states = checkpoint.get('rng')
+    if states and len(states) == ddp_world_size:
+        set_rng_state(states[ddp_rank])
+        # this iteration's eval ran before the checkpoint was written: don't repeat it,
+        # so that the run continues exactly like the uninterrupted one
+        resume_iter = iter_num
+    elif master_process:
+        print(f"warning: the checkpoint's RNG states are for {len(states or [])} process(es), "
+              f"this run has {ddp_world_size}; the data order will differ from the original run")
+    checkpoint = None  # free up memory
+
+
+# helps estimate an arbitrarily accurate loss over either split using many batches
+@torch.no_grad()
+def estimate_loss():
+    out = {}
+    eval_model.eval()
+    for split in ['train', 'val']:
+        losses = torch.zeros(eval_iters)
+        for k in range(eval_iters):
+            X, Y = get_batch(split, eval_gen)
+            with ctx:
+                logits, loss = eval_model(X, Y)
+            losses[k] = loss.item()
+        out[split] = losses.mean().item()
+    eval_model.train()
+    return out
+
+
+# learning rate decay scheduler (cosine with warmup)
+def get_lr(it):
+    # 1) linear warmup for warmup_iters steps
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    # 2) if it > lr_decay_iters, return min learning rate
+    if it > lr_decay_iters:
+        return min_lr
+    # 3) in between, use cosine decay down to min learning rate
+    decay_ratio = (it - warmup_iters) / max(1, lr_decay_iters - warmup_iters)
+    assert 0 <= decay_ratio <= 1
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))  # coeff ranges 0..1
+    return min_lr + coeff * (learning_rate - min_lr)
+
+
+def log_json(record: dict):
+    if log_file and master_process:
+        with open(log_file, 'a') as f:
+            f.write(json.dumps(record) + '\n')
+
+
+# logging
+if wandb_log and master_process:
+    try:
+        import wandb
+    except ImportError:
+        fail("wandb_log=True but the wandb package is not installed (pip install wandb), "
+             "or run with --wandb_log=False")
+    wandb.init(project=wandb_project, name=wandb_run_name, config=config)
+
+# training loop
+X, Y = get_train_batch()  # fetch the very first batch
+t0 = time.time()
+local_iter_num = 0  # number of iterations in the lifetime of this process
+running_mfu = -1.0
+while True:
+
+    # determine and set the learning rate for this iteration
+    lr = get_lr(iter_num) if decay_lr else learning_rate
+    for param_group in optimizer.param_groups:
+        param_group['lr'] = lr
+
+    # evaluate the loss on train/val sets and write checkpoints
+    if (iter_num % eval_interval == 0 and iter_num != resume_iter) or eval_only:
+        losses = estimate_loss() if master_process else None
+        states = all_rng_states()  # collective under DDP: every process takes part
+        if master_process:
+            print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}",
+                  flush=True)
+            log_json({'iter': iter_num, 'train_loss': losses['train'], 'val_loss': losses['val']})
+            if wandb_log:
+                wandb.log({
+                    "iter": iter_num,
+                    "train/loss": losses['train'],
+                    "val/loss": losses['val'],
+                    "lr": lr,
+                    "mfu": max(running_mfu, 0.0) * 100,  # convert to percentage
+                })
+            if (losses['val'] < best_val_loss or always_save_checkpoint) and not eval_only:
+                best_val_loss = min(best_val_loss, losses['val'])
+                if iter_num > 0:
+                    checkpoint = {
+                        'model': raw_model.state_dict(),
+                        'optimizer': optimizer.state_dict(),
+                        'scaler': scaler.state_dict(),
+                        'model_args': model_args,
+                        'iter_num': iter_num,
+                        'best_val_loss': best_val_loss,
+                        'config': config,
+                        'rng': states,
+                        'world_size': ddp_world_size,
+                    }
+                    print(f"saving checkpoint to {out_dir}", flush=True)
+                    save_checkpoint(checkpoint, ckpt_path)
+                    checkpoint = None
+    if eval_only:
+        break
+
+    # forward backward update, with optional gradient accumulation to simulate larger batch size
+    # and using the GradScaler if data type is float16
+    for micro_step in range(gradient_accumulation_steps):
+        if ddp:
+            # in DDP training we only need to sync gradients at the last micro step.
+            # the official way to do this is with model.no_sync() context manager, but
+            # I really dislike that this bloats the code and forces us to repeat code
+            # looking at the source of that context manager, it just toggles this variable
+            model.require_backward_grad_sync = (micro_step == gradient_accumulation_steps - 1)
+        with ctx:
+            logits, loss = model(X, Y)
+            loss = loss / gradient_accumulation_steps  # scale the loss to account for gradient accumulation
+        # immediately async prefetch next batch while model is doing the forward pass on the GPU
+        X, Y = get_train_batch()
+        # backward pass, with gradient scaling if training in fp16
+        scaler.scale(loss).backward()
+    # clip the gradient
+    if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    # step the optimizer and scaler if training in fp16
+    scaler.step(optimizer)
+    scaler.update()
+    # flush the gradients as soon as we can, no need for this memory anymore
+    optimizer.zero_grad(set_to_none=True)
+
+    # timing and logging
+    t1 = time.time()
+    dt = t1 - t0
+    t0 = t1
+    if iter_num % log_interval == 0 and master_process:
+        # get loss as float. note: this is a CPU-GPU sync point
+        # scale up to undo the division above, approximating the true total loss (exact would have been a sum)
+        lossf = loss.item() * gradient_accumulation_steps
+        if local_iter_num >= 5:  # let the training loop settle a bit
+            mfu = raw_model.estimate_mfu(batch_size * gradient_accumulation_steps, dt)
+            if mfu is not None:
+                running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
+        mfu_str = f"{running_mfu * 100:.2f}%" if running_mfu >= 0 else "n/a"
+        print(f"iter {iter_num}: loss {lossf:.4f}, time {dt * 1000:.2f}ms, "
+              f"tok/s {tokens_per_iter / dt:.0f}, mfu {mfu_str}", flush=True)
+        log_json({'iter': iter_num, 'loss': lossf, 'lr': lr, 'time_ms': dt * 1000})
+    iter_num += 1
+    local_iter_num += 1
+
+    # termination conditions
+    if iter_num > max_iters:
+        break
+
+if master_process and best_val_loss < 1e9:
+    print(f"best val loss {best_val_loss:.4f}")
+if wandb_log and master_process:
+    wandb.finish()
+if ddp:
+    dist.destroy_process_group()
