@@ -1,0 +1,56 @@
+// Small device utilities and constants shared by the whole DSL.
+#pragma once
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace tk {
+
+constexpr int WARP_THREADS = 32;
+constexpr int TILE_DIM = 16;          // register tiles are made of 16x16 fragments
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+__device__ __forceinline__ int laneid() { return threadIdx.x & 31; }
+__device__ __forceinline__ int warpid() { return threadIdx.x >> 5; }
+
+__device__ __forceinline__ float neg_infty() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float pos_infty() { return __int_as_float(0x7f800000); }
+
+// Generic address of a shared-memory object -> 32-bit shared-window address (for PTX).
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Fast 2^x (ex2.approx.ftz: 2 ulp, flushes denormals; 2^-inf = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// Fast log2(x) (lg2.approx.ftz).
+__device__ __forceinline__ float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Bump allocator over the dynamic shared memory of a CTA. Each allocation is aligned
+// to 128 bytes (swizzle patterns repeat every 8 rows of 128 bytes or less... the base
+// only needs 16 bytes for cp.async/ldmatrix; 128 keeps future TMA/wgmma options open).
+struct shared_allocator {
+  char *ptr;
+  __device__ explicit shared_allocator(void *base) : ptr(static_cast<char *>(base)) {}
+  template <typename T> __device__ T &allocate() {
+    uintptr_t p = (reinterpret_cast<uintptr_t>(ptr) + 127) & ~uintptr_t(127);
+    ptr = reinterpret_cast<char *>(p + sizeof(T));
+    return *reinterpret_cast<T *>(p);
+  }
+};
+// Host-side twin: bytes a sequence of allocate<T>() calls needs (with 128-byte alignment).
+template <typename... Ts> constexpr int shared_bytes() {
+  int total = 0;
+  ((total = ((total + 127) / 128) * 128 + int(sizeof(Ts))), ...);
+  return total + 128;  // slack: the dynamic smem base is only guaranteed 16-byte aligned
+}
+
+}  // namespace tk

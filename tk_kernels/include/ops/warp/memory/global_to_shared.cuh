@@ -1,0 +1,47 @@
+// Global -> shared tile loads (cp.async, 16 bytes per copy), cooperative over NT threads.
+//
+// load_async<NT>(dst, src, c): rows [c.row, c.row + dst.rows) and cols [c.col, c.col + dst.cols)
+// of head (c.b, c.h) of `src` into the shared tile `dst`. Rows at or beyond src.seq are ZERO-FILLED
+// (ragged tails need no padding copies). NT = number of cooperating threads (32 = one warp,
+// blockDim.x = whole CTA); thread i of the group is threadIdx.x % NT. The caller commits/waits
+// (commit_group / wait_group) and synchronises before reading the tile.
+#pragma once
+#include "../../../types/global/gl.cuh"
+#include "../../../types/shared/st.cuh"
+#include "../../../types/shared/sv.cuh"
+#include "async.cuh"
+
+namespace tk {
+
+template <int NT = WARP_THREADS, any_st ST, typename T>
+__device__ __forceinline__ void load_async(ST &&dst, const gl<T> &src, const coord &c) {
+  using S = std::remove_cvref_t<ST>;
+  static_assert(std::same_as<typename S::dtype, T>, "load_async: shared tile and global layout dtypes differ");
+  constexpr int CPR = S::cols / 8;                 // 16-byte chunks per row
+  constexpr int CHUNKS = S::rows * CPR;
+  static_assert(NT % WARP_THREADS == 0 || NT < WARP_THREADS, "load_async: NT must be a number of whole warps");
+  const int tid = threadIdx.x % NT;
+  const T *head = src.at(c.b, c.h, 0, c.col);
+#pragma unroll
+  for (int q = tid; q < CHUNKS; q += NT) {
+    const int r = q / CPR, cc = (q % CPR) * 8;
+    const int t = c.row + r;
+    const bool valid = t < src.seq;
+    const T *g = valid ? head + int64_t(t) * src.t_stride + cc : src.ptr;
+    cp_async_16(dst.ptr(r, cc), g, valid);
+  }
+}
+
+// Shared vector from a contiguous fp32 (or other 4-byte) array: dst[i] = src[i] for i < n_valid,
+// else 0. 4-byte copies, so src needs only 4-byte alignment.
+template <int NT = WARP_THREADS, int N>
+__device__ __forceinline__ void load_async(sv<float, N> &dst, const float *src, int n_valid) {
+  const int tid = threadIdx.x % NT;
+#pragma unroll
+  for (int i = tid; i < N; i += NT) {
+    const bool valid = i < n_valid;
+    cp_async_4(&dst.data[i], valid ? src + i : src, valid);
+  }
+}
+
+}  // namespace tk

@@ -1,0 +1,30 @@
+// Shared -> global tile stores, cooperative over NT threads, 16 bytes per thread per step.
+//
+// store<NT>(dst, src, c): rows [c.row, c.row + src.rows) of head (c.b, c.h) of `dst`, columns
+// [c.col, c.col + src.cols), from the shared tile `src`. Rows at or beyond dst.seq are skipped.
+// The caller synchronises (so the tile is complete) before calling.
+#pragma once
+#include "../../../types/global/gl.cuh"
+#include "../../../types/shared/st.cuh"
+
+namespace tk {
+
+template <int NT = WARP_THREADS, typename T, any_st ST>
+__device__ __forceinline__ void store(const gl<T> &dst, const ST &src, const coord &c) {
+  static_assert(std::same_as<typename ST::dtype, T>, "store(gl, st): dtypes differ");
+  constexpr int CPR = ST::cols / 8;
+  constexpr int CHUNKS = ST::rows * CPR;
+  const int tid = threadIdx.x % NT;
+  T *head = dst.at(c.b, c.h, 0, c.col);
+#pragma unroll
+  for (int q = tid; q < CHUNKS; q += NT) {
+    const int r = q / CPR, cc = (q % CPR) * 8;
+    const int t = c.row + r;
+    if (t < dst.seq) {
+      const int4 v = *reinterpret_cast<const int4 *>(src.ptr(r, cc));
+      *reinterpret_cast<int4 *>(head + int64_t(t) * dst.t_stride + cc) = v;
+    }
+  }
+}
+
+}  // namespace tk
