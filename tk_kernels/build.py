@@ -96,7 +96,7 @@ def nvcc_version(cuda_home: str) -> str:
 # -----------------------------------------------------------------------------
 # architectures
 
-_ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d)\.?(\d+)(a?)$")
+_ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d+?)\.?(\d)(a?)$")  # major digits, one minor digit
 
 def parse_arch(arch: str) -> str:
     """'sm_90a' / 'compute_90a' / '90a' / '9.0a' -> 'sm_90a';  'sm_80' / '8.0' / '80' -> 'sm_80'."""
@@ -250,8 +250,11 @@ class _DirLock:
         self.fd = None
 
 
-def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = False):
-    """Build (if needed) and import the extension. Returns (module, library path)."""
+def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = False,
+          pkg_dir: Path | None = None):
+    """Build (if needed) and import the extension. Returns (module, library path).
+    pkg_dir: a directory with csrc/ and include/ (default: this package; tests use small ones)."""
+    pkg_dir = Path(pkg_dir) if pkg_dir is not None else PKG_DIR
     cpp_extension = _cpp_extension()
     import torch
     archs = resolve_archs(archs)
@@ -260,11 +263,11 @@ def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = F
         verbose = True  # ptxas reports are only visible when ninja's output is shown
     cuda_home = cpp_extension.CUDA_HOME
     nvcc_ver = nvcc_version(cuda_home)
-    key = cache_key(archs, cflags, cuda_flags, cuda_version=f"{torch.version.cuda}/nvcc{nvcc_ver}")
+    key = cache_key(archs, cflags, cuda_flags, cuda_version=f"{torch.version.cuda}/nvcc{nvcc_ver}", pkg_dir=pkg_dir)
     name = f"tk_kernels_{key}"
     build_dir = extensions_root(cpp_extension) / name
     build_dir.mkdir(parents=True, exist_ok=True)
-    sources = [str(p) for p in source_files()]
+    sources = [str(p) for p in source_files(pkg_dir)]
     for s in sources:
         if not os.path.isfile(s):
             raise TKBuildError(f"tk_kernels build: missing source file {s}")
@@ -285,7 +288,7 @@ def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = F
             module = cpp_extension.load(
                 name=name, sources=sources,
                 extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
-                extra_include_paths=[str(INCLUDE_DIR), str(CSRC_DIR)],
+                extra_include_paths=[str(pkg_dir / "include"), str(pkg_dir / "csrc")],
                 build_directory=str(build_dir), verbose=verbose, with_cuda=True,
             )
         except ImportError as e:  # compiled and linked, but the library does not load
