@@ -1,0 +1,176 @@
+"""CPU tests of tk_kernels/attention.py: input validation and the fake (meta) implementations of the
+tk::attention_fwd / tk::attention_bwd custom ops. No GPU and no compiled extension needed."""
+
+import importlib
+import types
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+tka = importlib.import_module("tk_kernels.attention")  # the module (tk_kernels.attention is the function)
+
+
+def _qkv(shape=(2, 3, 17, 64), dtype=torch.bfloat16, device="cpu"):
+    return tuple(torch.randn(shape, dtype=dtype, device=device) for _ in range(3))
+
+
+# -----------------------------------------------------------------------------
+# validation
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_cpu_tensors_are_rejected(dtype):
+    q, k, v = _qkv(dtype=dtype)
+    reason = tka.check_supported(q, k, v)
+    assert reason is not None and "CUDA" in reason
+    with pytest.raises(ValueError, match="CUDA"):
+        tka.attention(q, k, v)
+    with pytest.raises(ValueError, match="CUDA"):
+        tka.attention(q, k, v, causal=False, scale=0.5)
+
+
+def test_tk_kernels_package_exports():
+    import tk_kernels
+    assert tk_kernels.attention is tka.attention
+    assert tk_kernels.check_supported is tka.check_supported
+    assert tk_kernels.is_available is tka.is_available
+
+
+def test_is_available_without_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert tka.is_available() is False
+    assert "CUDA" in tka.unavailable_reason()
+
+
+# The tensor checks are exercised on fake CUDA tensors (FakeTensorMode needs no GPU), so each
+# reason below is the one a real GPU user would see.
+@pytest.mark.parametrize("case,expect", [
+    (dict(dtype=torch.float32), "bfloat16 and float16"),
+    (dict(dtype=torch.float64), "bfloat16 and float16"),
+    (dict(shape=(2, 3, 17, 32)), "head dim D in (64, 128)"),
+    (dict(shape=(2, 3, 17, 96)), "head dim D in (64, 128)"),
+    (dict(shape=(2, 3, 17, 256)), "head dim D in (64, 128)"),
+    (dict(shape=(3, 17, 64)), "4-D (B, H, T, D)"),
+    (dict(shape=(2, 3, 0, 64)), "T >= 1"),
+    (dict(k_shape=(2, 3, 9, 64)), "same shape"),
+    (dict(k_shape=(2, 1, 17, 64)), "same shape"),
+    (dict(v_dtype=torch.float16), "same dtype"),
+    (dict(k_device="cuda:1"), "same device"),
+    (dict(scale="0.1"), "scale"),
+    (dict(causal=1), "causal must be a bool"),
+])
+def test_tensor_reasons(case, expect):
+    shape = case.get("shape", (2, 3, 17, 64))
+    dtype = case.get("dtype", torch.bfloat16)
+    with FakeTensorMode():
+        q = torch.empty(shape, dtype=dtype, device="cuda")
+        k = torch.empty(case.get("k_shape", shape), dtype=dtype, device=case.get("k_device", "cuda"))
+        v = torch.empty(shape, dtype=case.get("v_dtype", dtype), device="cuda")
+        reason = tka._tensor_reason(q, k, v, case.get("causal", True), case.get("scale", None))
+    assert reason is not None and expect in reason, reason
+
+
+def test_tensor_reason_accepts_supported_inputs():
+    with FakeTensorMode():
+        for dtype in (torch.bfloat16, torch.float16):
+            for D in (64, 128):
+                for T in (1, 17, 4096):
+                    q, k, v = (torch.empty(1, 3, T, D, dtype=dtype, device="cuda") for _ in range(3))
+                    assert tka._tensor_reason(q, k, v, True, None) is None
+                    assert tka._tensor_reason(q, k, v, False, 0.3) is None
+        # nanoGPT's split of a fused qkv: non-contiguous views are fine
+        qkv = torch.empty(2, 100, 3, 4, 64, dtype=torch.bfloat16, device="cuda")
+        q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+        assert tka._tensor_reason(q, k, v, True, None) is None
+
+
+def test_non_tensor_input():
+    reason = tka.check_supported([1.0], torch.randn(1), torch.randn(1))
+    assert "must be a torch.Tensor" in reason
+
+
+# -----------------------------------------------------------------------------
+# fake implementations: shapes, dtypes and strides match what the binding allocates
+
+def _bthd_strides(B, H, T, D):
+    return (T * H * D, D, H * D, 1)
+
+
+@pytest.mark.parametrize("B,H,T,D", [(2, 3, 17, 64), (1, 1, 1, 128), (3, 1, 256, 64)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fake_forward_shapes_and_strides(B, H, T, D, dtype):
+    with FakeTensorMode():
+        qkv = torch.empty(B, T, 3, H, D, dtype=dtype, device="cuda")
+        q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+        o, lse = torch.ops.tk.attention_fwd(q, k, v, True, 0.125)
+        ref = torch.empty(B, T, H, D, dtype=dtype, device="cuda").transpose(1, 2)
+    assert o.shape == (B, H, T, D) and o.dtype == dtype and o.device.type == "cuda"
+    assert o.stride() == ref.stride() == _bthd_strides(B, H, T, D)
+    assert lse.shape == (B, H, T) and lse.dtype == torch.float32 and lse.is_contiguous()
+    # the model's y.transpose(1, 2).view(B, T, C) needs no copy
+    assert o.transpose(1, 2).is_contiguous()
+
+
+@pytest.mark.parametrize("B,H,T,D", [(2, 3, 17, 64), (1, 2, 5, 128)])
+def test_fake_backward_shapes_and_strides(B, H, T, D):
+    with FakeTensorMode():
+        q, k, v, o, do = (torch.empty(B, H, T, D, dtype=torch.float16, device="cuda") for _ in range(5))
+        lse = torch.empty(B, H, T, dtype=torch.float32, device="cuda")
+        dq, dk, dv = torch.ops.tk.attention_bwd(q, k, v, o, lse, do, False, 0.1, True)
+    for g in (dq, dk, dv):
+        assert g.shape == (B, H, T, D) and g.dtype == torch.float16
+        assert g.stride() == _bthd_strides(B, H, T, D)
+
+
+def test_autograd_backward_calls_bwd_op_with_deterministic_flag(monkeypatch):
+    """The registered backward passes causal/scale from the forward and the deterministic setting."""
+    calls = []
+
+    def fake_bwd(q, k, v, o, lse, dout, causal, scale, deterministic):
+        calls.append((causal, scale, deterministic))
+        return q, k, v
+
+    monkeypatch.setattr(torch.ops.tk, "attention_bwd", fake_bwd, raising=False)
+    q, k, v, o, do = (torch.randn(1, 1, 2, 64) for _ in range(5))
+    lse = torch.randn(1, 1, 2)
+    ctx = types.SimpleNamespace(saved_tensors=(q, k, v, o, lse), causal=False, scale=0.25)
+    monkeypatch.delenv("TK_DETERMINISTIC", raising=False)
+    grads = tka._backward(ctx, do, None)
+    assert grads[3:] == (None, None) and grads[0] is q
+    monkeypatch.setenv("TK_DETERMINISTIC", "1")
+    tka._backward(ctx, do, None)
+    monkeypatch.delenv("TK_DETERMINISTIC")
+    prev = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        tka._backward(ctx, do, None)
+    finally:
+        torch.use_deterministic_algorithms(prev)
+    assert calls == [(False, 0.25, False), (False, 0.25, True), (False, 0.25, True)]
+
+
+def test_kernel_ready_copies_only_when_needed():
+    x = torch.randn(2, 5, 3, 4, 64)
+    view = x[:, :, 1].transpose(1, 2)              # qkv split: used in place
+    assert tka._kernel_ready(view) is view
+    bcast = torch.randn(1, 1, 1, 64).expand(2, 4, 5, 64)     # stride 0 outside the last dim: the
+    assert tka._kernel_ready(bcast) is bcast                  # kernels only read inputs, so fine
+    expanded = torch.ones(()).expand(2, 4, 5, 64)             # grad of o.sum(): all strides 0
+    fixed = tka._kernel_ready(expanded)
+    assert fixed is not expanded and fixed.is_contiguous() and torch.equal(fixed, expanded)
+    odd = torch.randn(2, 4, 5, 65)[..., 1:]       # last dim contiguous but misaligned rows
+    fixed = tka._kernel_ready(odd)
+    assert fixed.is_contiguous() and fixed.data_ptr() % 16 == 0 and torch.equal(fixed, odd)
+    shifted = torch.randn(2 * 4 * 5 * 64 + 1)[1:].view(2, 4, 5, 64)  # contiguous, base off by 4 bytes
+    assert shifted.data_ptr() % 16 != 0
+    fixed = tka._kernel_ready(shifted)
+    assert fixed.data_ptr() % 16 == 0 and torch.equal(fixed, shifted)
+    col = torch.randn(2, 4, 64, 5).transpose(-1, -2)   # last dim not contiguous
+    assert tka._kernel_ready(col).stride(-1) == 1
+
+
+def test_ops_have_schemas():
+    assert "tk::attention_fwd" in str(torch.ops.tk.attention_fwd.default._schema)
+    assert "tk::attention_bwd" in str(torch.ops.tk.attention_bwd.default._schema)
+
