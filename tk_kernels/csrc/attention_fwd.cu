@@ -1,0 +1,240 @@
+// Flash attention forward (sm_80+, mma.sync tensor cores), written with the tk tile DSL.
+//
+//   O = softmax(scale * Q K^T [+ causal mask]) V,   lse_i = log sum_j exp(scale * q_i . k_j)
+//   Q, K, V, O: (B, H, T, D) with D in {64, 128}, stride 1 along D, any b/h/t strides; lse: (B, H, T) fp32.
+//
+// Algorithm (FlashAttention-2 style, one pass, online softmax in base 2):
+//   A CTA of 4 warps owns a BLOCK_M = 128-row block of queries of one (b, h); warp w owns rows
+//   [32w, 32w + 32). The CTA walks the keys in tiles of BLOCK_N = 64:
+//       S   = Q K_j^T                         (raw scores, fp32 accumulators, 32 x 64 per warp)
+//       m'  = max(m, rowmax(S))               (running row max, raw units)
+//       P   = 2^(S * c - m' * c)              c = scale * log2(e): the scale is folded into the exponent
+//       l   = l * 2^((m - m') c) + rowsum(P)  O = O * 2^((m - m') c) + P V_j
+//   and finishes with O / l and lse = (m c + log2 l) * ln 2.
+//   P goes from the fp32 accumulator straight into the A operand of P V_j (the m16n8k16 C layout,
+//   packed pairwise to 16 bits, IS the A layout), so P never touches shared memory.
+//
+// Tiling and data movement:
+//   * Q block (128 x D) is loaded once with cp.async. D = 64: each warp keeps its 32 x 64 slice in
+//     registers for the whole loop. D = 128: the slice would need 64 more registers on top of the
+//     32 x 128 fp32 O accumulator, so Q stays in shared memory and is re-read with ldmatrix per tile.
+//   * K_j and V_j (64 x D each) live in swizzled shared tiles (conflict-free cp.async/ldmatrix),
+//     double-buffered: K_{j+1} is fetched while S = Q K_j^T and the softmax run, V_{j+1} while
+//     O += P V_j runs. Two __syncthreads per key tile.
+//   * K is read with ldmatrix (row layout = B operand of Q K^T); V with ldmatrix.trans (col layout =
+//     B operand of P V).
+//   * Causal (top-left aligned, key j visible to query i iff j <= i): the key loop stops at the tile
+//     holding the block's last row; the element mask is applied only on tiles that cross a warp's
+//     diagonal; a warp whose 32 rows all precede the tile skips its math. The heaviest (last) query
+//     blocks are launched first (reverse block order) to balance the tail of the grid.
+//   * Ragged T: rows >= T are zero-filled on load and never stored; keys >= T are masked to -inf.
+//     The first key tile holds key 0, which every row sees, so the running max is finite after it
+//     (the exponent offset is still guarded against -inf).
+//   * O is staged through the warp's own rows of the Q tile and written with 16-byte stores.
+#include "attention.h"
+#include "tk.cuh"
+
+namespace tk_attn {
+namespace {
+
+using namespace tk;
+
+constexpr int NUM_WARPS = 4;
+constexpr int NUM_THREADS = NUM_WARPS * WARP_THREADS;
+constexpr int BLOCK_M = 128;                      // query rows per CTA
+constexpr int BLOCK_N = 64;                       // keys per tile
+constexpr int WARP_M = BLOCK_M / NUM_WARPS;       // query rows per warp (32)
+
+template <int D> struct fwd_config;
+template <> struct fwd_config<64> {
+  static constexpr bool q_in_registers = true;
+  static constexpr int min_blocks = 2;            // CTAs per SM (register budget 255)
+};
+template <> struct fwd_config<128> {
+  static constexpr bool q_in_registers = false;
+  static constexpr int min_blocks = 2;
+};
+
+template <typename T, int D>
+struct fwd_smem {
+  using q_tile = st<T, BLOCK_M, D>;
+  using kv_tile = st<T, BLOCK_N, D>;
+  static constexpr int bytes = shared_bytes<q_tile, kv_tile, kv_tile, kv_tile, kv_tile>();
+};
+
+template <typename T>
+struct fwd_args {
+  gl<T> q, k, v, o;
+  float *lse;
+  int seq;             // T
+  int heads;           // H
+  float scale;         // softmax scale
+  float scale_log2;    // scale * log2(e)
+};
+
+template <typename T, int D, bool CAUSAL>
+__global__ void __launch_bounds__(NUM_THREADS, fwd_config<D>::min_blocks)
+attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
+  using cfg = fwd_config<D>;
+  using q_tile = typename fwd_smem<T, D>::q_tile;
+  using kv_tile = typename fwd_smem<T, D>::kv_tile;
+
+  extern __shared__ char smem[];
+  shared_allocator al(smem);
+  q_tile &sQ = al.allocate<q_tile>();
+  kv_tile(&sK)[2] = al.allocate<kv_tile[2]>();
+  kv_tile(&sV)[2] = al.allocate<kv_tile[2]>();
+
+  const int T_ = a.seq;
+  const int mb = CAUSAL ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heavy blocks first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int m0 = mb * BLOCK_M;                        // first query row of the CTA
+  const int w = warpid();
+  const int r0 = m0 + w * WARP_M;                     // first query row of this warp
+  const int rows_seen = CAUSAL ? min(m0 + BLOCK_M, T_) : T_;
+  const int n_tiles = (rows_seen + BLOCK_N - 1) / BLOCK_N;
+
+  // Prologue: group 0 = {Q, K_0}, group 1 = {V_0}.
+  load_async<NUM_THREADS>(sQ, a.q, {b, h, m0, 0});
+  load_async<NUM_THREADS>(sK[0], a.k, {b, h, 0, 0});
+  commit_group();
+  load_async<NUM_THREADS>(sV[0], a.v, {b, h, 0, 0});
+  commit_group();
+
+  rt<T, WARP_M, D> q_reg;                             // used when cfg::q_in_registers
+  rt<float, WARP_M, D> o;                             // output accumulator
+  col_vec<WARP_M> m, l;                               // running max (raw score units), running sum
+  zero(o);
+  neg_infty(m);
+  zero(l);
+
+  for (int j = 0; j < n_tiles; j++) {
+    const int n0 = j * BLOCK_N;
+    const int stage = j & 1;
+
+    // K_j has landed (all groups but the newest, V_j, are complete); everyone is done with tile j-1.
+    wait_group<1>();
+    __syncthreads();
+    if (j + 1 < n_tiles) load_async<NUM_THREADS>(sK[stage ^ 1], a.k, {b, h, n0 + BLOCK_N, 0});
+    commit_group();                                   // (possibly empty) group K_{j+1}
+
+    if constexpr (cfg::q_in_registers) {
+      if (j == 0) load(q_reg, subtile<WARP_M, D>(sQ, w, 0));
+    }
+    const bool warp_active = !CAUSAL || n0 <= r0 + WARP_M - 1;  // some key of the tile visible to some row
+
+    rt<T, WARP_M, BLOCK_N> p;
+    if (warp_active) {
+      // S = Q K_j^T, one 16-wide slice of D at a time.
+      rt<float, WARP_M, BLOCK_N> s;
+      zero(s);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        rt<T, BLOCK_N, 16> k_frag;
+        load(k_frag, subtile<BLOCK_N, 16>(sK[stage], 0, kk));
+        if constexpr (cfg::q_in_registers) {
+          mma_ABt(s, col_slice<16>(q_reg, kk), k_frag, s);
+        } else {
+          rt<T, WARP_M, 16> q_frag;
+          load(q_frag, subtile<WARP_M, 16>(sQ, w, kk));
+          mma_ABt(s, q_frag, k_frag, s);
+        }
+      }
+      if (CAUSAL && n0 + BLOCK_N - 1 > r0) make_causal(s, r0, n0);
+      if (n0 + BLOCK_N > T_) mask_cols(s, n0, T_);
+
+      // Online softmax (base 2).
+      col_vec<WARP_M> m_new, m_scaled, alpha, p_sum;
+      row_max(m_new, s, m);
+      unary_map(m_scaled, m_new, [c = a.scale_log2](float x) { return x == neg_infty() ? 0.f : x * c; });
+      unary_map(alpha, m, [c = a.scale_log2](float x) { return x * c; });
+      sub(alpha, alpha, m_scaled);
+      exp2(alpha, alpha);                             // 2^((m - m') c); 0 on the first tile
+      mul(s, s, a.scale_log2);
+      sub_row(s, s, m_scaled);
+      exp2(s, s);                                     // P = 2^(S c - m' c)
+      row_sum(p_sum, s);
+      mul(l, l, alpha);
+      add(l, l, p_sum);
+      mul_row(o, o, alpha);
+      copy(m, m_new);
+      copy(p, s);                                     // fp32 accumulator -> 16-bit A operand
+    }
+
+    // V_j has landed (only K_{j+1} may still be in flight).
+    wait_group<1>();
+    __syncthreads();
+    if (j + 1 < n_tiles) load_async<NUM_THREADS>(sV[stage ^ 1], a.v, {b, h, n0 + BLOCK_N, 0});
+    commit_group();                                   // (possibly empty) group V_{j+1}
+
+    if (warp_active) {
+      // O += P V_j, one 16-key slice at a time.
+#pragma unroll
+      for (int kk = 0; kk < BLOCK_N / 16; kk++) {
+        rt<T, 16, D, col_l> v_frag;
+        load(v_frag, subtile<16, D>(sV[stage], kk, 0));
+        mma_AB(o, col_slice<16>(p, kk), v_frag, o);
+      }
+    }
+  }
+  wait_group<0>();  // nothing useful is in flight (only empty groups), but leave no copy behind
+
+  // Epilogue: O /= l, lse = (m c + log2 l) ln 2; rows >= T are not written.
+  col_vec<WARP_M> inv_l, lse;
+  unary_map(inv_l, l, [](float x) { return 1.f / x; });
+  mul_row(o, o, inv_l);
+  log2(lse, l);
+  binary_map(lse, lse, m, [c = a.scale_log2](float lg, float mx) { return (mx * c + lg) * LN2; });
+  float *lse_row = a.lse + (int64_t(b) * a.heads + h) * T_;
+  if (r0 < T_) store(lse_row + r0, lse, T_ - r0);
+
+  // Stage O (16-bit) in this warp's own rows of the Q tile, then 16-byte coalesced stores.
+  auto o_stage = subtile<WARP_M, D>(sQ, w, 0);
+  __syncwarp();  // this warp's last ldmatrix reads of its Q rows precede the overwrite
+  store(o_stage, o);
+  __syncwarp();
+  store<WARP_THREADS>(a.o, o_stage, {b, h, r0, 0});
+}
+
+template <typename T, int D, bool CAUSAL>
+cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
+  fwd_args<T> a;
+  const auto make_gl = [&](const void *ptr, const Strides &s) {
+    return gl<T>{static_cast<T *>(const_cast<void *>(ptr)), p.B, p.H, p.T, p.D, s.b, s.h, s.t};
+  };
+  a.q = make_gl(p.q, p.q_s);
+  a.k = make_gl(p.k, p.k_s);
+  a.v = make_gl(p.v, p.v_s);
+  a.o = make_gl(p.o, p.o_s);
+  a.lse = p.lse;
+  a.seq = p.T;
+  a.heads = p.H;
+  a.scale = p.scale;
+  a.scale_log2 = p.scale * LOG2E;
+
+  constexpr int smem_bytes = fwd_smem<T, D>::bytes;
+  auto kernel = attention_fwd_kernel<T, D, CAUSAL>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.T + BLOCK_M - 1) / BLOCK_M, p.H, p.B);
+  kernel<<<grid, NUM_THREADS, smem_bytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch(const FwdParams &p, cudaStream_t stream) {
+  if (p.D == 64) return p.causal ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
+  if (p.D == 128) return p.causal ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream) {
+  if (p.B < 1 || p.H < 1 || p.T < 1 || p.H > 65535 || p.B > 65535) return cudaErrorInvalidValue;
+  if (p.dtype == DType::bf16) return dispatch<bf16>(p, stream);
+  if (p.dtype == DType::fp16) return dispatch<half>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace tk_attn
