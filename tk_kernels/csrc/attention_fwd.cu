@@ -31,6 +31,8 @@
 //     The first key tile holds key 0, which every row sees, so the running max is finite after it
 //     (the exponent offset is still guarded against -inf).
 //   * O is staged through the warp's own rows of the Q tile and written with 16-byte stores.
+#include <cmath>
+
 #include "attention.h"
 #include "tk.cuh"
 
@@ -42,23 +44,37 @@ using namespace tk;
 constexpr int NUM_WARPS = 4;
 constexpr int NUM_THREADS = NUM_WARPS * WARP_THREADS;
 constexpr int BLOCK_M = 128;                      // query rows per CTA
-constexpr int BLOCK_N = 64;                       // keys per tile
 constexpr int WARP_M = BLOCK_M / NUM_WARPS;       // query rows per warp (32)
 
+// Tuning knobs per head dim (the TK_FWD_* macros exist only to benchmark alternatives).
+#ifndef TK_FWD_D64_BLOCK_N
+#define TK_FWD_D64_BLOCK_N 64
+#endif
+#ifndef TK_FWD_D64_Q_IN_REGS
+#define TK_FWD_D64_Q_IN_REGS 1
+#endif
+#ifndef TK_FWD_D128_BLOCK_N
+#define TK_FWD_D128_BLOCK_N 64
+#endif
+#ifndef TK_FWD_D128_Q_IN_REGS
+#define TK_FWD_D128_Q_IN_REGS 0
+#endif
 template <int D> struct fwd_config;
 template <> struct fwd_config<64> {
-  static constexpr bool q_in_registers = true;
-  static constexpr int min_blocks = 2;            // CTAs per SM (register budget 255)
+  static constexpr int block_n = TK_FWD_D64_BLOCK_N;          // keys per tile
+  static constexpr bool q_in_registers = TK_FWD_D64_Q_IN_REGS;
+  static constexpr int min_blocks = 2;                         // CTAs per SM (register budget 255)
 };
 template <> struct fwd_config<128> {
-  static constexpr bool q_in_registers = false;
+  static constexpr int block_n = TK_FWD_D128_BLOCK_N;
+  static constexpr bool q_in_registers = TK_FWD_D128_Q_IN_REGS;
   static constexpr int min_blocks = 2;
 };
 
 template <typename T, int D>
 struct fwd_smem {
   using q_tile = st<T, BLOCK_M, D>;
-  using kv_tile = st<T, BLOCK_N, D>;
+  using kv_tile = st<T, fwd_config<D>::block_n, D>;
   static constexpr int bytes = shared_bytes<q_tile, kv_tile, kv_tile, kv_tile, kv_tile>();
 };
 
@@ -76,10 +92,11 @@ template <typename T, int D, bool CAUSAL>
 __global__ void __launch_bounds__(NUM_THREADS, fwd_config<D>::min_blocks)
 attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   using cfg = fwd_config<D>;
+  constexpr int BLOCK_N = cfg::block_n;
   using q_tile = typename fwd_smem<T, D>::q_tile;
   using kv_tile = typename fwd_smem<T, D>::kv_tile;
 
-  extern __shared__ char smem[];
+  extern __shared__ __align__(128) char smem[];
   shared_allocator al(smem);
   q_tile &sQ = al.allocate<q_tile>();
   kv_tile(&sK)[2] = al.allocate<kv_tile[2]>();
@@ -232,6 +249,8 @@ cudaError_t dispatch(const FwdParams &p, cudaStream_t stream) {
 
 cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1 || p.H > 65535 || p.B > 65535) return cudaErrorInvalidValue;
+  // The running max is taken on raw scores and the scale folded into exp2, which needs scale > 0.
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
   if (p.dtype == DType::bf16) return dispatch<bf16>(p, stream);
   if (p.dtype == DType::fp16) return dispatch<half>(p, stream);
   return cudaErrorInvalidValue;
