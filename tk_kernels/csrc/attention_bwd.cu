@@ -1,0 +1,579 @@
+// Flash attention backward (sm_80+, mma.sync tensor cores), written with the tk tile DSL.
+//
+// Given Q, K, V, O, dO (B, H, T, D) and lse (B, H, T) from the forward,
+//     P    = exp(scale * Q K^T [+ causal mask] - lse)     (recomputed, never stored)
+//     dV   = P^T dO                 dP = dO V^T
+//     dS   = P * (dP - delta)       delta_i = rowsum(dO_i * O_i)
+//     dQ   = scale * dS K           dK = scale * dS^T Q
+// Causal is top-left aligned (key j is visible to query i iff j <= i). Exponentials are exp2 with
+// log2(e) folded into the scale: P = 2^(S * scale*log2e - lse*log2e).
+//
+// Kernels (one launch each, every launch checked):
+//   bwd_delta_kernel       delta = rowsum(dO * O), fp32, into p.delta.
+//   bwd_dkdv_kernel        FlashAttention-2 style, parallel over key blocks: dK, dV (and, on the default
+//                          path, dQ partial sums atomically added into p.dq_accum).
+//   bwd_dq_convert_kernel  dq = scale * dq_accum, cast and stored with dq's strides (default path).
+//   bwd_dq_kernel          deterministic path only: parallel over query blocks, recomputes P and dS and
+//                          accumulates dQ in registers, so dQ is bitwise reproducible (no atomics).
+// Convention: dq_accum holds the UNSCALED sum of dS K; the scale is applied by the convert kernel.
+#include <cmath>
+
+#include "attention.h"
+#include "tk.cuh"
+
+namespace tk_attn {
+namespace {
+
+using namespace tk;
+
+__host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
+constexpr int64_t cdiv64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+template <typename T>
+gl<T> make_gl(const BwdParams &p, const void *ptr, const Strides &s) {
+  return gl<T>{static_cast<T *>(const_cast<void *>(ptr)), p.B, p.H, p.T, p.D, s.b, s.h, s.t};
+}
+
+// ============================================================================================
+// delta = rowsum(dO * O)
+// ============================================================================================
+// One row of D elements is handled by D/8 consecutive lanes, each reading 16 bytes of dO and of O;
+// the partial dot products are summed with xor-shuffles inside the lane group. A row group never
+// straddles a warp (D/8 divides 32), and every lane takes part in the shuffles (rows past the end
+// contribute 0 and are not stored).
+constexpr int DELTA_THREADS = 256;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o, const gl<T> dout, float *delta) {
+  constexpr int LANES_PER_ROW = D / 8;
+  constexpr int ROWS_PER_CTA = DELTA_THREADS / LANES_PER_ROW;
+  const int64_t rows = int64_t(o.batch) * o.heads * o.seq;
+  const int64_t row = int64_t(blockIdx.x) * ROWS_PER_CTA + threadIdx.x / LANES_PER_ROW;
+  const int col = (threadIdx.x % LANES_PER_ROW) * 8;
+
+  float acc = 0.f;
+  if (row < rows) {
+    const int t = int(row % o.seq);
+    const int bh = int(row / o.seq);
+    const int b = bh / o.heads, h = bh % o.heads;
+    const int4 ov = *reinterpret_cast<const int4 *>(o.at(b, h, t, col));
+    const int4 dv = *reinterpret_cast<const int4 *>(dout.at(b, h, t, col));
+    const packed_t<T> *o2 = reinterpret_cast<const packed_t<T> *>(&ov);
+    const packed_t<T> *d2 = reinterpret_cast<const packed_t<T> *>(&dv);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float2 a = convert_pair<float2>(o2[i]), c = convert_pair<float2>(d2[i]);
+      acc += a.x * c.x + a.y * c.y;
+    }
+  }
+#pragma unroll
+  for (int off = LANES_PER_ROW / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (row < rows && col == 0) delta[row] = acc;
+}
+
+// ============================================================================================
+// dK, dV (and atomic dQ partials): one CTA per (block of 128 keys, b, h)
+// ============================================================================================
+// Tiling: 8 warps; warp w owns keys [n0 + 16w, n0 + 16w + 16) of the CTA's BLOCK_N = 128 keys and
+// keeps their dK, dV rows (16 x D fp32 each) in registers for the whole kernel. The CTA walks the
+// query blocks of BLOCK_M = 64 rows (causal: only blocks at/after the key block's diagonal):
+//
+//     S^T  = K_w Q^T           (16 keys x 64 queries, fp32)   A: K_w     B: Q  (ldmatrix, row layout)
+//     P^T  = 2^(S^T c - lse2)  column broadcast of lse (queries run along columns); masked on the
+//                              diagonal blocks (key > query) and for keys >= T
+//     dP^T = V_w dO^T                                          A: V_w     B: dO (ldmatrix, row layout)
+//     dS^T = P^T * (dP^T - delta)                              (column broadcast of delta)
+//     dV  += P^T dO            A: P^T straight from registers  B: dO (ldmatrix.trans, col layout)
+//     dK  += dS^T Q            A: dS^T from registers           B: Q  (ldmatrix.trans)
+//     dS^T -> shared (16-bit) ; __syncthreads
+//     dQ_part = dS K           (64 x D), warps tile it 4x2 (D=64) or 2x4 (D=128);
+//                              A: dS^T tile read with ldmatrix.trans, B: K with ldmatrix.trans;
+//                              added into dq_accum with fp32 red.add (float2 on sm_90).
+// Computing the TRANSPOSED scores is what lets P^T and dS^T feed the dV / dK products directly as
+// A operands (an fp32 accumulator packed pairwise to 16 bits is the A fragment), so only dS goes
+// through shared memory, and only once (for dQ, whose contraction runs over all 8 warps' keys).
+//
+// Shared memory: K, V (128 x D), Q and dO (64 x D, double-buffered), dS^T (128 x 64), lse and
+// delta (double-buffered), all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
+// D = 64: ~81 KB; K_w and V_w are also kept in registers. D = 128: ~145 KB; K_w / V_w are re-read
+// from shared memory per 16-column slice (registers go to the 2 x 64 fp32 accumulators).
+// Pipeline: the next Q / dO / lse / delta tile is fetched with cp.async at the top of an iteration
+// and waited for at its end; two __syncthreads per query block.
+//
+// Ragged T, no masking needed for query rows >= T: Q, dO, lse and delta rows are zero-filled, so
+// such a column has S = 0, P = 2^0 = 1, but dO = 0 (dV gets exactly 0) and dP = delta = 0 (dS = 0,
+// dK gets exactly 0); its dQ row is never stored. Keys >= T (only in the last key block) are masked
+// to P = 0 explicitly (with K = 0, P would be 2^(-lse2), which can overflow for very negative lse).
+constexpr int KV_WARPS = 8;
+constexpr int KV_THREADS = KV_WARPS * WARP_THREADS;
+constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
+constexpr int KV_BLOCK_M = 64;   // queries per step
+
+template <int D> struct dkdv_config;
+template <> struct dkdv_config<64> {
+  static constexpr bool kv_in_registers = true;
+  static constexpr int dq_warps_m = 4;  // dQ partial (64 x 64): warp tile 16 x 32
+};
+template <> struct dkdv_config<128> {
+  static constexpr bool kv_in_registers = false;
+  static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
+};
+
+template <typename T, int D>
+struct dkdv_smem {
+  using kv_tile = st<T, KV_BLOCK_N, D>;
+  using q_tile = st<T, KV_BLOCK_M, D>;
+  using ds_tile = st<T, KV_BLOCK_N, KV_BLOCK_M>;  // dS^T: [key][query]
+  using vec = sv<float, KV_BLOCK_M>;
+  static constexpr int bytes =
+      shared_bytes<kv_tile, kv_tile, q_tile[2], q_tile[2], ds_tile, vec[2], vec[2]>();
+};
+
+template <typename T>
+struct bwd_args {
+  gl<T> q, k, v, dout, dq, dk, dv;
+  gl<float> dq_accum;     // (B, H, T, D) contiguous fp32 (atomic path only)
+  const float *lse;       // (B, H, T) contiguous
+  const float *delta;     // (B, H, T) contiguous
+  int seq, heads;
+  float scale;            // softmax scale
+  float scale_log2;       // scale * log2(e)
+  bool causal;
+};
+
+// Which (key block, b*h) this CTA handles. Causal: the first key blocks carry the most query blocks,
+// so they are launched first (key block index slowest). Otherwise key blocks of one head are adjacent
+// (they share every Q / dO tile through L2).
+__device__ __forceinline__ void kv_block_coords(int n_kv_blocks, int bh_count, bool causal, int &kb, int &bh) {
+  const int idx = blockIdx.x;
+  if (causal) {
+    kb = idx / bh_count;
+    bh = idx % bh_count;
+  } else {
+    kb = idx % n_kv_blocks;
+    bh = idx / n_kv_blocks;
+  }
+}
+
+// Issue the cp.async copies of query block `mb` (Q, dO rows; lse, delta entries) into one stage.
+template <typename T, int D>
+__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::q_tile &sQ,
+                                                  typename dkdv_smem<T, D>::q_tile &sdO,
+                                                  typename dkdv_smem<T, D>::vec &sLse,
+                                                  typename dkdv_smem<T, D>::vec &sDelta, const bwd_args<T> &a,
+                                                  int b, int h, int bh, int mb) {
+  const int m0 = mb * KV_BLOCK_M;
+  load_async<KV_THREADS>(sQ, a.q, {b, h, m0, 0});
+  load_async<KV_THREADS>(sdO, a.dout, {b, h, m0, 0});
+  const int64_t row0 = int64_t(bh) * a.seq + m0;
+  const int w = warpid();
+  if (w < 2) load_async<2 * WARP_THREADS>(sLse, a.lse + row0, a.seq - m0);
+  else if (w < 4) load_async<2 * WARP_THREADS>(sDelta, a.delta + row0, a.seq - m0);
+}
+
+// S^T = X_w Y^T for this warp's 16 rows X_w of a 128 x D key-side tile (K or V) and a 64 x D
+// query-side tile Y (Q or dO), one 16-wide slice of D at a time. X_w comes from registers
+// (x_reg, D = 64) or from shared memory (D = 128).
+template <bool X_IN_REGS, typename T, int D, typename XS, typename YS>
+__device__ __forceinline__ void scores_t(rt<float, 16, KV_BLOCK_M> &s, const rt<T, 16, D> &x_reg, XS &xs, YS &ys) {
+  zero(s);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    rt<T, KV_BLOCK_M, 16> y_frag;
+    load(y_frag, subtile<KV_BLOCK_M, 16>(ys, 0, kk));
+    if constexpr (X_IN_REGS) {
+      mma_ABt(s, col_slice<16>(x_reg, kk), y_frag, s);
+    } else {
+      rt<T, 16, 16> x_frag;
+      load(x_frag, subtile<16, 16>(xs, warpid(), kk));
+      mma_ABt(s, x_frag, y_frag, s);
+    }
+  }
+}
+
+// P^T = 2^(S^T c - lse2) in place, with lse2 = lse * log2(e) per query (column). `masked` selects
+// the element mask: causal (key > query -> 0) and keys past the sequence end (-> 0).
+__device__ __forceinline__ void probs_t(rt<float, 16, KV_BLOCK_M> &s, const row_vec<KV_BLOCK_M> &lse2, float scale_log2,
+                                        bool masked, bool causal, int key0, int query0, int seq) {
+  mul(s, s, scale_log2);
+  sub_col(s, s, lse2);
+  if (masked) {
+    if (causal) make_causal_t(s, key0, query0);
+    mask_rows(s, key0, seq);
+  }
+  exp2(s, s);
+}
+
+// acc += A @ Y, A (16 x 64, row layout, in registers), Y a 64 x D shared tile read 16 rows at a time
+// with ldmatrix.trans (col layout = B operand).
+template <typename T, int D, typename YS>
+__device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<T, 16, KV_BLOCK_M> &a, YS &ys) {
+#pragma unroll
+  for (int kk = 0; kk < KV_BLOCK_M / 16; kk++) {
+    rt<T, 16, D, col_l> y_frag;
+    load(y_frag, subtile<16, D>(ys, kk, 0));
+    mma_AB(acc, col_slice<16>(a, kk), y_frag, acc);
+  }
+}
+
+// dQ partial of one query block: (dS K) for this warp's tile of the 64 x D output, contracted over
+// the CTA's 128 keys, added atomically into dq_accum (rows >= T skipped).
+template <typename T, int D, typename DSS, typename KS>
+__device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, const gl<float> &dq_accum, int b, int h, int m0) {
+  constexpr int WM = dkdv_config<D>::dq_warps_m, WN = KV_WARPS / WM;
+  constexpr int TM = KV_BLOCK_M / WM, TN = D / WN;
+  const int wm = warpid() % WM, wn = warpid() / WM;
+  rt<float, TM, TN> acc;
+  zero(acc);
+#pragma unroll
+  for (int kk = 0; kk < KV_BLOCK_N / 16; kk++) {
+    rt<T, 16, TM, col_l> ds_frag;   // dS^T rows = keys 16kk.., cols = this warp's queries
+    rt<T, 16, TN, col_l> k_frag;    // K rows = keys 16kk.., cols = this warp's d slice
+    load(ds_frag, subtile<16, TM>(sdsT, kk, wm));
+    load(k_frag, subtile<16, TN>(sK, kk, wn));
+    mma_AtB(acc, ds_frag, k_frag, acc);
+  }
+  atomic_add(dq_accum, acc, {b, h, m0 + wm * TM, wn * TN});
+}
+
+template <typename T, int D, bool ATOMIC_DQ>
+__global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
+  using cfg = dkdv_config<D>;
+  using S = dkdv_smem<T, D>;
+  extern __shared__ __align__(128) char smem[];
+  shared_allocator al(smem);
+  typename S::kv_tile &sK = al.allocate<typename S::kv_tile>();
+  typename S::kv_tile &sV = al.allocate<typename S::kv_tile>();
+  typename S::q_tile(&sQ)[2] = al.allocate<typename S::q_tile[2]>();
+  typename S::q_tile(&sdO)[2] = al.allocate<typename S::q_tile[2]>();
+  typename S::ds_tile &sdsT = al.allocate<typename S::ds_tile>();
+  typename S::vec(&sLse)[2] = al.allocate<typename S::vec[2]>();
+  typename S::vec(&sDelta)[2] = al.allocate<typename S::vec[2]>();
+
+  const int seq = a.seq;
+  const int n_kv_blocks = cdiv(seq, KV_BLOCK_N);
+  const int bh_count = a.q.batch * a.heads;
+  int kb, bh;
+  kv_block_coords(n_kv_blocks, bh_count, a.causal, kb, bh);
+  const int b = bh / a.heads, h = bh % a.heads;
+  const int n0 = kb * KV_BLOCK_N;                 // first key of the CTA
+  const int w = warpid();
+  const int key0 = n0 + 16 * w;                   // first key of this warp
+  const int mb_first = a.causal ? n0 / KV_BLOCK_M : 0;
+  const int mb_end = cdiv(seq, KV_BLOCK_M);
+  const bool kv_tail = n0 + KV_BLOCK_N > seq;     // keys >= T inside this block
+
+  // Prologue: K, V and the first query block, one group.
+  load_async<KV_THREADS>(sK, a.k, {b, h, n0, 0});
+  load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
+  fetch_query_block<T, D>(sQ[0], sdO[0], sLse[0], sDelta[0], a, b, h, bh, mb_first);
+  commit_group();
+  wait_group<0>();
+  __syncthreads();
+
+  rt<T, 16, D> k_reg, v_reg;                      // used when cfg::kv_in_registers
+  if constexpr (cfg::kv_in_registers) {
+    load(k_reg, subtile<16, D>(sK, w, 0));
+    load(v_reg, subtile<16, D>(sV, w, 0));
+  }
+  rt<float, 16, D> dk, dv;
+  zero(dk);
+  zero(dv);
+
+  for (int mb = mb_first; mb < mb_end; mb++) {
+    const int stage = (mb - mb_first) & 1;
+    const int m0 = mb * KV_BLOCK_M;
+    if (mb + 1 < mb_end)
+      fetch_query_block<T, D>(sQ[stage ^ 1], sdO[stage ^ 1], sLse[stage ^ 1], sDelta[stage ^ 1], a, b, h, bh, mb + 1);
+    commit_group();                               // (possibly empty) group for block mb + 1
+
+    // P^T
+    rt<float, 16, KV_BLOCK_M> p;
+    scores_t<cfg::kv_in_registers>(p, k_reg, sK, sQ[stage]);
+    row_vec<KV_BLOCK_M> lse2;
+    load(lse2, sLse[stage]);
+    mul(lse2, lse2, LOG2E);
+    const bool masked = (a.causal && m0 < n0 + KV_BLOCK_N) || kv_tail;
+    probs_t(p, lse2, a.scale_log2, masked, a.causal, key0, m0, seq);
+
+    // dS^T = P^T * (dP^T - delta)
+    rt<float, 16, KV_BLOCK_M> ds;
+    scores_t<cfg::kv_in_registers>(ds, v_reg, sV, sdO[stage]);
+    row_vec<KV_BLOCK_M> delta;
+    load(delta, sDelta[stage]);
+    sub_col(ds, ds, delta);
+    mul(ds, ds, p);
+
+    rt<T, 16, KV_BLOCK_M> p16, ds16;
+    copy(p16, p);
+    copy(ds16, ds);
+    if constexpr (ATOMIC_DQ) store(subtile<16, KV_BLOCK_M>(sdsT, w, 0), ds16);
+
+    mma_AB_streamed<T, D>(dv, p16, sdO[stage]);   // dV += P^T dO
+    mma_AB_streamed<T, D>(dk, ds16, sQ[stage]);   // dK += dS^T Q
+
+    if constexpr (ATOMIC_DQ) {
+      __syncthreads();                            // all warps' dS^T rows are in shared memory
+      dq_partial_atomic<T, D>(sdsT, sK, a.dq_accum, b, h, m0);
+    }
+    wait_group<0>();                              // block mb + 1 has landed ...
+    __syncthreads();                              // ... for everyone; stage / dS^T reads are done
+  }
+
+  // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (no other warp reads
+  // them any more), then 16-byte stores; keys >= T are skipped.
+  mul(dk, dk, a.scale);
+  auto dk_stage = subtile<16, D>(sK, w, 0);
+  auto dv_stage = subtile<16, D>(sV, w, 0);
+  store(dk_stage, dk);
+  store(dv_stage, dv);
+  __syncwarp();
+  store<WARP_THREADS>(a.dk, dk_stage, {b, h, key0, 0});
+  store<WARP_THREADS>(a.dv, dv_stage, {b, h, key0, 0});
+}
+
+// ============================================================================================
+// dq = scale * dq_accum (atomic path)
+// ============================================================================================
+// One thread per 8 consecutive elements of a row: two 16-byte fp32 loads, one 16-byte store.
+constexpr int CONVERT_THREADS = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_kernel(const __grid_constant__ bwd_args<T> a) {
+  const int D = a.dq.dim;
+  const int chunks_per_row = D / 8;
+  const int64_t i = int64_t(blockIdx.x) * CONVERT_THREADS + threadIdx.x;
+  const int64_t rows = int64_t(a.dq.batch) * a.heads * a.seq;
+  if (i >= rows * chunks_per_row) return;
+  const int64_t row = i / chunks_per_row;
+  const int col = int(i % chunks_per_row) * 8;
+  const int t = int(row % a.seq);
+  const int bh = int(row / a.seq);
+  const int b = bh / a.heads, h = bh % a.heads;
+  const float4 *src = reinterpret_cast<const float4 *>(a.dq_accum.ptr + row * D + col);
+  const float4 x = src[0], y = src[1];
+  const float s = a.scale;
+  packed_t<T> out[4] = {
+      convert_pair<packed_t<T>>(make_float2(x.x * s, x.y * s)), convert_pair<packed_t<T>>(make_float2(x.z * s, x.w * s)),
+      convert_pair<packed_t<T>>(make_float2(y.x * s, y.y * s)), convert_pair<packed_t<T>>(make_float2(y.z * s, y.w * s))};
+  *reinterpret_cast<int4 *>(a.dq.at(b, h, t, col)) = *reinterpret_cast<const int4 *>(out);
+}
+
+// ============================================================================================
+// Deterministic dQ: one CTA per (block of 64 queries, b, h)
+// ============================================================================================
+// Tiling: 4 warps, warp w owns queries [m0 + 16w, m0 + 16w + 16) and their dQ rows (16 x D fp32) in
+// registers. The CTA walks the key blocks of 64 (causal: up to the diagonal), K / V double-buffered
+// with cp.async:
+//     S   = Q_w K^T        A: Q_w (ldmatrix from the CTA's Q tile)   B: K (ldmatrix, row layout)
+//     P   = 2^(S c - lse2) row broadcast; masked on the diagonal block and for keys >= T
+//     dP  = dO_w V^T       A: dO_w                                    B: V (row layout)
+//     dS  = P * (dP - delta)
+//     dQ += dS K           A: dS straight from registers              B: K (ldmatrix.trans, col layout)
+// The summation order is fixed, so the result is bitwise reproducible. dQ is scaled at the end and
+// staged through the warp's own rows of the Q tile for 16-byte stores. Query rows >= T are zero-filled
+// (their dS is exactly 0 as in the dK/dV kernel) and never stored; keys >= T are masked to P = 0.
+constexpr int DQ_WARPS = 4;
+constexpr int DQ_THREADS = DQ_WARPS * WARP_THREADS;
+constexpr int DQ_BLOCK_M = 64;  // queries per CTA (16 per warp)
+constexpr int DQ_BLOCK_N = 64;  // keys per step
+
+template <typename T, int D>
+struct dq_smem {
+  using q_tile = st<T, DQ_BLOCK_M, D>;
+  using kv_tile = st<T, DQ_BLOCK_N, D>;
+  using vec = sv<float, DQ_BLOCK_M>;
+  static constexpr int bytes = shared_bytes<q_tile, q_tile, kv_tile[2], kv_tile[2], vec, vec>();
+};
+
+// S = X_w Y^T for this warp's 16 query rows X_w of a 64 x D shared tile (Q or dO) and a 64 x D key
+// tile Y (K or V), one 16-wide slice of D at a time.
+template <typename T, int D, typename XS, typename YS>
+__device__ __forceinline__ void scores(rt<float, 16, DQ_BLOCK_N> &s, XS &xs, YS &ys) {
+  zero(s);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    rt<T, 16, 16> x_frag;
+    rt<T, DQ_BLOCK_N, 16> y_frag;
+    load(x_frag, subtile<16, 16>(xs, warpid(), kk));
+    load(y_frag, subtile<DQ_BLOCK_N, 16>(ys, 0, kk));
+    mma_ABt(s, x_frag, y_frag, s);
+  }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constant__ bwd_args<T> a) {
+  using S = dq_smem<T, D>;
+  extern __shared__ __align__(128) char smem[];
+  shared_allocator al(smem);
+  typename S::q_tile &sQ = al.allocate<typename S::q_tile>();
+  typename S::q_tile &sdO = al.allocate<typename S::q_tile>();
+  typename S::kv_tile(&sK)[2] = al.allocate<typename S::kv_tile[2]>();
+  typename S::kv_tile(&sV)[2] = al.allocate<typename S::kv_tile[2]>();
+  typename S::vec &sLse = al.allocate<typename S::vec>();
+  typename S::vec &sDelta = al.allocate<typename S::vec>();
+
+  const int seq = a.seq;
+  const int n_q_blocks = cdiv(seq, DQ_BLOCK_M);
+  const int bh_count = a.q.batch * a.heads;
+  // Causal: the last query blocks see the most keys; launch them first.
+  const int qb = a.causal ? n_q_blocks - 1 - int(blockIdx.x) / bh_count : int(blockIdx.x) / bh_count;
+  const int bh = int(blockIdx.x) % bh_count;
+  const int b = bh / a.heads, h = bh % a.heads;
+  const int m0 = qb * DQ_BLOCK_M;
+  const int w = warpid();
+  const int q0 = m0 + 16 * w;                      // first query of this warp
+  const int keys_seen = a.causal ? min(m0 + DQ_BLOCK_M, seq) : seq;
+  const int n_steps = cdiv(keys_seen, DQ_BLOCK_N);
+
+  // Prologue: Q, dO, lse, delta and the first K / V tiles, one group.
+  load_async<DQ_THREADS>(sQ, a.q, {b, h, m0, 0});
+  load_async<DQ_THREADS>(sdO, a.dout, {b, h, m0, 0});
+  const int64_t row0 = int64_t(bh) * seq + m0;
+  if (w < 2) load_async<2 * WARP_THREADS>(sLse, a.lse + row0, seq - m0);
+  else load_async<2 * WARP_THREADS>(sDelta, a.delta + row0, seq - m0);
+  load_async<DQ_THREADS>(sK[0], a.k, {b, h, 0, 0});
+  load_async<DQ_THREADS>(sV[0], a.v, {b, h, 0, 0});
+  commit_group();
+  wait_group<0>();
+  __syncthreads();
+
+  col_vec<16> lse2, delta;                         // this warp's 16 rows
+  load(lse2, sLse.data + 16 * w, 16);
+  mul(lse2, lse2, LOG2E);
+  load(delta, sDelta.data + 16 * w, 16);
+  rt<float, 16, D> dq;
+  zero(dq);
+
+  for (int j = 0; j < n_steps; j++) {
+    const int stage = j & 1;
+    const int n0 = j * DQ_BLOCK_N;
+    if (j + 1 < n_steps) {
+      load_async<DQ_THREADS>(sK[stage ^ 1], a.k, {b, h, n0 + DQ_BLOCK_N, 0});
+      load_async<DQ_THREADS>(sV[stage ^ 1], a.v, {b, h, n0 + DQ_BLOCK_N, 0});
+    }
+    commit_group();
+
+    rt<float, 16, DQ_BLOCK_N> p, ds;
+    scores<T, D>(p, sQ, sK[stage]);
+    mul(p, p, a.scale_log2);
+    sub_row(p, p, lse2);
+    if (a.causal && n0 + DQ_BLOCK_N - 1 > q0) make_causal(p, q0, n0);
+    if (n0 + DQ_BLOCK_N > seq) mask_cols(p, n0, seq);
+    exp2(p, p);
+
+    scores<T, D>(ds, sdO, sV[stage]);
+    sub_row(ds, ds, delta);
+    mul(ds, ds, p);
+    rt<T, 16, DQ_BLOCK_N> ds16;
+    copy(ds16, ds);
+#pragma unroll
+    for (int kk = 0; kk < DQ_BLOCK_N / 16; kk++) {
+      rt<T, 16, D, col_l> k_frag;
+      load(k_frag, subtile<16, D>(sK[stage], kk, 0));
+      mma_AB(dq, col_slice<16>(ds16, kk), k_frag, dq);
+    }
+
+    wait_group<0>();
+    __syncthreads();
+  }
+
+  mul(dq, dq, a.scale);
+  auto dq_stage = subtile<16, D>(sQ, w, 0);        // only this warp ever read these rows
+  store(dq_stage, dq);
+  __syncwarp();
+  store<WARP_THREADS>(a.dq, dq_stage, {b, h, q0, 0});
+}
+
+// ============================================================================================
+// launchers
+// ============================================================================================
+template <typename K>
+cudaError_t set_smem(K kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+template <typename T, int D>
+cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
+  bwd_args<T> a;
+  a.q = make_gl<T>(p, p.q, p.q_s);
+  a.k = make_gl<T>(p, p.k, p.k_s);
+  a.v = make_gl<T>(p, p.v, p.v_s);
+  a.dout = make_gl<T>(p, p.dout, p.do_s);
+  a.dq = make_gl<T>(p, p.dq, p.dq_s);
+  a.dk = make_gl<T>(p, p.dk, p.dk_s);
+  a.dv = make_gl<T>(p, p.dv, p.dv_s);
+  const int64_t TD = int64_t(p.T) * D;
+  a.dq_accum = gl<float>{p.dq_accum, p.B, p.H, p.T, D, TD * p.H, TD, D};
+  a.lse = p.lse;
+  a.delta = p.delta;
+  a.seq = p.T;
+  a.heads = p.H;
+  a.scale = p.scale;
+  a.scale_log2 = p.scale * LOG2E;
+  a.causal = p.causal;
+  const int64_t rows = int64_t(p.B) * p.H * p.T;
+  const int bh_count = p.B * p.H;
+  cudaError_t err;
+
+  // 1. delta = rowsum(dO * O)
+  {
+    constexpr int rows_per_cta = DELTA_THREADS / (D / 8);
+    const gl<T> o = make_gl<T>(p, p.o, p.o_s);
+    bwd_delta_kernel<T, D><<<unsigned(cdiv64(rows, rows_per_cta)), DELTA_THREADS, 0, stream>>>(o, a.dout, p.delta);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 2. dK, dV (+ dQ partials)
+  {
+    constexpr int smem = dkdv_smem<T, D>::bytes;
+    const unsigned grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
+    if (!p.deterministic) {
+      auto kernel = bwd_dkdv_kernel<T, D, true>;
+      if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
+      kernel<<<grid, KV_THREADS, smem, stream>>>(a);
+    } else {
+      auto kernel = bwd_dkdv_kernel<T, D, false>;
+      if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
+      kernel<<<grid, KV_THREADS, smem, stream>>>(a);
+    }
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  }
+
+  // 3. dQ
+  if (!p.deterministic) {
+    const int64_t chunks = rows * (D / 8);
+    bwd_dq_convert_kernel<T><<<unsigned(cdiv64(chunks, CONVERT_THREADS)), CONVERT_THREADS, 0, stream>>>(a);
+  } else {
+    constexpr int smem = dq_smem<T, D>::bytes;
+    auto kernel = bwd_dq_kernel<T, D>;
+    if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
+    const unsigned grid = unsigned(cdiv(p.T, DQ_BLOCK_M)) * unsigned(bh_count);
+    kernel<<<grid, DQ_THREADS, smem, stream>>>(a);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch(const BwdParams &p, cudaStream_t stream) {
+  if (p.D == 64) return launch<T, 64>(p, stream);
+  if (p.D == 128) return launch<T, 128>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream) {
+  if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
+  if (!std::isfinite(p.scale)) return cudaErrorInvalidValue;
+  if (!p.q || !p.k || !p.v || !p.o || !p.dout || !p.lse || !p.dq || !p.dk || !p.dv || !p.delta)
+    return cudaErrorInvalidValue;
+  if (!p.deterministic && !p.dq_accum) return cudaErrorInvalidValue;
+  // Grids are 1-D over (blocks x B x H); keep them within 2^31 - 1 CTAs.
+  if (int64_t(p.B) * p.H * ((int64_t(p.T) + 63) / 64) > 0x7fffffffLL) return cudaErrorInvalidValue;
+  if (p.dtype == DType::bf16) return dispatch<bf16>(p, stream);
+  if (p.dtype == DType::fp16) return dispatch<half>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace tk_attn
