@@ -1,0 +1,219 @@
+"""train.py end to end on the CPU, each run a real subprocess: falling loss,
+exact resume, crash-safe checkpoints, 2-process gloo DDP, and bad input."""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(REPO, "train.py")
+
+
+@pytest.fixture(scope="module")
+def char_data(tmp_path_factory, shakespeare_path):
+    """tiny shakespeare, char-level, prepared by the real prepare script into a temp dir."""
+    out = tmp_path_factory.mktemp("shakespeare_char")
+    r = subprocess.run([sys.executable, os.path.join(REPO, "data", "shakespeare_char", "prepare.py"),
+                        "--input", shakespeare_path, "--out_dir", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return str(out)
+
+
+def tiny_args(data_dir, out_dir, **overrides):
+    args = dict(device="cpu", compile=False, dataset="shakespeare_char", data_dir=data_dir,
+                out_dir=out_dir, n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=4,
+                gradient_accumulation_steps=2, eval_iters=2, eval_interval=10, log_interval=1,
+                learning_rate=3e-3, warmup_iters=2, lr_decay_iters=20, min_lr=3e-4, dropout=0.1,
+                bias=False, always_save_checkpoint=True, wandb_log=False, max_iters=20)
+    args.update(overrides)
+    return [f"--{k}={v}" for k, v in args.items()]
+
+
+def run(args, cwd, prefix=(), timeout=300):
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, *prefix, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def losses(stdout):
+    """{iter: loss} from the `iter N: loss X, ...` log lines."""
+    return {int(m[1]): float(m[2]) for m in re.finditer(r"^iter (\d+): loss ([\d.]+),", stdout, re.M)}
+
+
+def json_losses(path):
+    with open(path) as f:
+        return {r["iter"]: r["loss"] for r in map(json.loads, f) if "loss" in r}
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_loss_falls_and_resume_reproduces_the_uninterrupted_run(char_data, tmp_path):
+    # the uninterrupted run: iterations 0..20
+    full = run([TRAIN, *tiny_args(char_data, "full", log_file="full.jsonl")], tmp_path)
+    assert full.returncode == 0, full.stderr[-3000:]
+    seen = losses(full.stdout)
+    assert sorted(seen) == list(range(21))
+    first, last = sum(seen[i] for i in range(3)) / 3, sum(seen[i] for i in range(18, 21)) / 3
+    assert last < first - 0.3, seen  # learning
+    assert re.search(r"^iter 5: loss [\d.]+, time [\d.]+ms, tok/s \d+, mfu n/a$", full.stdout, re.M)
+    assert "step 10: train loss" in full.stdout and "kernels=torch" in full.stdout
+    ckpt = torch.load(tmp_path / "full" / "ckpt.pt", weights_only=True)
+    assert ckpt["iter_num"] == 20 and ckpt["model_args"]["n_layer"] == 2
+    assert {"model", "optimizer", "config", "rng", "best_val_loss"} <= set(ckpt)
+
+    # a run stopped after its iteration-10 checkpoint ...
+    part = run([TRAIN, *tiny_args(char_data, "part", max_iters=10)], tmp_path)
+    assert part.returncode == 0, part.stderr[-3000:]
+    assert torch.load(tmp_path / "part" / "ckpt.pt", weights_only=True)["iter_num"] == 10
+    # ... and resumed to iteration 20 continues exactly like the uninterrupted run
+    resumed = run([TRAIN, *tiny_args(char_data, "part", max_iters=20, init_from="resume",
+                                     log_file="resumed.jsonl")], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    full_json, resumed_json = json_losses(tmp_path / "full.jsonl"), json_losses(tmp_path / "resumed.jsonl")
+    assert sorted(resumed_json) == list(range(10, 21))
+    assert resumed_json == {i: full_json[i] for i in range(10, 21)}  # bit-exact floats
+    assert losses(resumed.stdout) == {i: seen[i] for i in range(10, 21)}
+
+
+SAVE_KILLER = """
+import os, runpy, sys
+import torch
+real_save, calls = torch.save, []
+def save(obj, f, *args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:  # die in the middle of writing the second checkpoint
+        f.write(b"half a checkpoint")
+        f.flush()
+        os._exit(17)
+    return real_save(obj, f, *args, **kwargs)
+torch.save = save
+sys.argv = [sys.argv[1]] + sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_interrupted_checkpoint_write_keeps_the_previous_checkpoint(char_data, tmp_path):
+    (tmp_path / "killer.py").write_text(SAVE_KILLER)
+    r = run(["killer.py", TRAIN, *tiny_args(char_data, "out", max_iters=20, eval_interval=5)],
+            tmp_path)
+    assert r.returncode == 17, r.stderr[-3000:]
+    assert "saving checkpoint" in r.stdout
+    ckpt = torch.load(tmp_path / "out" / "ckpt.pt", weights_only=True)
+    assert ckpt["iter_num"] == 5  # the first one, intact
+    assert (tmp_path / "out" / "ckpt.pt.tmp").read_bytes() == b"half a checkpoint"
+    # and training resumes from it
+    r = run([TRAIN, *tiny_args(char_data, "out", max_iters=6, init_from="resume")], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(losses(r.stdout)) == [5, 6]
+
+
+def test_ddp_two_processes_gloo_and_exact_resume(char_data, tmp_path):
+    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    common = dict(max_iters=6, eval_interval=3, lr_decay_iters=6, gradient_accumulation_steps=4)
+    full = run([TRAIN, *tiny_args(char_data, "full", log_file="full.jsonl", **common)], tmp_path,
+               prefix=torchrun)
+    assert full.returncode == 0, full.stderr[-3000:]
+    assert sorted(losses(full.stdout)) == list(range(7))  # logged once, by the master
+    assert "tokens per iteration will be: 512" in full.stdout  # 2 micro-steps x 2 processes x 4 x 32
+    ckpt = torch.load(tmp_path / "full" / "ckpt.pt", weights_only=True)
+    assert ckpt["iter_num"] == 6 and len(ckpt["rng"]) == 2 and ckpt["world_size"] == 2
+
+    part = run([TRAIN, *tiny_args(char_data, "part", **dict(common, max_iters=3))], tmp_path,
+               prefix=torchrun)
+    assert part.returncode == 0, part.stderr[-3000:]
+    resumed = run([TRAIN, *tiny_args(char_data, "part", init_from="resume",
+                                     log_file="resumed.jsonl", **common)], tmp_path, prefix=torchrun)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    full_json = json_losses(tmp_path / "full.jsonl")
+    assert json_losses(tmp_path / "resumed.jsonl") == {i: full_json[i] for i in range(3, 7)}
+
+
+# -----------------------------------------------------------------------------
+# bad input: one clear message, non-zero exit, nothing already written is lost
+
+@pytest.fixture(scope="module")
+def trained(char_data, tmp_path_factory):
+    """A directory holding a small trained checkpoint in out/ckpt.pt."""
+    d = tmp_path_factory.mktemp("trained")
+    r = run([TRAIN, *tiny_args(char_data, "out", max_iters=5, eval_interval=5)], d)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return d
+
+
+def error_line(r):
+    lines = [line for line in r.stderr.strip().splitlines() if line.strip()]
+    assert lines, r.stdout[-2000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    return lines[-1]
+
+
+@pytest.mark.parametrize("override,code,words", [
+    ("--batchsize=8", 2, ["unknown config key", "batch_size"]),
+    ("--batch_size=eight", 2, ["batch_size", "int"]),
+    ("--compile=maybe", 2, ["compile", "bool"]),
+    ("--kernels=tk", 1, ["kernels=tk", "GPU"]),
+    ("--kernels=fast", 1, ["kernels must be one of"]),
+    ("--init_from=gpt3", 1, ["init_from"]),
+])
+def test_bad_overrides(trained, override, code, words):
+    before = digest(trained / "out" / "ckpt.pt")
+    data_dir = str(trained)  # not even looked at: these fail first
+    r = run([TRAIN, *tiny_args(data_dir, "out", init_from="resume"), override], trained)
+    assert r.returncode == code, (r.stdout[-2000:], r.stderr[-2000:])
+    line = error_line(r)
+    for w in words:
+        assert w in line, line
+    assert digest(trained / "out" / "ckpt.pt") == before
+
+
+def test_missing_dataset(char_data, tmp_path):
+    r = run([TRAIN, *tiny_args("", "out", dataset="no_such_dataset")], tmp_path)
+    assert r.returncode == 1 and "no_such_dataset" in error_line(r)
+    (tmp_path / "empty").mkdir()
+    r = run([TRAIN, *tiny_args(str(tmp_path / "empty"), "out", dataset="openwebtext")], tmp_path)
+    assert r.returncode == 1
+    assert "data/openwebtext/prepare.py" in error_line(r)
+
+
+@pytest.mark.parametrize("content", ["garbage", "truncated", "foreign", "wrong_shape", "missing"])
+def test_bad_checkpoint(char_data, trained, tmp_path, content):
+    out = tmp_path / "out"
+    out.mkdir()
+    good = (trained / "out" / "ckpt.pt").read_bytes()
+    if content == "garbage":
+        (out / "ckpt.pt").write_bytes(b"this is not a checkpoint\n" * 10)
+    elif content == "truncated":
+        (out / "ckpt.pt").write_bytes(good[: len(good) // 2])
+    elif content == "foreign":
+        torch.save({"weights": torch.zeros(3)}, out / "ckpt.pt")
+    elif content == "wrong_shape":
+        ckpt = torch.load(trained / "out" / "ckpt.pt", weights_only=True)
+        ckpt["model"]["lm_head.weight"] = torch.zeros(3, 3)
+        torch.save(ckpt, out / "ckpt.pt")
+    before = digest(out / "ckpt.pt") if content != "missing" else None
+    r = run([TRAIN, *tiny_args(char_data, "out", init_from="resume")], tmp_path)
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    line = error_line(r)
+    assert "ckpt.pt" in line
+    if content == "missing":
+        assert "no checkpoint" in line
+    else:
+        assert digest(out / "ckpt.pt") == before
+
+
+def test_wandb_offline(char_data, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    r = run([TRAIN, *tiny_args(char_data, "out", max_iters=2, eval_interval=2, wandb_log=True)],
+            tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
