@@ -1,0 +1,434 @@
+"""GPU tests of the tk attention kernels (python -m pytest -m gpu; skipped without a CUDA GPU).
+
+Accuracy: every case compares our output, lse and dq/dk/dv with a float64 reference computed on
+the GPU from the same bf16/fp16 inputs (upcast), as relative L2 error ||x - ref|| / ||ref|| and as
+the worst single row. Tolerances are calibrated per case against PyTorch SDPA's own error on the
+same inputs and the same float64 reference: ours <= max(2 x SDPA's error, a dtype floor).
+Each case draws fresh random inputs from a seed taken from os.urandom; the seed is printed (run with
+-s to see every case's numbers) so a failure can be reproduced.
+
+Unwritten outputs are caught by poisoning: the binding allocates the kernels' outputs with
+torch.empty from PyTorch's CUDA caching allocator. Right before each launch, poison() requests
+blocks of exactly the sizes the op will request, in the same order, fills them with 0xFF bytes (NaN
+in bf16, fp16 and fp32) and frees them. Freeing merges the blocks back, leaving the allocator in
+the state it was in before, so the op's identical sequence of requests gets the same, now
+NaN-filled, memory; any element the kernel fails to write stays NaN and fails the test.
+test_poison_trick_works checks that the allocator indeed behaves like this.
+"""
+
+import copy
+import importlib
+import math
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.gpu
+
+if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
+    pytest.skip("tk attention needs compute capability >= 8.0", allow_module_level=True)
+
+tka = importlib.import_module("tk_kernels.attention")
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# floors of the relative L2 error (a correct kernel is ~ the output rounding, 1e-3 bf16 / 1.5e-4 fp16)
+FLOOR = {torch.bfloat16: 4e-3, torch.float16: 6e-4}
+ROW_FLOOR_FACTOR = 4.0  # worst-row errors get this times the floor
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built():
+    """Build/load the extension once, failing (not skipping) with the build error if it breaks."""
+    reason = tka.unavailable_reason()
+    assert reason is None, reason
+
+
+# -----------------------------------------------------------------------------
+# helpers
+
+def new_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator(device="cuda").manual_seed(seed)
+
+
+def randn(shape, g, dtype, scale=1.0):
+    return (torch.randn(shape, generator=g, device="cuda", dtype=torch.float32) * scale).to(dtype)
+
+
+def qkv_split(B, H, T, D, dtype, g):
+    """q, k, v exactly like nanoGPT: (B, H, T, D) views of a fused (B, T, 3, H, D) projection."""
+    qkv = randn((B, T, 3, H, D), g, dtype)
+    return qkv.permute(2, 0, 3, 1, 4).unbind(0)
+
+
+def poison(*shapes_dtypes):
+    """Leave NaN-filled blocks of these sizes in the caching allocator (see module docstring)."""
+    blocks = []
+    for shape, dtype in shapes_dtypes:
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        blocks.append(torch.full((max(nbytes, 1),), 255, dtype=torch.uint8, device="cuda"))
+    del blocks
+
+
+def poison_fwd(q):
+    """The forward op allocates o (B, T, H, D) then lse (B, H, T) fp32 (csrc/bindings.cpp)."""
+    B, H, T, D = q.shape
+    poison(((B, H, T, D), q.dtype), ((B, H, T), torch.float32))
+
+
+def poison_bwd(q):
+    """The backward op allocates dq, dk, dv, then the delta workspace (csrc/bindings.cpp)."""
+    B, H, T, D = q.shape
+    poison(((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype),
+           ((B, H, T), torch.float32))
+
+
+def reference(q, k, v, causal, scale):
+    """float64 attention and lse (natural log) from the given tensors (any dtype, upcast)."""
+    q, k, v = q.double(), k.double(), v.double()
+    s = (q @ k.transpose(-2, -1)) * scale
+    if causal:
+        T = q.shape[-2]
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    return torch.exp(s - lse[..., None]) @ v, lse
+
+
+def reference_grads(q, k, v, dout, causal, scale):
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    o, lse = reference(q64, k64, v64, causal, scale)
+    grads = torch.autograd.grad(o, (q64, k64, v64), dout.double())
+    return o.detach(), lse, grads
+
+
+def rel_err(x, ref):
+    """||x - ref|| / ||ref|| (ref is float64; the denominator has a tiny floor for all-zero refs,
+    e.g. dq of a causal T=1 attention, which is exactly 0)."""
+    x = x.double()
+    denom = max(ref.norm().item(), 1e-3 * math.sqrt(ref.numel()))
+    return (x - ref).norm().item() / denom
+
+
+def row_err(x, ref):
+    """Worst (b, h, t) row: max_r ||x_r - ref_r|| / rms-row-norm of ref."""
+    x = x.double()
+    rows = ref.reshape(-1, ref.shape[-1])
+    denom = max(rows.norm().item() / math.sqrt(rows.shape[0]), 1e-3 * math.sqrt(rows.shape[1]))
+    return ((x - ref).reshape(-1, ref.shape[-1]).norm(dim=-1).max().item()) / denom
+
+
+def check_close(name, ours, sdpa, ref, dtype, report):
+    name = f"{report[0]} {name}"  # the case label and seed, to reproduce a failure
+    assert not torch.isnan(ours).any(), f"{name}: NaN in output (unwritten elements?)"
+    assert torch.isfinite(ours).all(), f"{name}: inf in output"
+    e, es = rel_err(ours, ref), rel_err(sdpa, ref)
+    r, rs = row_err(ours, ref), row_err(sdpa, ref)
+    tol = max(2 * es, FLOOR[dtype])
+    rtol = max(2 * rs, ROW_FLOOR_FACTOR * FLOOR[dtype])
+    report.append(f"{name.split()[-1]}: ours {e:.2e} sdpa {es:.2e} (tol {tol:.1e}) | worst row ours {r:.2e} sdpa {rs:.2e}")
+    assert e <= tol, f"{name}: relative error {e:.3e} > {tol:.3e} (SDPA: {es:.3e})"
+    assert r <= rtol, f"{name}: worst-row error {r:.3e} > {rtol:.3e} (SDPA: {rs:.3e})"
+
+
+def run_case(q, k, v, causal, scale, seed, label, dout=None, backward=True):
+    """Forward (+ backward) of ours and SDPA vs the float64 reference, with poisoned outputs."""
+    B, H, T, D = q.shape
+    dtype = q.dtype
+    g = gen(seed + 1)
+    if dout is None:
+        dout = randn((B, H, T, D), g, dtype)
+    sc = scale if scale is not None else 1.0 / math.sqrt(D)
+    o_ref, lse_ref, grads_ref = reference_grads(q, k, v, dout, causal, sc)
+
+    qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+    poison_fwd(q)
+    o = tka.attention(qq, kk, vv, causal=causal, scale=scale)
+    assert o.shape == q.shape and o.dtype == dtype
+    report = [f"[{label} seed={seed}]"]
+    qs, ks, vs = (t.detach().requires_grad_() for t in (q, k, v))
+    o_sdpa = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, scale=scale)
+    check_close("o", o, o_sdpa, o_ref, dtype, report)
+
+    if backward:
+        poison_bwd(q)
+        dq, dk, dv = torch.autograd.grad(o, (qq, kk, vv), dout)
+        dqs, dks, dvs = torch.autograd.grad(o_sdpa, (qs, ks, vs), dout)
+        for name, ours, sd, ref in zip(("dq", "dk", "dv"), (dq, dk, dv), (dqs, dks, dvs), grads_ref):
+            assert ours.shape == q.shape and ours.dtype == dtype
+            check_close(name, ours, sd, ref, dtype, report)
+    print(" ".join(report))
+    return o
+
+
+# -----------------------------------------------------------------------------
+# the accuracy matrix
+
+T_VALUES = [1, 17, 100, 255, 256, 1000, 1024, 2048, 4096]
+
+
+def batch_heads(T, D):
+    # B*H odd; few rows for long T to keep the float64 reference small
+    if T <= 256:
+        return 3, 5
+    return (3, 1) if D == 64 else (1, 3)
+
+
+@pytest.mark.parametrize("dtype_name", ["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("T", T_VALUES)
+def test_forward_backward_vs_float64(T, D, causal, dtype_name):
+    dtype = DTYPES[dtype_name]
+    B, H = batch_heads(T, D)
+    seed = new_seed()
+    q, k, v = qkv_split(B, H, T, D, dtype, gen(seed))
+    run_case(q, k, v, causal, None, seed, f"B={B} H={H} T={T} D={D} causal={causal} {dtype_name}")
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "batch_stride", "misaligned", "broadcast"])
+@pytest.mark.parametrize("D", [64, 128])
+def test_layouts(layout, D):
+    """Plain contiguous tensors, a non-standard batch stride (padding between batches), rows that
+    are not 16-byte aligned (the Python side copies), and a head-broadcast k/v (stride 0)."""
+    B, H, T, dtype = 3, 3, 257, torch.bfloat16
+    seed = new_seed()
+    g = gen(seed)
+    if layout == "contiguous":
+        q, k, v = (randn((B, H, T, D), g, dtype) for _ in range(3))
+    elif layout == "batch_stride":
+        pad = 8 * 37
+        def padded():
+            flat = randn((B * (H * T * D + pad),), g, dtype)
+            return flat.as_strided((B, H, T, D), (H * T * D + pad, T * D, D, 1))
+        q, k, v = padded(), padded(), padded()
+        assert q.stride(0) == H * T * D + pad
+    elif layout == "misaligned":
+        q, k, v = (randn((B, H, T, D + 1), g, dtype)[..., 1:] for _ in range(3))
+        assert q.stride(2) % 8 != 0
+    else:
+        q = randn((B, H, T, D), g, dtype)
+        k, v = (randn((B, 1, T, D), g, dtype).expand(B, H, T, D) for _ in range(2))
+        assert k.stride(1) == 0
+    for causal in (True, False):
+        run_case(q, k, v, causal, None, seed, f"{layout} D={D} causal={causal}")
+
+
+@pytest.mark.parametrize("scale", [0.05, 0.4])
+def test_custom_scale(scale):
+    """A non-default scale: 0.4 with D=128 makes the softmax peaked (scores std ~4.5)."""
+    seed = new_seed()
+    q, k, v = qkv_split(1, 3, 333, 128, torch.bfloat16, gen(seed))
+    for causal in (True, False):
+        run_case(q, k, v, causal, scale, seed, f"scale={scale} causal={causal}")
+
+
+@pytest.mark.parametrize("T", [17, 100, 255, 1000, 1024])
+@pytest.mark.parametrize("D", [64, 128])
+def test_causal_mask_rows(T, D):
+    """q = 0 gives uniform attention over the allowed keys (scores exactly 0), so o_i is the mean of
+    v_0..v_i and any leak across the diagonal or lost key shows up in single rows."""
+    seed = new_seed()
+    g = gen(seed)
+    dtype = torch.bfloat16
+    q = torch.zeros(1, 3, T, D, device="cuda", dtype=dtype)
+    k, v = randn((1, 3, T, D), g, dtype), randn((1, 3, T, D), g, dtype)
+    poison_fwd(q)
+    o = tka.attention(q, k, v, causal=True)
+    counts = torch.arange(1, T + 1, device="cuda", dtype=torch.float64)[:, None]
+    ref = v.double().cumsum(dim=2) / counts
+    err = ((o.double() - ref).abs().amax(dim=-1) / ref.abs().amax(dim=-1).clamp_min(1e-3)).max().item()
+    print(f"[mask T={T} D={D} seed={seed}] worst row max-rel error {err:.2e}")
+    assert err < 2e-2, f"causal mask: worst row error {err:.3e} (seed {seed})"
+
+
+# -----------------------------------------------------------------------------
+# raw ops: poisoned outputs, lse, determinism
+
+@pytest.mark.parametrize("B,H,T,D", [(3, 5, 17, 64), (3, 5, 100, 64), (1, 3, 4096, 128)])
+def test_poison_trick_works(B, H, T, D):
+    """The caching allocator gives the op's torch.empty calls the NaN-filled blocks poison() freed."""
+    keep = [torch.empty(n, device="cuda") for n in (1000, 70000, 300000)]  # a used, fragmented pool
+    q = torch.empty(B, H, T, D, dtype=torch.bfloat16, device="cuda")
+    poison_fwd(q)
+    o = torch.empty(B, T, H, D, dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty(B, H, T, dtype=torch.float32, device="cuda")
+    assert torch.isnan(o).all() and torch.isnan(lse).all()
+    del o, lse
+    poison_bwd(q)
+    grads = [torch.empty(B, T, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(3)]
+    delta = torch.empty(B, H, T, dtype=torch.float32, device="cuda")
+    assert all(torch.isnan(g).all() for g in grads) and torch.isnan(delta).all()
+    del keep
+
+
+@pytest.mark.parametrize("T,D", [(1, 64), (17, 128), (100, 64), (1000, 128), (4096, 64)])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_raw_forward_lse(T, D, causal):
+    seed = new_seed()
+    B, H = 3, 1
+    q, k, v = qkv_split(B, H, T, D, torch.float16, gen(seed))
+    scale = 1.0 / math.sqrt(D)
+    poison_fwd(q)
+    o, lse = torch.ops.tk.attention_fwd(q, k, v, causal, scale)
+    assert not torch.isnan(o).any() and not torch.isnan(lse).any()
+    assert lse.shape == (B, H, T) and lse.dtype == torch.float32 and lse.is_contiguous()
+    assert o.stride() == (T * H * D, D, H * D, 1)  # (B, T, H, D) memory: free transpose+view
+    _, lse_ref = reference(q, k, v, causal, scale)
+    lse_err = (lse.double() - lse_ref).abs().max().item()
+    print(f"[lse T={T} D={D} causal={causal} seed={seed}] max abs error {lse_err:.2e}")
+    assert lse_err < 2e-3, f"lse max abs error {lse_err:.3e}"
+
+
+def _bwd_inputs(B, H, T, D, causal, seed, dtype=torch.bfloat16):
+    g = gen(seed)
+    q, k, v = qkv_split(B, H, T, D, dtype, g)
+    dout = randn((B, H, T, D), g, dtype)
+    scale = 1.0 / math.sqrt(D)
+    o, lse = torch.ops.tk.attention_fwd(q, k, v, causal, scale)
+    return q, k, v, o, lse, dout, scale
+
+
+@pytest.mark.parametrize("B,H,T,D,causal", [(2, 5, 1024, 64, True), (1, 3, 2048, 128, False),
+                                            (3, 1, 777, 128, True)])
+def test_repeatability(B, H, T, D, causal):
+    seed = new_seed()
+    q, k, v, o, lse, dout, scale = _bwd_inputs(B, H, T, D, causal, seed)
+    # forward: bitwise
+    for _ in range(2):
+        poison_fwd(q)
+        o2, lse2 = torch.ops.tk.attention_fwd(q, k, v, causal, scale)
+        assert torch.equal(o, o2) and torch.equal(lse, lse2), "forward is not bitwise reproducible"
+    # backward, deterministic: bitwise, all three
+    runs = []
+    for _ in range(3):
+        poison_bwd(q)
+        runs.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, True))
+    for run in runs[1:]:
+        for name, a, b in zip(("dq", "dk", "dv"), runs[0], run):
+            assert torch.equal(a, b), f"deterministic {name} differs between runs"
+    # backward, default (atomic dQ): dK, dV bitwise; dQ equal up to fp32 summation order
+    fast = []
+    for _ in range(3):
+        poison_bwd(q)
+        fast.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, False))
+    for run in fast:
+        assert not any(torch.isnan(t).any() for t in run)
+        assert torch.equal(run[1], fast[0][1]) and torch.equal(run[2], fast[0][2]), "dK/dV not bitwise"
+        assert torch.equal(run[1], runs[0][1]) and torch.equal(run[2], runs[0][2]), \
+            "dK/dV differ between deterministic and default modes"
+        e = rel_err(run[0], runs[0][0].double())
+        assert e < 2e-3, f"atomic dQ differs from deterministic dQ by {e:.3e}"
+    print(f"[repeat B={B} H={H} T={T} D={D} seed={seed}] ok")
+
+
+def test_deterministic_mode_via_torch_flag():
+    """torch.use_deterministic_algorithms(True) selects the deterministic backward through autograd
+    (and makes torch.empty NaN-fill new tensors, another poison)."""
+    seed = new_seed()
+    q, k, v = qkv_split(1, 3, 600, 64, torch.bfloat16, gen(seed))
+    dout = randn(q.shape, gen(seed + 1), torch.bfloat16)
+    prev = torch.are_deterministic_algorithms_enabled()
+    prev_fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        assert tka.deterministic_backward()
+        grads = []
+        for _ in range(2):
+            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+            o = tka.attention(qq, kk, vv, causal=True)
+            grads.append(torch.autograd.grad(o, (qq, kk, vv), dout))
+    finally:
+        torch.use_deterministic_algorithms(prev)
+        torch.utils.deterministic.fill_uninitialized_memory = prev_fill
+    for a, b in zip(*grads):
+        assert not torch.isnan(a).any()
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("det", ["0", "1"])
+def test_opcheck(det, monkeypatch):
+    monkeypatch.setenv("TK_DETERMINISTIC", det)
+    seed = new_seed()
+    for (B, H, T, D, causal, dtype) in [(2, 3, 33, 64, True, torch.bfloat16),
+                                        (1, 2, 17, 128, False, torch.float16)]:
+        q, k, v = qkv_split(B, H, T, D, dtype, gen(seed))
+        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+        torch.library.opcheck(torch.ops.tk.attention_fwd.default, (q, k, v, causal, 1.0 / math.sqrt(D)))
+        qd, kd, vd = (t.detach() for t in (q, k, v))
+        o, lse = torch.ops.tk.attention_fwd(qd, kd, vd, causal, 0.125)
+        dout = randn(q.shape, gen(seed + 1), dtype)
+        torch.library.opcheck(torch.ops.tk.attention_bwd.default,
+                              (qd, kd, vd, o, lse, dout, causal, 0.125, det == "1"))
+
+
+def test_unsupported_inputs_raise_value_error():
+    x = torch.randn(1, 2, 16, 64, device="cuda")
+    with pytest.raises(ValueError, match="bfloat16 and float16"):
+        tka.attention(x, x, x)
+    y = torch.randn(1, 2, 16, 96, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="64, 128"):
+        tka.attention(y, y, y)
+    z = torch.randn(1, 2, 16, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="same shape"):
+        tka.attention(z, z[:, :, :8], z[:, :, :8])
+    assert tka.check_supported(z, z, z) is None
+    assert tka.is_available()
+
+
+# -----------------------------------------------------------------------------
+# the GPT model under torch.compile
+
+def _gpt_step(model, idx, targets):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        _, loss = model(idx, targets)
+    loss.backward()
+    grads = {n.removeprefix("_orig_mod."): p.grad.detach().clone()
+             for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return loss.detach().float(), grads
+
+
+@pytest.mark.parametrize("n_head", [2, 1], ids=["D64", "D128"])
+def test_compiled_gpt_matches_eager(n_head):
+    from model import GPT, GPTConfig
+    seed = new_seed()
+    torch.manual_seed(seed)
+    cfg = dict(block_size=256, vocab_size=512, n_layer=2, n_head=n_head, n_embd=128, dropout=0.0, bias=True)
+    model_tk = GPT(GPTConfig(**cfg, kernels="tk")).cuda()
+    model_torch = GPT(GPTConfig(**cfg, kernels="torch")).cuda()
+    model_torch.load_state_dict(model_tk.state_dict())
+    B, T = 4, 255
+    idx = torch.randint(0, cfg["vocab_size"], (B, T), device="cuda")
+    targets = torch.randint(0, cfg["vocab_size"], (B, T), device="cuda")
+
+    # one graph, and it calls our op (fullgraph=True below also fails on any graph break)
+    explained = torch._dynamo.explain(model_tk)(idx, targets)
+    assert explained.graph_break_count == 0, str(explained)
+    assert any("attention_fwd" in g.code for g in explained.graphs), "tk op not in the traced graph"
+    torch._dynamo.reset()
+
+    compiled = torch.compile(copy.deepcopy(model_tk), fullgraph=True)
+    loss_e, grads_e = _gpt_step(model_tk, idx, targets)
+    loss_c, grads_c = _gpt_step(compiled, idx, targets)
+    loss_t, grads_t = _gpt_step(model_torch, idx, targets)
+    assert torch.isfinite(loss_e) and torch.isfinite(loss_c)
+    assert set(grads_c) == set(grads_e) == set(grads_t)
+    names = sorted(grads_e)
+    flat = lambda grads: torch.cat([grads[n].double().flatten() for n in names])
+    all_c, all_t = rel_err(flat(grads_c), flat(grads_e).double()), rel_err(flat(grads_t), flat(grads_e))
+    worst_c = max(rel_err(grads_c[n], grads_e[n].double()) for n in names)
+    worst_t = max(rel_err(grads_t[n], grads_e[n].double()) for n in names)
+    print(f"[gpt n_head={n_head} seed={seed}] loss eager {loss_e.item():.5f} compiled {loss_c.item():.5f} "
+          f"torch {loss_t.item():.5f}; grad rel err compiled {all_c:.2e} (worst param {worst_c:.2e}), "
+          f"torch {all_t:.2e} (worst param {worst_t:.2e})")
+    assert abs(loss_c.item() - loss_e.item()) < 1e-2
+    assert abs(loss_t.item() - loss_e.item()) < 1e-2
+    assert all_c < 3e-2 and worst_c < 1e-1, "compiled vs eager grads differ"
+    assert all_t < 3e-2 and worst_t < 1e-1, "tk vs torch (SDPA) grads differ"
