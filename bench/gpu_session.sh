@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# One GPU session: environment report, kernel build, GPU tests, attention benchmark.
+#
+#   bash bench/gpu_session.sh                  # all steps: env build test bench
+#   bash bench/gpu_session.sh build test       # only some steps, in the given order
+#
+# Logs and results go to $OUT (default ./bench/out): build.log, gpu_tests.log, bench.log,
+# bench_attention.json, bench_attention.png. Each step has its own timeout and a failing step does
+# not stop the later ones; the exit status is non-zero if any step failed.
+# The build cache is $TORCH_EXTENSIONS_DIR (default ./build/torch_extensions, git-ignored, so a later
+# call on the same machine reuses it). Timeouts: BUILD_TIMEOUT (900 s), TEST_TIMEOUT, BENCH_TIMEOUT (600 s).
+# Env: PYTEST_X=0 runs the GPU tests without -x (default: stop at the first failure);
+#      PYTEST_ARGS adds pytest arguments (e.g. PYTEST_ARGS="-k layouts");
+#      BENCH_ARGS adds benchmark arguments (e.g. BENCH_ARGS="--shapes small").
+set -o pipefail
+export PYTHONUNBUFFERED=1
+export MAX_JOBS=${MAX_JOBS:-16}
+cd "$(dirname "$0")/.."
+OUT=${OUT:-./bench/out}
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$PWD/build/torch_extensions}
+mkdir -p "$OUT"
+PY=${PYTHON:-python}
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(env build test bench)
+declare -A status
+
+step_env() {
+  nvidia-smi || true
+  $PY - <<'EOF'
+import torch, sys
+print(f"python {sys.version.split()[0]}  torch {torch.__version__}  cuda {torch.version.cuda}  "
+      f"cudnn {torch.backends.cudnn.version()}")
+for i in range(torch.cuda.device_count()):
+    print(f"gpu {i}: {torch.cuda.get_device_name(i)} cc {torch.cuda.get_device_capability(i)}")
+try:
+    import triton; print(f"triton {triton.__version__}")
+except ImportError:
+    print("triton: not installed")
+EOF
+  (command -v nvcc && nvcc --version | tail -2) || echo "nvcc not on PATH"
+  echo "CUDA_HOME=${CUDA_HOME:-unset}  MAX_JOBS=$MAX_JOBS  nproc=$(nproc)  TORCH_EXTENSIONS_DIR=$TORCH_EXTENSIONS_DIR"
+}
+
+step_build() {
+  local t0=$SECONDS
+  TK_VERBOSE_PTXAS=1 timeout ${BUILD_TIMEOUT:-900} $PY -m tk_kernels.build --verbose > "$OUT/build.log" 2>&1
+  local rc=$?
+  echo "build rc=$rc in $((SECONDS - t0))s (log: $OUT/build.log)"
+  # register / spill / shared-memory summary of every kernel
+  grep -E "Compiling entry|Used [0-9]+ registers|spill" "$OUT/build.log" | sed 's/^ptxas info *: //' | tail -60
+  [ $rc -ne 0 ] && tail -60 "$OUT/build.log"
+  return $rc
+}
+
+step_test() {
+  local x="-x"
+  [ "${PYTEST_X:-1}" = "0" ] && x=""
+  timeout ${TEST_TIMEOUT:-600} $PY -m pytest -m gpu $x -q -s -rfE ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/gpu_tests.log"
+}
+
+step_bench() {
+  timeout ${BENCH_TIMEOUT:-600} $PY bench/bench_attention.py --json "$OUT/bench_attention.json" \
+    --png "$OUT/bench_attention.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+}
+
+for s in "${steps[@]}"; do
+  case "$s" in
+    env|build|test|bench) ;;
+    *) echo "unknown step '$s' (steps: env build test bench)"; exit 2 ;;
+  esac
+  echo "===== $s ====="
+  "step_$s"
+  status[$s]=$?
+done
+
+echo
+echo "===== summary ====="
+rc=0
+for s in "${steps[@]}"; do
+  echo "$s: rc=${status[$s]}"
+  [ "${status[$s]}" != "0" ] && rc=1
+done
+if [ -f "$OUT/gpu_tests.log" ] && [[ " ${steps[*]} " == *" test "* ]]; then
+  echo "tests: $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu_tests.log" | tail -1)"
+fi
+if [ -f "$OUT/bench.log" ] && [[ " ${steps[*]} " == *" bench "* ]]; then
+  sed -n '/^TFLOP\/s (median)/,$p' "$OUT/bench.log"
+fi
+exit $rc
