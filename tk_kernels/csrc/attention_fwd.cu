@@ -8,9 +8,11 @@
 //   [32w, 32w + 32). The CTA walks the keys in tiles of BLOCK_N = 64:
 //       S   = Q K_j^T                         (raw scores, fp32 accumulators, 32 x 64 per warp)
 //       m'  = max(m, rowmax(S))               (running row max, raw units)
-//       P   = 2^(S * c - m' * c)              c = scale * log2(e): the scale is folded into the exponent
-//       l   = l * 2^((m - m') c) + rowsum(P)  O = O * 2^((m - m') c) + P V_j
-//   and finishes with O / l and lse = (m c + log2 l) * ln 2.
+//       if some row's max grew by > 8 (log2 units): l *= 2^((m - m') c), O *= 2^((m - m') c), m = m'
+//       P   = 2^(S * c - m * c)               c = scale * log2(e): the scale is folded into the exponent
+//       l  += rowsum(P)                       O += P V_j
+//   and finishes with O / l and lse = (m c + log2 l) * ln 2. The lazy rescale (FlashAttention-4's
+//   trick) is exact: P <= 2^8 while m lags, and O and l share the factor; it skips most O rescales.
 //   P goes from the fp32 accumulator straight into the A operand of P V_j (the m16n8k16 C layout,
 //   packed pairwise to 16 bits, IS the A layout), so P never touches shared memory.
 //
@@ -45,6 +47,7 @@ constexpr int NUM_WARPS = 4;
 constexpr int NUM_THREADS = NUM_WARPS * WARP_THREADS;
 constexpr int BLOCK_M = 128;                      // query rows per CTA
 constexpr int WARP_M = BLOCK_M / NUM_WARPS;       // query rows per warp (32)
+constexpr float RESCALE_THRESHOLD = 8.f;          // lazy softmax rescaling, in log2 units (factor 256)
 
 // Tuning knobs per head dim (the TK_FWD_* macros exist only to benchmark alternatives).
 #ifndef TK_FWD_D64_BLOCK_N
@@ -111,11 +114,13 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   const int rows_seen = CAUSAL ? min(m0 + BLOCK_M, T_) : T_;
   const int n_tiles = (rows_seen + BLOCK_N - 1) / BLOCK_N;
 
+  const gl<T> q_g = a.q.head(b, h), k_g = a.k.head(b, h), v_g = a.v.head(b, h);
+
   // Prologue: group 0 = {Q, K_0}, group 1 = {V_0}.
-  load_async<NUM_THREADS>(sQ, a.q, {b, h, m0, 0});
-  load_async<NUM_THREADS>(sK[0], a.k, {b, h, 0, 0});
+  load_async<NUM_THREADS>(sQ, q_g, {0, 0, m0, 0});
+  load_async<NUM_THREADS>(sK[0], k_g, {0, 0, 0, 0});
   commit_group();
-  load_async<NUM_THREADS>(sV[0], a.v, {b, h, 0, 0});
+  load_async<NUM_THREADS>(sV[0], v_g, {0, 0, 0, 0});
   commit_group();
 
   rt<T, WARP_M, D> q_reg;                             // used when cfg::q_in_registers
@@ -132,7 +137,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
     // K_j has landed (all groups but the newest, V_j, are complete); everyone is done with tile j-1.
     wait_group<1>();
     __syncthreads();
-    if (j + 1 < n_tiles) load_async<NUM_THREADS>(sK[stage ^ 1], a.k, {b, h, n0 + BLOCK_N, 0});
+    if (j + 1 < n_tiles) load_async<NUM_THREADS>(sK[stage ^ 1], k_g, {0, 0, n0 + BLOCK_N, 0});
     commit_group();                                   // (possibly empty) group K_{j+1}
 
     if constexpr (cfg::q_in_registers) {
@@ -148,7 +153,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
         rt<T, BLOCK_N, 16> k_frag;
-        load(k_frag, subtile<BLOCK_N, 16>(sK[stage], 0, kk));
+        load_B(k_frag, subtile<BLOCK_N, 16>(sK[stage], 0, kk));
         if constexpr (cfg::q_in_registers) {
           mma_ABt(s, col_slice<16>(q_reg, kk), k_frag, s);
         } else {
@@ -158,30 +163,38 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
         }
       }
       if (CAUSAL && n0 + BLOCK_N - 1 > r0) make_causal(s, r0, n0);
-      if (n0 + BLOCK_N > T_) mask_cols(s, n0, T_);
+      // Keys >= T: for causal, every row < T already masks them (key > row); rows >= T are never stored.
+      if (!CAUSAL && n0 + BLOCK_N > T_) mask_cols(s, n0, T_);
 
-      // Online softmax (base 2).
-      col_vec<WARP_M> m_new, m_scaled, alpha, p_sum;
+      // Online softmax (base 2) with lazy rescaling: the reference max m only moves when some row's
+      // max grew by more than RESCALE_THRESHOLD (log2 units) since m was taken. Until then
+      // P = 2^(S c - m c) <= 2^8 stays well inside bf16/fp16/fp32 range, and O and l carry the same
+      // factor, so O / l and lse = m c + log2 l are unchanged; most tiles skip the O rescale.
+      col_vec<WARP_M> m_new, m_scaled, p_sum;
       row_max(m_new, s, m);
-      unary_map(m_scaled, m_new, [c = a.scale_log2](float x) { return x == neg_infty() ? 0.f : x * c; });
-      unary_map(alpha, m, [c = a.scale_log2](float x) { return x * c; });
-      sub(alpha, alpha, m_scaled);
-      exp2(alpha, alpha);                             // 2^((m - m') c); 0 on the first tile
-      mul(s, s, a.scale_log2);
+      const float c = a.scale_log2;
+      if (warp_any(any_of(m_new, m, [c](float mn, float mo) { return (mn - mo) * c > RESCALE_THRESHOLD; }))) {
+        col_vec<WARP_M> alpha;                        // 2^((m - m') c); 0 on the first tile (m = -inf)
+        binary_map(alpha, m, m_new, [c](float mo, float mn) {
+          return mn == neg_infty() ? 1.f : fast_exp2(mo * c - mn * c);
+        });
+        mul(l, l, alpha);
+        mul_row(o, o, alpha);
+        copy(m, m_new);
+      }
+      unary_map(m_scaled, m, [c](float x) { return x == neg_infty() ? 0.f : x * c; });
+      mul(s, s, c);
       sub_row(s, s, m_scaled);
-      exp2(s, s);                                     // P = 2^(S c - m' c)
+      exp2(s, s);                                     // P = 2^(S c - m c), masked entries -> 0
       row_sum(p_sum, s);
-      mul(l, l, alpha);
       add(l, l, p_sum);
-      mul_row(o, o, alpha);
-      copy(m, m_new);
       copy(p, s);                                     // fp32 accumulator -> 16-bit A operand
     }
 
     // V_j has landed (only K_{j+1} may still be in flight).
     wait_group<1>();
     __syncthreads();
-    if (j + 1 < n_tiles) load_async<NUM_THREADS>(sV[stage ^ 1], a.v, {b, h, n0 + BLOCK_N, 0});
+    if (j + 1 < n_tiles) load_async<NUM_THREADS>(sV[stage ^ 1], v_g, {0, 0, n0 + BLOCK_N, 0});
     commit_group();                                   // (possibly empty) group V_{j+1}
 
     if (warp_active) {
@@ -189,7 +202,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
 #pragma unroll
       for (int kk = 0; kk < BLOCK_N / 16; kk++) {
         rt<T, 16, D, col_l> v_frag;
-        load(v_frag, subtile<16, D>(sV[stage], kk, 0));
+        load_B(v_frag, subtile<16, D>(sV[stage], kk, 0));
         mma_AB(o, col_slice<16>(p, kk), v_frag, o);
       }
     }

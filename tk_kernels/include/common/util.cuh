@@ -13,6 +13,9 @@ constexpr float LN2 = 0.6931471805599453f;
 __device__ __forceinline__ int laneid() { return threadIdx.x & 31; }
 __device__ __forceinline__ int warpid() { return threadIdx.x >> 5; }
 
+// True on every lane if `pred` is true on any lane of the (fully active) warp.
+__device__ __forceinline__ bool warp_any(bool pred) { return __any_sync(0xffffffffu, pred); }
+
 __device__ __forceinline__ float neg_infty() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ float pos_infty() { return __int_as_float(0x7f800000); }
 

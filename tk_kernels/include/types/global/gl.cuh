@@ -18,6 +18,10 @@ struct gl {
   __host__ __device__ __forceinline__ T *at(int b, int h, int t, int d = 0) const {
     return ptr + b * b_stride + h * h_stride + t * t_stride + d;
   }
+  // The (T, D) matrix of head (b, h) as a gl of batch 1, head 1 (address with coord {0, 0, row, col}).
+  __host__ __device__ __forceinline__ gl head(int b, int h) const {
+    return gl{at(b, h, 0, 0), 1, 1, seq, dim, b_stride, h_stride, t_stride};
+  }
 };
 
 // A tile position inside a gl: batch b, head h, first row (t) and first column (d), in ELEMENTS.

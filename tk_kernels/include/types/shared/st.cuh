@@ -30,6 +30,12 @@ struct st {
 
   alignas(128) T data[num_elements];
 
+  // Uniform view interface shared with st_sub: storage base, offset of this view, storage width.
+  static constexpr int storage_cols = COLS;
+  __device__ __forceinline__ const T *base() const { return data; }
+  __device__ __forceinline__ int row_offset() const { return 0; }
+  __device__ __forceinline__ int col_offset() const { return 0; }
+
   // Element offset of (r, c) in the swizzled storage.
   __device__ static __forceinline__ int offset(int r, int c) {
     const int chunk = (c >> 3) ^ ((r / rows_per_line) & swizzle_mask);
@@ -49,6 +55,11 @@ struct st_sub {
   ST *parent;
   int row0, col0;
   __device__ __forceinline__ dtype *ptr(int r, int c) const { return parent->ptr(row0 + r, col0 + c); }
+
+  static constexpr int storage_cols = ST::cols;
+  __device__ __forceinline__ const dtype *base() const { return parent->data; }
+  __device__ __forceinline__ int row_offset() const { return row0; }
+  __device__ __forceinline__ int col_offset() const { return col0; }
 };
 
 // subtile<R, C>(tile, i, j): the (i, j)-th R x C block of `tile` (block indices, not elements).

@@ -19,16 +19,31 @@ __device__ __forceinline__ void load_async(ST &&dst, const gl<T> &src, const coo
   static_assert(std::same_as<typename S::dtype, T>, "load_async: shared tile and global layout dtypes differ");
   constexpr int CPR = S::cols / 8;                 // 16-byte chunks per row
   constexpr int CHUNKS = S::rows * CPR;
-  static_assert(NT % WARP_THREADS == 0 || NT < WARP_THREADS, "load_async: NT must be a number of whole warps");
   const int tid = threadIdx.x % NT;
-  const T *head = src.at(c.b, c.h, 0, c.col);
+  if constexpr (NT % CPR == 0 && CHUNKS % NT == 0) {
+    // Fast path: each thread owns one fixed 16-byte column chunk and walks rows with a constant
+    // step, so the global address advances by one 64-bit add and the shared offset by a constant.
+    constexpr int ROW_STEP = NT / CPR;
+    const int r_first = tid / CPR, cc = (tid % CPR) * 8;
+    const T *g = src.at(c.b, c.h, c.row + r_first, c.col + cc);
+    const int64_t g_step = int64_t(ROW_STEP) * src.t_stride;
 #pragma unroll
-  for (int q = tid; q < CHUNKS; q += NT) {
-    const int r = q / CPR, cc = (q % CPR) * 8;
-    const int t = c.row + r;
-    const bool valid = t < src.seq;
-    const T *g = valid ? head + int64_t(t) * src.t_stride + cc : src.ptr;
-    cp_async_16(dst.ptr(r, cc), g, valid);
+    for (int i = 0; i < CHUNKS / NT; i++) {
+      const int r = r_first + i * ROW_STEP;
+      const bool valid = c.row + r < src.seq;
+      cp_async_16(dst.ptr(r, cc), valid ? g : src.ptr, valid);
+      g += g_step;
+    }
+  } else {
+    const T *head = src.at(c.b, c.h, 0, c.col);
+#pragma unroll
+    for (int q = tid; q < CHUNKS; q += NT) {
+      const int r = q / CPR, cc = (q % CPR) * 8;
+      const int t = c.row + r;
+      const bool valid = t < src.seq;
+      const T *g = valid ? head + int64_t(t) * src.t_stride + cc : src.ptr;
+      cp_async_16(dst.ptr(r, cc), g, valid);
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 //   sub_col(dst, src, rv)  mul_col  div_col  add_col     rv: row_vec (one value per column)
 // Vectors (col_vec or row_vec):
 //   zero  fill  neg_infty  copy  exp2  log2  max(dst,a,b)  add/sub/mul/div(dst,a,b)  mul(dst,a,s)
+//   unary_map(dst,a,f)  binary_map(dst,a,b,f)  any_of(a,b,pred) (lane-local; combine with warp_any)
 #pragma once
 #include "../../../types/register/rt.cuh"
 #include "../../../types/register/rv.cuh"
@@ -160,6 +161,16 @@ __device__ __forceinline__ void binary_map(V &dst, const V &a, const V &b, F f) 
   const float *y = reinterpret_cast<const float *>(b.data);
 #pragma unroll
   for (int i = 0; i < int(sizeof(V) / sizeof(float)); i++) d[i] = f(x[i], y[i]);
+}
+// Lane-local: does f(a[i], b[i]) hold for any entry this lane holds? (combine with warp_any)
+template <any_rv V, typename F>
+__device__ __forceinline__ bool any_of(const V &a, const V &b, F f) {
+  const float *x = reinterpret_cast<const float *>(a.data);
+  const float *y = reinterpret_cast<const float *>(b.data);
+  bool r = false;
+#pragma unroll
+  for (int i = 0; i < int(sizeof(V) / sizeof(float)); i++) r |= f(x[i], y[i]);
+  return r;
 }
 template <any_rv V> __device__ __forceinline__ void fill(V &v, float s) { unary_map(v, v, [s](float) { return s; }); }
 template <any_rv V> __device__ __forceinline__ void zero(V &v) { fill(v, 0.f); }

@@ -1,0 +1,44 @@
+// fp32 atomic-add of a register tile into a row-major fp32 array whose row pitch is a compile-time
+// constant (one warp). Added for the attention backward (dQ partial sums into a (B, H, T, D)
+// contiguous fp32 workspace, pitch D).
+//
+//   atomic_add<PITCH>(dst, src, n_rows):  dst[r * PITCH + c] += src[r][c]  for r < n_rows
+//
+// Compared with atomic_add(gl<float>, rt, coord) (runtime t_stride): with PITCH known, every
+// fragment's offset from the lane's first element is an immediate, so the warp needs one 64-bit
+// address instead of one per fragment (this matters in kernels that run at the register limit).
+// row_l tiles only. On sm_90+ each pair is one vector red.add (atomicAdd(float2 *)); earlier
+// architectures issue two scalar red.add.
+#pragma once
+#include "../../../types/register/rt.cuh"
+
+namespace tk {
+
+template <int PITCH, fp32_rt RT>
+__device__ __forceinline__ void atomic_add(float *dst, const RT &src, int n_rows) {
+  static_assert(RT::is_row, "atomic_add<PITCH>(float*, rt, n): row_l tiles only");
+  static_assert(PITCH % 2 == 0 && PITCH >= RT::cols, "atomic_add<PITCH>: pitch must be even and >= the tile width");
+  const int g = laneid() >> 2, t = laneid() & 3;
+  float *lane_base = dst + g * PITCH + 2 * t;     // this lane's (row g, col 2t)
+#pragma unroll
+  for (int i = 0; i < RT::height; i++)
+#pragma unroll
+    for (int j = 0; j < RT::width; j++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const int r = 16 * i + 8 * (k & 1);       // row offset of pair k beyond row g
+        const int c = 16 * j + 8 * (k >> 1);      // col offset of pair k beyond col 2t
+        if (g + r < n_rows) {
+          float *p = lane_base + r * PITCH + c;
+          const float2 v = src.tiles[i][j][k];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+          atomicAdd(reinterpret_cast<float2 *>(p), v);  // 8-byte aligned: 2t and PITCH are even
+#else
+          atomicAdd(p, v.x);
+          atomicAdd(p + 1, v.y);
+#endif
+        }
+      }
+}
+
+}  // namespace tk
