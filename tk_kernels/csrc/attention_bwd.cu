@@ -20,6 +20,7 @@
 
 #include "attention.h"
 #include "tk.cuh"
+#include "ops/warp/memory/atomic_add_pitched.cuh"
 
 namespace tk_attn {
 namespace {
@@ -95,8 +96,10 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 //
 // Shared memory: K, V (128 x D), Q and dO (64 x D, double-buffered), dS^T (128 x 64), lse and
 // delta (double-buffered), all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
-// D = 64: ~81 KB; K_w and V_w are also kept in registers. D = 128: ~145 KB; K_w / V_w are re-read
-// from shared memory per 16-column slice (registers go to the 2 x 64 fp32 accumulators).
+// D = 64: ~81 KB; K_w and V_w are also kept in registers; S^T / dP^T cover the whole 64-query block.
+// D = 128: ~145 KB; K_w / V_w are re-read from shared memory per 16-column slice, and S^T / dP^T are
+// done in two 32-query halves (registers go to the 2 x 64 fp32 dK / dV accumulators; the block loop
+// is unrolled by the two buffers so shared addresses fold into immediates). No spills on sm_80/sm_90a.
 // Pipeline: the next Q / dO / lse / delta tile is fetched with cp.async at the top of an iteration
 // and waited for at its end; two __syncthreads per query block.
 //
@@ -112,10 +115,14 @@ constexpr int KV_BLOCK_M = 64;   // queries per step
 template <int D> struct dkdv_config;
 template <> struct dkdv_config<64> {
   static constexpr bool kv_in_registers = true;
+  static constexpr int q_step = 64;     // queries per S^T / dP^T register tile
+  static constexpr bool unroll_stages = false;  // block loop unrolled by the 2 buffers
   static constexpr int dq_warps_m = 4;  // dQ partial (64 x 64): warp tile 16 x 32
 };
 template <> struct dkdv_config<128> {
   static constexpr bool kv_in_registers = false;
+  static constexpr int q_step = 32;     // two 32-query halves per block keep S^T, dP^T at 16 + 16 regs
+  static constexpr bool unroll_stages = true;
   static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
 };
 
@@ -171,16 +178,16 @@ __device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::q_ti
   else if (w < 4) load_async<2 * WARP_THREADS>(sDelta, a.delta + row0, a.seq - m0);
 }
 
-// S^T = X_w Y^T for this warp's 16 rows X_w of a 128 x D key-side tile (K or V) and a 64 x D
-// query-side tile Y (Q or dO), one 16-wide slice of D at a time. X_w comes from registers
-// (x_reg, D = 64) or from shared memory (D = 128).
-template <bool X_IN_REGS, typename T, int D, typename XS, typename YS>
-__device__ __forceinline__ void scores_t(rt<float, 16, KV_BLOCK_M> &s, const rt<T, 16, D> &x_reg, XS &xs, YS &ys) {
+// S^T = X_w Y_h^T for this warp's 16 rows X_w of a 128 x D key-side tile (K or V) and rows
+// [QS h, QS h + QS) of a 64 x D query-side tile Y (Q or dO), one 16-wide slice of D at a time.
+// X_w comes from registers (x_reg, D = 64) or from shared memory (D = 128).
+template <bool X_IN_REGS, typename T, int QS, int D, typename XS, typename YS>
+__device__ __forceinline__ void scores_t(rt<float, 16, QS> &s, const rt<T, 16, D> &x_reg, XS &xs, YS &ys, int h) {
   zero(s);
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
-    rt<T, KV_BLOCK_M, 16> y_frag;
-    load(y_frag, subtile<KV_BLOCK_M, 16>(ys, 0, kk));
+    rt<T, QS, 16> y_frag;
+    load(y_frag, subtile<QS, 16>(ys, h, kk));
     if constexpr (X_IN_REGS) {
       mma_ABt(s, col_slice<16>(x_reg, kk), y_frag, s);
     } else {
@@ -193,7 +200,8 @@ __device__ __forceinline__ void scores_t(rt<float, 16, KV_BLOCK_M> &s, const rt<
 
 // P^T = 2^(S^T c - lse2) in place, with lse2 = lse * log2(e) per query (column). `masked` selects
 // the element mask: causal (key > query -> 0) and keys past the sequence end (-> 0).
-__device__ __forceinline__ void probs_t(rt<float, 16, KV_BLOCK_M> &s, const row_vec<KV_BLOCK_M> &lse2, float scale_log2,
+template <int QS>
+__device__ __forceinline__ void probs_t(rt<float, 16, QS> &s, const row_vec<QS> &lse2, float scale_log2,
                                         bool masked, bool causal, int key0, int query0, int seq) {
   mul(s, s, scale_log2);
   sub_col(s, s, lse2);
@@ -204,14 +212,14 @@ __device__ __forceinline__ void probs_t(rt<float, 16, KV_BLOCK_M> &s, const row_
   exp2(s, s);
 }
 
-// acc += A @ Y, A (16 x 64, row layout, in registers), Y a 64 x D shared tile read 16 rows at a time
-// with ldmatrix.trans (col layout = B operand).
-template <typename T, int D, typename YS>
-__device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<T, 16, KV_BLOCK_M> &a, YS &ys) {
+// acc += A @ Y_h, A (16 x QS, row layout, in registers), Y_h rows [QS h, QS h + QS) of a 64 x D
+// shared tile, read 16 rows at a time with ldmatrix.trans (col layout = B operand).
+template <typename T, int QS, int D, typename YS>
+__device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<T, 16, QS> &a, YS &ys, int h) {
 #pragma unroll
-  for (int kk = 0; kk < KV_BLOCK_M / 16; kk++) {
+  for (int kk = 0; kk < QS / 16; kk++) {
     rt<T, 16, D, col_l> y_frag;
-    load(y_frag, subtile<16, D>(ys, kk, 0));
+    load(y_frag, subtile<16, D>(ys, h * (QS / 16) + kk, 0));
     mma_AB(acc, col_slice<16>(a, kk), y_frag, acc);
   }
 }
@@ -225,7 +233,7 @@ __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, const gl<fl
   const int wm = warpid() % WM, wn = warpid() / WM;
   rt<float, TM, TN> acc;
   zero(acc);
-#pragma unroll
+#pragma unroll 4
   for (int kk = 0; kk < KV_BLOCK_N / 16; kk++) {
     rt<T, 16, TM, col_l> ds_frag;   // dS^T rows = keys 16kk.., cols = this warp's queries
     rt<T, 16, TN, col_l> k_frag;    // K rows = keys 16kk.., cols = this warp's d slice
@@ -233,7 +241,80 @@ __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, const gl<fl
     load(k_frag, subtile<16, TN>(sK, kk, wn));
     mma_AtB(acc, ds_frag, k_frag, acc);
   }
-  atomic_add(dq_accum, acc, {b, h, m0 + wm * TM, wn * TN});
+  const int row0 = m0 + wm * TM;
+  if (row0 < dq_accum.seq)
+    atomic_add<D>(dq_accum.at(b, h, row0, wn * TN), acc, dq_accum.seq - row0);
+}
+
+// The CTA's shared tiles.
+template <typename T, int D>
+struct dkdv_tiles {
+  using S = dkdv_smem<T, D>;
+  typename S::kv_tile &k, &v;
+  typename S::q_tile (&q)[2], (&dout)[2];
+  typename S::ds_tile &dsT;
+  typename S::vec (&lse)[2], (&delta)[2];
+};
+
+// Where this CTA sits: head (b, h), flat head index bh, first key n0, this warp's first key.
+struct kv_block_pos {
+  int b, h, bh, n0, key0;
+  bool kv_tail;  // the key block runs past T
+};
+
+// One query block mb (rows [64 mb, 64 mb + 64)) against the CTA's keys, reading buffer STAGE:
+// prefetch block mb + 1 into the other buffer, accumulate dV and dK, add this block's dQ partial
+// (ATOMIC_DQ), and finish with the barrier that hands both buffers over to the next step.
+// (Called with a literal STAGE when the block loop is unrolled by two: after inlining every shared
+// address is then a register + immediate.)
+template <typename T, int D, bool ATOMIC_DQ>
+__device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos &c,
+                                          int mb, int mb_end, int STAGE, const rt<T, 16, D> &k_reg,
+                                          const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk, rt<float, 16, D> &dv) {
+  using cfg = dkdv_config<D>;
+  constexpr int QS = cfg::q_step;
+  const int m0 = mb * KV_BLOCK_M;
+  const int w = warpid();
+  if (mb + 1 < mb_end)
+    fetch_query_block<T, D>(sm.q[STAGE ^ 1], sm.dout[STAGE ^ 1], sm.lse[STAGE ^ 1], sm.delta[STAGE ^ 1], a, c.b, c.h,
+                            c.bh, mb + 1);
+  commit_group();                                 // (possibly empty) group for block mb + 1
+
+#pragma unroll 1
+  for (int hq = 0; hq < KV_BLOCK_M / QS; hq++) {  // query steps of QS within the block
+    const int q0 = m0 + hq * QS;
+    // P^T
+    rt<float, 16, QS> p;
+    scores_t<cfg::kv_in_registers, T, QS>(p, k_reg, sm.k, sm.q[STAGE], hq);
+    row_vec<QS> lse2;
+    load(lse2, sm.lse[STAGE].data + hq * QS, QS);
+    mul(lse2, lse2, LOG2E);
+    const bool masked = (a.causal && q0 < c.n0 + KV_BLOCK_N) || c.kv_tail;
+    probs_t(p, lse2, a.scale_log2, masked, a.causal, c.key0, q0, a.seq);
+
+    // dS^T = P^T * (dP^T - delta)
+    rt<float, 16, QS> ds;
+    scores_t<cfg::kv_in_registers, T, QS>(ds, v_reg, sm.v, sm.dout[STAGE], hq);
+    row_vec<QS> delta;
+    load(delta, sm.delta[STAGE].data + hq * QS, QS);
+    sub_col(ds, ds, delta);
+    mul(ds, ds, p);
+
+    rt<T, 16, QS> p16, ds16;
+    copy(p16, p);
+    copy(ds16, ds);
+    if constexpr (ATOMIC_DQ) store(subtile<16, QS>(sm.dsT, w, hq), ds16);
+
+    mma_AB_streamed<T, QS, D>(dv, p16, sm.dout[STAGE], hq);  // dV += P^T dO
+    mma_AB_streamed<T, QS, D>(dk, ds16, sm.q[STAGE], hq);    // dK += dS^T Q
+  }
+
+  if constexpr (ATOMIC_DQ) {
+    __syncthreads();                              // all warps' dS^T rows are in shared memory
+    dq_partial_atomic<T, D>(sm.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
+  }
+  wait_group<0>();                                // block mb + 1 has landed ...
+  __syncthreads();                                // ... for everyone; buffer STAGE / dS^T reads are done
 }
 
 template <typename T, int D, bool ATOMIC_DQ>
@@ -280,44 +361,16 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   zero(dk);
   zero(dv);
 
-  for (int mb = mb_first; mb < mb_end; mb++) {
-    const int stage = (mb - mb_first) & 1;
-    const int m0 = mb * KV_BLOCK_M;
-    if (mb + 1 < mb_end)
-      fetch_query_block<T, D>(sQ[stage ^ 1], sdO[stage ^ 1], sLse[stage ^ 1], sDelta[stage ^ 1], a, b, h, bh, mb + 1);
-    commit_group();                               // (possibly empty) group for block mb + 1
-
-    // P^T
-    rt<float, 16, KV_BLOCK_M> p;
-    scores_t<cfg::kv_in_registers>(p, k_reg, sK, sQ[stage]);
-    row_vec<KV_BLOCK_M> lse2;
-    load(lse2, sLse[stage]);
-    mul(lse2, lse2, LOG2E);
-    const bool masked = (a.causal && m0 < n0 + KV_BLOCK_N) || kv_tail;
-    probs_t(p, lse2, a.scale_log2, masked, a.causal, key0, m0, seq);
-
-    // dS^T = P^T * (dP^T - delta)
-    rt<float, 16, KV_BLOCK_M> ds;
-    scores_t<cfg::kv_in_registers>(ds, v_reg, sV, sdO[stage]);
-    row_vec<KV_BLOCK_M> delta;
-    load(delta, sDelta[stage]);
-    sub_col(ds, ds, delta);
-    mul(ds, ds, p);
-
-    rt<T, 16, KV_BLOCK_M> p16, ds16;
-    copy(p16, p);
-    copy(ds16, ds);
-    if constexpr (ATOMIC_DQ) store(subtile<16, KV_BLOCK_M>(sdsT, w, 0), ds16);
-
-    mma_AB_streamed<T, D>(dv, p16, sdO[stage]);   // dV += P^T dO
-    mma_AB_streamed<T, D>(dk, ds16, sQ[stage]);   // dK += dS^T Q
-
-    if constexpr (ATOMIC_DQ) {
-      __syncthreads();                            // all warps' dS^T rows are in shared memory
-      dq_partial_atomic<T, D>(sdsT, sK, a.dq_accum, b, h, m0);
+  const dkdv_tiles<T, D> sm{sK, sV, sQ, sdO, sdsT, sLse, sDelta};
+  const kv_block_pos pos{b, h, bh, n0, key0, kv_tail};
+  if constexpr (cfg::unroll_stages) {
+    for (int mb = mb_first; mb < mb_end; mb += 2) {  // unrolled by the two buffers
+      dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, mb_end, 0, k_reg, v_reg, dk, dv);
+      if (mb + 1 < mb_end) dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb + 1, mb_end, 1, k_reg, v_reg, dk, dv);
     }
-    wait_group<0>();                              // block mb + 1 has landed ...
-    __syncthreads();                              // ... for everyone; stage / dS^T reads are done
+  } else {
+    for (int mb = mb_first; mb < mb_end; mb++)
+      dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, mb_end, (mb - mb_first) & 1, k_reg, v_reg, dk, dv);
   }
 
   // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (no other warp reads
