@@ -200,3 +200,27 @@ def test_tk_path_compiles_without_graph_breaks(fake_tk):
     torch.testing.assert_close(loss_c, loss)
     loss_c.backward()
     assert model.lm_head.weight.grad is not None
+    # dynamic shapes (symbolic T and B) stay in one graph as well
+    dynamic = torch.compile(model, backend="eager", fullgraph=True, dynamic=True)
+    for B, T in ((2, 20), (3, 13)):
+        idx = torch.randint(64, (B, T))
+        torch.testing.assert_close(dynamic(idx, idx)[1], model(idx, idx)[1])
+
+
+def test_auto_fallback_compiles_without_graph_breaks(fake_tk):
+    """A first decision made while tracing (fresh cache, fallback warning) stays in one graph."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(block_size=32, vocab_size=64, n_layer=2, n_head=2, n_embd=32,
+                          dropout=0.1, kernels="auto"))
+    dispatch.reset()
+    idx = torch.randint(64, (2, 20))
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        logits, loss = compiled(idx, idx)  # training mode: dropout > 0, so SDPA
+        model.eval()
+        compiled(idx, idx)  # eval mode: the (stand-in) TK kernel
+    assert torch.isfinite(loss)
+    assert fake_tk.calls >= 2
+    assert len([w for w in caught if "dropout" in str(w.message)]) == 1

@@ -15,14 +15,16 @@ the reference op in every mode (describe() says so).
 
 The decision depends only on tensor metadata (device, dtype, head dim, causal,
 dropout on/off, equal shapes, last-dim stride) and is cached per key. The
-cached lookup is marked torch.compiler.assume_constant_result, so under
-torch.compile it is evaluated once while tracing and leaves no graph break.
+cached lookup is marked torch.compiler.assume_constant_result (on first use of
+tk/auto), so under torch.compile it is evaluated once while tracing and leaves
+no graph break.
 
 Queries: which(op, ..., kernels=...) -> "tk" | "torch";
 unsupported_reason(op, ...) -> None | str; describe(kernels, ...) -> str.
 """
 
 import importlib
+import operator
 import warnings
 
 import torch
@@ -39,8 +41,12 @@ class TKUnsupportedError(ValueError):
 
 
 def check_mode(kernels: str) -> str:
+    """Validate a kernels setting. For 'tk'/'auto' this also readies the
+    dispatch for torch.compile (see _mark_constant); GPT() calls it."""
     if kernels not in KERNEL_MODES:
         raise ValueError(f"kernels must be one of {', '.join(KERNEL_MODES)}; got {kernels!r}")
+    if kernels != "torch":
+        _mark_constant()
     return kernels
 
 
@@ -78,7 +84,6 @@ def _tk_attention_reason(device_type: str, device_index: int | None, dtype: torc
         return f"{type(e).__name__}: {e}"
 
 
-@torch.compiler.assume_constant_result
 def _decide(op: str, kernels: str, device_type: str, device_index: int | None,
             dtype: torch.dtype, head_dim: int, causal: bool, dropout: bool,
             same_shape: bool, last_dim_contiguous: bool, warn: bool) -> str:
@@ -110,6 +115,20 @@ def _decide(op: str, kernels: str, device_type: str, device_index: int | None,
     return "torch"
 
 
+_marked = False
+
+
+def _mark_constant() -> None:
+    """Mark _decide with torch.compiler.assume_constant_result, so that Dynamo
+    calls it once while tracing and bakes in its result (no graph break).
+    Done on first use of a non-torch mode rather than at import, because the
+    decorator imports torch._dynamo (seconds), which kernels=torch never needs."""
+    global _marked
+    if not _marked:
+        torch.compiler.assume_constant_result(_decide)
+        _marked = True
+
+
 def _tk_error(op: str, decision: str) -> TKUnsupportedError:
     return TKUnsupportedError(
         f"kernels=tk: the TK {op} kernel cannot run here: {decision[len('error: '):]}. "
@@ -126,10 +145,16 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal, scale=scale)."""
     if kernels == "torch":
         return reference.attention(q, k, v, causal, dropout_p, scale)
+    # Under torch.compile sizes and floats may be symbolic, but assume_constant_result
+    # needs constants: operator.index() and the `True if ... else False` branches make
+    # Dynamo specialize them (with guards).
     decision = _decide("attention", kernels, q.device.type, q.device.index, q.dtype,
-                       q.shape[-1], causal, dropout_p > 0.0,
-                       q.shape == k.shape and q.shape == v.shape,
-                       q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1, True)
+                       operator.index(q.shape[-1]),
+                       True if causal else False,
+                       True if dropout_p > 0.0 else False,
+                       True if q.shape == k.shape and q.shape == v.shape else False,
+                       True if q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1 else False,
+                       True)
     if decision == "tk":
         from . import attention as tk_attention  # the function (see __init__.py)
         return tk_attention(q, k, v, causal=causal, scale=scale)
