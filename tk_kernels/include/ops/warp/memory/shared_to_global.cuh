@@ -15,14 +15,28 @@ __device__ __forceinline__ void store(const gl<T> &dst, const ST &src, const coo
   constexpr int CPR = ST::cols / 8;
   constexpr int CHUNKS = ST::rows * CPR;
   const int tid = threadIdx.x % NT;
-  T *head = dst.at(c.b, c.h, 0, c.col);
+  if constexpr (NT % CPR == 0 && CHUNKS % NT == 0) {
+    // Fast path: a fixed 16-byte column chunk per thread, rows at a constant step (see load_async).
+    constexpr int ROW_STEP = NT / CPR;
+    const int r_first = tid / CPR, cc = (tid % CPR) * 8;
+    T *g = dst.at(c.b, c.h, c.row + r_first, c.col + cc);
+    const int64_t g_step = int64_t(ROW_STEP) * dst.t_stride;
 #pragma unroll
-  for (int q = tid; q < CHUNKS; q += NT) {
-    const int r = q / CPR, cc = (q % CPR) * 8;
-    const int t = c.row + r;
-    if (t < dst.seq) {
-      const int4 v = *reinterpret_cast<const int4 *>(src.ptr(r, cc));
-      *reinterpret_cast<int4 *>(head + int64_t(t) * dst.t_stride + cc) = v;
+    for (int i = 0; i < CHUNKS / NT; i++) {
+      const int r = r_first + i * ROW_STEP;
+      if (c.row + r < dst.seq) *reinterpret_cast<int4 *>(g) = *reinterpret_cast<const int4 *>(src.ptr(r, cc));
+      g += g_step;
+    }
+  } else {
+    T *head = dst.at(c.b, c.h, 0, c.col);
+#pragma unroll
+    for (int q = tid; q < CHUNKS; q += NT) {
+      const int r = q / CPR, cc = (q % CPR) * 8;
+      const int t = c.row + r;
+      if (t < dst.seq) {
+        const int4 v = *reinterpret_cast<const int4 *>(src.ptr(r, cc));
+        *reinterpret_cast<int4 *>(head + int64_t(t) * dst.t_stride + cc) = v;
+      }
     }
   }
 }
