@@ -56,6 +56,9 @@ constexpr float RESCALE_THRESHOLD = 8.f;          // lazy softmax rescaling, in 
 #ifndef TK_FWD_D64_Q_IN_REGS
 #define TK_FWD_D64_Q_IN_REGS 1
 #endif
+#ifndef TK_FWD_D64_MIN_BLOCKS
+#define TK_FWD_D64_MIN_BLOCKS 2
+#endif
 #ifndef TK_FWD_D128_BLOCK_N
 #define TK_FWD_D128_BLOCK_N 64
 #endif
@@ -66,7 +69,7 @@ template <int D> struct fwd_config;
 template <> struct fwd_config<64> {
   static constexpr int block_n = TK_FWD_D64_BLOCK_N;          // keys per tile
   static constexpr bool q_in_registers = TK_FWD_D64_Q_IN_REGS;
-  static constexpr int min_blocks = 2;                         // CTAs per SM (register budget 255)
+  static constexpr int min_blocks = TK_FWD_D64_MIN_BLOCKS;     // CTAs per SM (2: register budget 255)
 };
 template <> struct fwd_config<128> {
   static constexpr int block_n = TK_FWD_D128_BLOCK_N;
