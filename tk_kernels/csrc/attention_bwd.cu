@@ -20,7 +20,6 @@
 
 #include "attention.h"
 #include "tk.cuh"
-#include "ops/warp/memory/atomic_add_pitched.cuh"
 
 namespace tk_attn {
 namespace {
@@ -122,7 +121,7 @@ template <> struct dkdv_config<64> {
 template <> struct dkdv_config<128> {
   static constexpr bool kv_in_registers = false;
   static constexpr int q_step = 32;     // two 32-query halves per block keep S^T, dP^T at 16 + 16 regs
-  static constexpr bool unroll_stages = true;
+  static constexpr bool unroll_stages = false;
   static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
 };
 
@@ -187,7 +186,7 @@ __device__ __forceinline__ void scores_t(rt<float, 16, QS> &s, const rt<T, 16, D
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
     rt<T, QS, 16> y_frag;
-    load(y_frag, subtile<QS, 16>(ys, h, kk));
+    load_B(y_frag, subtile<QS, 16>(ys, h, kk));
     if constexpr (X_IN_REGS) {
       mma_ABt(s, col_slice<16>(x_reg, kk), y_frag, s);
     } else {
@@ -219,7 +218,7 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
 #pragma unroll
   for (int kk = 0; kk < QS / 16; kk++) {
     rt<T, 16, D, col_l> y_frag;
-    load(y_frag, subtile<16, D>(ys, h * (QS / 16) + kk, 0));
+    load_B(y_frag, subtile<16, D>(ys, h * (QS / 16) + kk, 0));
     mma_AB(acc, col_slice<16>(a, kk), y_frag, acc);
   }
 }
@@ -238,7 +237,7 @@ __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, const gl<fl
     rt<T, 16, TM, col_l> ds_frag;   // dS^T rows = keys 16kk.., cols = this warp's queries
     rt<T, 16, TN, col_l> k_frag;    // K rows = keys 16kk.., cols = this warp's d slice
     load(ds_frag, subtile<16, TM>(sdsT, kk, wm));
-    load(k_frag, subtile<16, TN>(sK, kk, wn));
+    load_B(k_frag, subtile<16, TN>(sK, kk, wn));
     mma_AtB(acc, ds_frag, k_frag, acc);
   }
   const int row0 = m0 + wm * TM;
@@ -381,8 +380,12 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   store(dk_stage, dk);
   store(dv_stage, dv);
   __syncwarp();
-  store<WARP_THREADS>(a.dk, dk_stage, {b, h, key0, 0});
-  store<WARP_THREADS>(a.dv, dv_stage, {b, h, key0, 0});
+  // (b, h) are re-derived from blockIdx here rather than kept live across the loop (register budget).
+  int kb_e, bh_e;
+  kv_block_coords(n_kv_blocks, bh_count, a.causal, kb_e, bh_e);
+  const int b_e = bh_e / a.heads, h_e = bh_e % a.heads, key0_e = kb_e * KV_BLOCK_N + 16 * w;
+  store<WARP_THREADS>(a.dk, dk_stage, {b_e, h_e, key0_e, 0});
+  store<WARP_THREADS>(a.dv, dv_stage, {b_e, h_e, key0_e, 0});
 }
 
 // ============================================================================================
@@ -449,7 +452,7 @@ __device__ __forceinline__ void scores(rt<float, 16, DQ_BLOCK_N> &s, XS &xs, YS 
     rt<T, 16, 16> x_frag;
     rt<T, DQ_BLOCK_N, 16> y_frag;
     load(x_frag, subtile<16, 16>(xs, warpid(), kk));
-    load(y_frag, subtile<DQ_BLOCK_N, 16>(ys, 0, kk));
+    load_B(y_frag, subtile<DQ_BLOCK_N, 16>(ys, 0, kk));
     mma_ABt(s, x_frag, y_frag, s);
   }
 }
@@ -523,7 +526,7 @@ __global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constan
 #pragma unroll
     for (int kk = 0; kk < DQ_BLOCK_N / 16; kk++) {
       rt<T, 16, D, col_l> k_frag;
-      load(k_frag, subtile<16, D>(sK[stage], kk, 0));
+      load_B(k_frag, subtile<16, D>(sK[stage], kk, 0));
       mma_AB(dq, col_slice<16>(ds16, kk), k_frag, dq);
     }
 
