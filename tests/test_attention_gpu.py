@@ -409,7 +409,8 @@ def test_compiled_gpt_matches_eager(n_head):
     targets = torch.randint(0, cfg["vocab_size"], (B, T), device="cuda")
 
     # one graph, and it calls our op (fullgraph=True below also fails on any graph break)
-    explained = torch._dynamo.explain(model_tk)(idx, targets)
+    with torch.autocast("cuda", dtype=torch.bfloat16):  # as in _gpt_step: the op takes bf16, not fp32
+        explained = torch._dynamo.explain(model_tk)(idx, targets)
     assert explained.graph_break_count == 0, str(explained)
     assert any("attention_fwd" in g.code for g in explained.graphs), "tk op not in the traced graph"
     torch._dynamo.reset()
