@@ -37,9 +37,9 @@ __device__ __forceinline__ float fast_log2(float x) {
   return y;
 }
 
-// Bump allocator over the dynamic shared memory of a CTA. Each allocation is aligned
-// to 128 bytes (swizzle patterns repeat every 8 rows of 128 bytes or less... the base
-// only needs 16 bytes for cp.async/ldmatrix; 128 keeps future TMA/wgmma options open).
+// Bump allocator over the dynamic shared memory of a CTA. Every allocation is 128-byte aligned:
+// the swizzled ldmatrix addressing (shared_to_register.cuh) relies on each shared tile starting on a
+// 128-byte boundary, and it keeps TMA/wgmma layouts possible later.
 struct shared_allocator {
   char *ptr;
   __device__ explicit shared_allocator(void *base) : ptr(static_cast<char *>(base)) {}
