@@ -1,5 +1,6 @@
 """configurator.configure: config files, --key=value overrides and their errors."""
 
+import ast
 import os
 import random
 
@@ -237,3 +238,21 @@ def test_repo_config_files_are_valid(repo_root):
     char = configure(keys, [os.path.join(config_dir, "train_shakespeare_char.py")], verbose=False)
     assert (char["n_layer"], char["n_head"], char["n_embd"], char["block_size"],
             char["batch_size"], char["dropout"], char["max_iters"]) == (6, 6, 384, 256, 64, 0.2, 5000)
+
+
+def test_repo_config_files_use_train_py_keys(repo_root):
+    """Config files may only set keys that train.py actually defines at top level."""
+    train_py = os.path.join(repo_root, "train.py")
+    if not os.path.isfile(train_py):
+        pytest.skip("train.py is absent")
+    tree = ast.parse(open(train_py, encoding="utf-8").read())
+    train_keys = {t.id for node in tree.body if isinstance(node, ast.Assign)
+                  for t in node.targets if isinstance(t, ast.Name)}
+    config_dir = os.path.join(repo_root, "config")
+    for name in sorted(os.listdir(config_dir)):
+        if not name.endswith(".py"):
+            continue
+        path = os.path.join(config_dir, name)
+        assigned = {t.id for node in ast.parse(open(path).read()).body if isinstance(node, ast.Assign)
+                    for t in node.targets if isinstance(t, ast.Name)}
+        assert assigned <= train_keys, (name, sorted(assigned - train_keys))
