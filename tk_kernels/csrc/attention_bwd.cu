@@ -97,8 +97,8 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // delta (double-buffered), all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
 // D = 64: ~81 KB; K_w and V_w are also kept in registers; S^T / dP^T cover the whole 64-query block.
 // D = 128: ~145 KB; K_w / V_w are re-read from shared memory per 16-column slice, and S^T / dP^T are
-// done in two 32-query halves (registers go to the 2 x 64 fp32 dK / dV accumulators; the block loop
-// is unrolled by the two buffers so shared addresses fold into immediates). No spills on sm_80/sm_90a.
+// done in two 32-query halves (a rolled loop: registers go to the 2 x 64 fp32 dK / dV accumulators).
+// No spills on sm_80 / sm_90a.
 // Pipeline: the next Q / dO / lse / delta tile is fetched with cp.async at the top of an iteration
 // and waited for at its end; two __syncthreads per query block.
 //
@@ -115,13 +115,11 @@ template <int D> struct dkdv_config;
 template <> struct dkdv_config<64> {
   static constexpr bool kv_in_registers = true;
   static constexpr int q_step = 64;     // queries per S^T / dP^T register tile
-  static constexpr bool unroll_stages = false;  // block loop unrolled by the 2 buffers
   static constexpr int dq_warps_m = 4;  // dQ partial (64 x 64): warp tile 16 x 32
 };
 template <> struct dkdv_config<128> {
   static constexpr bool kv_in_registers = false;
   static constexpr int q_step = 32;     // two 32-query halves per block keep S^T, dP^T at 16 + 16 regs
-  static constexpr bool unroll_stages = false;
   static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
 };
 
@@ -261,21 +259,19 @@ struct kv_block_pos {
   bool kv_tail;  // the key block runs past T
 };
 
-// One query block mb (rows [64 mb, 64 mb + 64)) against the CTA's keys, reading buffer STAGE:
+// One query block mb (rows [64 mb, 64 mb + 64)) against the CTA's keys, reading buffer `stage`:
 // prefetch block mb + 1 into the other buffer, accumulate dV and dK, add this block's dQ partial
 // (ATOMIC_DQ), and finish with the barrier that hands both buffers over to the next step.
-// (Called with a literal STAGE when the block loop is unrolled by two: after inlining every shared
-// address is then a register + immediate.)
 template <typename T, int D, bool ATOMIC_DQ>
 __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos &c,
-                                          int mb, int mb_end, int STAGE, const rt<T, 16, D> &k_reg,
+                                          int mb, int mb_end, int stage, const rt<T, 16, D> &k_reg,
                                           const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk, rt<float, 16, D> &dv) {
   using cfg = dkdv_config<D>;
   constexpr int QS = cfg::q_step;
   const int m0 = mb * KV_BLOCK_M;
   const int w = warpid();
   if (mb + 1 < mb_end)
-    fetch_query_block<T, D>(sm.q[STAGE ^ 1], sm.dout[STAGE ^ 1], sm.lse[STAGE ^ 1], sm.delta[STAGE ^ 1], a, c.b, c.h,
+    fetch_query_block<T, D>(sm.q[stage ^ 1], sm.dout[stage ^ 1], sm.lse[stage ^ 1], sm.delta[stage ^ 1], a, c.b, c.h,
                             c.bh, mb + 1);
   commit_group();                                 // (possibly empty) group for block mb + 1
 
@@ -284,18 +280,18 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
     const int q0 = m0 + hq * QS;
     // P^T
     rt<float, 16, QS> p;
-    scores_t<cfg::kv_in_registers, T, QS>(p, k_reg, sm.k, sm.q[STAGE], hq);
+    scores_t<cfg::kv_in_registers, T, QS>(p, k_reg, sm.k, sm.q[stage], hq);
     row_vec<QS> lse2;
-    load(lse2, sm.lse[STAGE].data + hq * QS, QS);
+    load(lse2, sm.lse[stage].data + hq * QS, QS);
     mul(lse2, lse2, LOG2E);
     const bool masked = (a.causal && q0 < c.n0 + KV_BLOCK_N) || c.kv_tail;
     probs_t(p, lse2, a.scale_log2, masked, a.causal, c.key0, q0, a.seq);
 
     // dS^T = P^T * (dP^T - delta)
     rt<float, 16, QS> ds;
-    scores_t<cfg::kv_in_registers, T, QS>(ds, v_reg, sm.v, sm.dout[STAGE], hq);
+    scores_t<cfg::kv_in_registers, T, QS>(ds, v_reg, sm.v, sm.dout[stage], hq);
     row_vec<QS> delta;
-    load(delta, sm.delta[STAGE].data + hq * QS, QS);
+    load(delta, sm.delta[stage].data + hq * QS, QS);
     sub_col(ds, ds, delta);
     mul(ds, ds, p);
 
@@ -304,8 +300,8 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
     copy(ds16, ds);
     if constexpr (ATOMIC_DQ) store(subtile<16, QS>(sm.dsT, w, hq), ds16);
 
-    mma_AB_streamed<T, QS, D>(dv, p16, sm.dout[STAGE], hq);  // dV += P^T dO
-    mma_AB_streamed<T, QS, D>(dk, ds16, sm.q[STAGE], hq);    // dK += dS^T Q
+    mma_AB_streamed<T, QS, D>(dv, p16, sm.dout[stage], hq);  // dV += P^T dO
+    mma_AB_streamed<T, QS, D>(dk, ds16, sm.q[stage], hq);    // dK += dS^T Q
   }
 
   if constexpr (ATOMIC_DQ) {
@@ -313,7 +309,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
     dq_partial_atomic<T, D>(sm.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
   }
   wait_group<0>();                                // block mb + 1 has landed ...
-  __syncthreads();                                // ... for everyone; buffer STAGE / dS^T reads are done
+  __syncthreads();                                // ... for everyone; buffer `stage` / dS^T reads are done
 }
 
 template <typename T, int D, bool ATOMIC_DQ>
@@ -362,15 +358,8 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
 
   const dkdv_tiles<T, D> sm{sK, sV, sQ, sdO, sdsT, sLse, sDelta};
   const kv_block_pos pos{b, h, bh, n0, key0, kv_tail};
-  if constexpr (cfg::unroll_stages) {
-    for (int mb = mb_first; mb < mb_end; mb += 2) {  // unrolled by the two buffers
-      dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, mb_end, 0, k_reg, v_reg, dk, dv);
-      if (mb + 1 < mb_end) dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb + 1, mb_end, 1, k_reg, v_reg, dk, dv);
-    }
-  } else {
-    for (int mb = mb_first; mb < mb_end; mb++)
-      dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, mb_end, (mb - mb_first) & 1, k_reg, v_reg, dk, dv);
-  }
+  for (int mb = mb_first; mb < mb_end; mb++)
+    dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, mb_end, (mb - mb_first) & 1, k_reg, v_reg, dk, dv);
 
   // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (no other warp reads
   // them any more), then 16-byte stores; keys >= T are skipped.
