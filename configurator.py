@@ -113,6 +113,10 @@ def configure(defaults: dict[str, Any], argv: list[str], verbose: bool = True) -
     config = dict(defaults)
     valid = list(defaults)
     for arg in argv:
+        if arg in ("-h", "--help"):
+            listing = "\n".join(f"  --{k}={v!r}" for k, v in defaults.items())
+            raise ConfigError("usage: [config_file.py ...] [--key=value ...]; "
+                              f"the keys and their defaults are:\n{listing}")
         if not arg.startswith("--"):
             values = _read_config_file(arg, valid)
             if verbose:

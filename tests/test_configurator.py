@@ -131,6 +131,13 @@ def test_override_without_value(arg):
     assert arg in str(e.value)
 
 
+@pytest.mark.parametrize("arg", ["-h", "--help"])
+def test_help_lists_keys(arg):
+    with pytest.raises(ConfigError) as e:
+        configure(DEFAULTS, [arg], verbose=False)
+    assert "usage" in str(e.value) and all(f"--{k}=" in str(e.value) for k in DEFAULTS)
+
+
 def test_override_without_key():
     with pytest.raises(ConfigError):
         configure(DEFAULTS, ["--=3"], verbose=False)
