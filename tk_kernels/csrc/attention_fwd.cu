@@ -28,7 +28,8 @@
 //   * Causal (top-left aligned, key j visible to query i iff j <= i): the key loop stops at the tile
 //     holding the block's last row; the element mask is applied only on tiles that cross a warp's
 //     diagonal; a warp whose 32 rows all precede the tile skips its math. The heaviest (last) query
-//     blocks are launched first (reverse block order) to balance the tail of the grid.
+//     blocks of all heads are launched first (reverse block order, block index slowest), so the
+//     grid's last wave holds only light blocks.
 //   * Ragged T: rows >= T are zero-filled on load and never stored; keys >= T are masked to -inf.
 //     The first key tile holds key 0, which every row sees, so the running max is finite after it
 //     (the exponent offset is still guarded against -inf).
@@ -90,9 +91,26 @@ struct fwd_args {
   float *lse;
   int seq;             // T
   int heads;           // H
+  int batch;           // B
   float scale;         // softmax scale
   float scale_log2;    // scale * log2(e)
 };
+
+// Which (query block, b, h) this CTA handles. Non-causal: the query blocks of one head are adjacent
+// (they share K/V through L2). Causal: query block slowest and reversed, so all heads' heaviest
+// blocks start first and the grid's last wave holds only the lightest ones (longest-first scheduling).
+struct block_coord {
+  int mb, b, h;
+};
+template <bool CAUSAL, typename T>
+__device__ __forceinline__ block_coord block_coords(const fwd_args<T> &a) {
+  const int n_mblocks = (a.seq + BLOCK_M - 1) / BLOCK_M;
+  const int n_heads = a.heads * a.batch;
+  const int idx = blockIdx.x;
+  const int mb = CAUSAL ? n_mblocks - 1 - idx / n_heads : idx % n_mblocks;
+  const int bh = CAUSAL ? idx % n_heads : idx / n_mblocks;
+  return {mb, bh / a.heads, bh % a.heads};
+}
 
 template <typename T, int D, bool CAUSAL>
 __global__ void __launch_bounds__(NUM_THREADS, fwd_config<D>::min_blocks)
@@ -109,8 +127,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   kv_tile(&sV)[2] = al.allocate<kv_tile[2]>();
 
   const int T_ = a.seq;
-  const int mb = CAUSAL ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heavy blocks first
-  const int h = blockIdx.y, b = blockIdx.z;
+  const auto [mb, b, h] = block_coords<CAUSAL>(a);
   const int m0 = mb * BLOCK_M;                        // first query row of the CTA
   const int w = warpid();
   const int r0 = m0 + w * WARP_M;                     // first query row of this warp
@@ -218,7 +235,9 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   mul_row(o, o, inv_l);
   log2(lse, l);
   binary_map(lse, lse, m, [c = a.scale_log2](float lg, float mx) { return (mx * c + lg) * LN2; });
-  float *lse_row = a.lse + (int64_t(b) * a.heads + h) * T_;
+  // (b, h) are re-derived here rather than kept live across the key loop (register budget).
+  const auto [mb_e, b_e, h_e] = block_coords<CAUSAL>(a);
+  float *lse_row = a.lse + (int64_t(b_e) * a.heads + h_e) * T_;
   if (r0 < T_) store(lse_row + r0, lse, T_ - r0);
 
   // Stage O (16-bit) in this warp's own rows of the Q tile, then 16-byte coalesced stores.
@@ -226,7 +245,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   __syncwarp();  // this warp's last ldmatrix reads of its Q rows precede the overwrite
   store(o_stage, o);
   __syncwarp();
-  store<WARP_THREADS>(a.o, o_stage, {b, h, r0, 0});
+  store<WARP_THREADS>(a.o, o_stage, {b_e, h_e, r0, 0});
 }
 
 template <typename T, int D, bool CAUSAL>
@@ -242,6 +261,7 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   a.lse = p.lse;
   a.seq = p.T;
   a.heads = p.H;
+  a.batch = p.B;
   a.scale = p.scale;
   a.scale_log2 = p.scale * LOG2E;
 
@@ -249,7 +269,9 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   auto kernel = attention_fwd_kernel<T, D, CAUSAL>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess) return err;
-  const dim3 grid((p.T + BLOCK_M - 1) / BLOCK_M, p.H, p.B);
+  const int64_t n_blocks = int64_t((p.T + BLOCK_M - 1) / BLOCK_M) * p.H * p.B;
+  if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  const dim3 grid{unsigned(n_blocks)};
   kernel<<<grid, NUM_THREADS, smem_bytes, stream>>>(a);
   return cudaGetLastError();
 }
@@ -264,7 +286,7 @@ cudaError_t dispatch(const FwdParams &p, cudaStream_t stream) {
 }  // namespace
 
 cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream) {
-  if (p.B < 1 || p.H < 1 || p.T < 1 || p.H > 65535 || p.B > 65535) return cudaErrorInvalidValue;
+  if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
   // The running max is taken on raw scores and the scale folded into exp2, which needs scale > 0.
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
   if (p.dtype == DType::bf16) return dispatch<bf16>(p, stream);
