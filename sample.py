@@ -105,6 +105,8 @@ else:
 
 model.eval()
 model.to(device)
+print(dispatch.describe(kernels, device=device, dtype=ptdtype,
+                        head_dim=model.config.n_embd // model.config.n_head))
 if kernels == 'tk':
     reason = dispatch.unsupported_reason('attention', device=device, dtype=ptdtype,
                                          head_dim=model.config.n_embd // model.config.n_head)

@@ -79,7 +79,14 @@ def _tk_attention_reason(device_type: str, device_index: int | None, dtype: torc
     try:
         # a tiny probe with the same device, dtype and head dim: T >= 1 is always allowed
         probe = torch.empty(1, 1, 1, head_dim, device=device, dtype=dtype)
-        return tk_attention.check_supported(probe, probe, probe, causal=causal)
+        reason = tk_attention.check_supported(probe, probe, probe, causal=causal)
+        # while torch.compile traces, check_supported skips its GPU/build checks:
+        # ask for them explicitly (cached in tk_kernels.attention)
+        if reason is None and torch.compiler.is_compiling() and \
+                hasattr(tk_attention, "unavailable_reason") and \
+                device.index in (None, torch.cuda.current_device()):
+            reason = tk_attention.unavailable_reason()
+        return reason
     except Exception as e:
         return f"{type(e).__name__}: {e}"
 
@@ -111,7 +118,7 @@ def _decide(op: str, kernels: str, device_type: str, device_index: int | None,
         return "error: " + reason
     if warn and reason not in _warned:
         _warned.add(reason)
-        warnings.warn(f"kernels=auto: {op} falls back to PyTorch: {reason}", stacklevel=4)
+        warnings.warn(f"kernels=auto: {op} falls back to PyTorch: {reason}", stacklevel=3)
     return "torch"
 
 
