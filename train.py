@@ -122,6 +122,12 @@ if kernels not in dispatch.KERNEL_MODES:
 if dtype not in ('float32', 'bfloat16', 'float16'):
     fail(f"dtype must be 'float32', 'bfloat16' or 'float16'; got {dtype!r}")
 
+if 'cuda' in device and not torch.cuda.is_available():
+    fail(f"device={device!r} but no CUDA GPU is usable here; use --device=cpu")
+if kernels == 'tk' and 'cuda' not in device:
+    fail(f"kernels=tk needs a CUDA GPU but device={device!r}; "
+         "use kernels=auto (falls back to PyTorch) or kernels=torch")
+
 # various inits, derived attributes, I/O setup
 ddp = int(os.environ.get('RANK', -1)) != -1  # is this a ddp run?
 if ddp:
@@ -152,11 +158,6 @@ if master_process:
     print(f"tokens per iteration will be: {tokens_per_iter:,}")
 
 device_type = 'cuda' if 'cuda' in device else 'cpu'  # for later use in torch.autocast
-if device_type == 'cuda' and not torch.cuda.is_available():
-    fail(f"device={device!r} but no CUDA GPU is usable here; use --device=cpu")
-if kernels == 'tk' and device_type != 'cuda':
-    fail(f"kernels=tk needs a CUDA GPU but device={device!r}; "
-         "use kernels=auto (falls back to PyTorch) or kernels=torch")
 if dtype == 'float16' and device_type == 'cpu':
     if master_process:
         print("note: float16 autocast is not used on the CPU; training in float32")
@@ -194,7 +195,8 @@ if not all(os.path.exists(os.path.join(data_dir, f'{s}.bin')) for s in ('train',
             ok = verdict[0]
         if not ok:
             fail(f"preparing {dataset} failed (see above). Without network access run it "
-                 f"with a local copy of the text: {prepare_cmd} --input PATH/TO/input.txt")
+                 f"with a local copy of tiny shakespeare: {prepare_cmd} --input PATH/TO/input.txt "
+                 f"(options: python {os.path.relpath(prepare_script)} --help)")
     elif dataset == 'openwebtext' and os.path.exists(prepare_script):
         fail(f"{data_dir}/train.bin not found. Prepare OpenWebText first (a large download "
              f"and a long tokenization): {prepare_cmd}")
