@@ -34,6 +34,9 @@
 //     The first key tile holds key 0, which every row sees, so the running max is finite after it
 //     (the exponent offset is still guarded against -inf).
 //   * O is staged through the warp's own rows of the Q tile and written with 16-byte stores.
+//   * fwd_config<D> holds the tuning knobs: warps per CTA (4 x 32 rows, or 8 x 16 rows: half the
+//     registers, twice the warps per SM, twice the K/V shared-memory reads), BLOCK_N, Q in registers,
+//     and the CTAs-per-SM register budget. The numbers above describe the default.
 #include <cmath>
 
 #include "attention.h"
@@ -44,10 +47,7 @@ namespace {
 
 using namespace tk;
 
-constexpr int NUM_WARPS = 4;
-constexpr int NUM_THREADS = NUM_WARPS * WARP_THREADS;
 constexpr int BLOCK_M = 128;                      // query rows per CTA
-constexpr int WARP_M = BLOCK_M / NUM_WARPS;       // query rows per warp (32)
 constexpr float RESCALE_THRESHOLD = 8.f;          // lazy softmax rescaling, in log2 units (factor 256)
 
 // Tuning knobs per head dim (the TK_FWD_* macros exist only to benchmark alternatives).
@@ -60,6 +60,9 @@ constexpr float RESCALE_THRESHOLD = 8.f;          // lazy softmax rescaling, in 
 #ifndef TK_FWD_D64_MIN_BLOCKS
 #define TK_FWD_D64_MIN_BLOCKS 2
 #endif
+#ifndef TK_FWD_D64_WARPS
+#define TK_FWD_D64_WARPS 4
+#endif
 #ifndef TK_FWD_D128_BLOCK_N
 #define TK_FWD_D128_BLOCK_N 64
 #endif
@@ -68,11 +71,13 @@ constexpr float RESCALE_THRESHOLD = 8.f;          // lazy softmax rescaling, in 
 #endif
 template <int D> struct fwd_config;
 template <> struct fwd_config<64> {
+  static constexpr int num_warps = TK_FWD_D64_WARPS;          // BLOCK_M / num_warps query rows per warp
   static constexpr int block_n = TK_FWD_D64_BLOCK_N;          // keys per tile
   static constexpr bool q_in_registers = TK_FWD_D64_Q_IN_REGS;
   static constexpr int min_blocks = TK_FWD_D64_MIN_BLOCKS;     // CTAs per SM (2: register budget 255)
 };
 template <> struct fwd_config<128> {
+  static constexpr int num_warps = 4;
   static constexpr int block_n = TK_FWD_D128_BLOCK_N;
   static constexpr bool q_in_registers = TK_FWD_D128_Q_IN_REGS;
   static constexpr int min_blocks = 2;
@@ -112,11 +117,16 @@ __device__ __forceinline__ block_coord block_coords(const fwd_args<T> &a) {
   return {mb, bh / a.heads, bh % a.heads};
 }
 
+template <int D> constexpr int fwd_threads = fwd_config<D>::num_warps * WARP_THREADS;
+
 template <typename T, int D, bool CAUSAL>
-__global__ void __launch_bounds__(NUM_THREADS, fwd_config<D>::min_blocks)
+__global__ void __launch_bounds__(fwd_threads<D>, fwd_config<D>::min_blocks)
 attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   using cfg = fwd_config<D>;
   constexpr int BLOCK_N = cfg::block_n;
+  constexpr int NUM_THREADS = fwd_threads<D>;
+  constexpr int WARP_M = BLOCK_M / cfg::num_warps;   // query rows per warp
+  static_assert(WARP_M % 16 == 0, "fwd_config: BLOCK_M / num_warps must be a multiple of 16");
   using q_tile = typename fwd_smem<T, D>::q_tile;
   using kv_tile = typename fwd_smem<T, D>::kv_tile;
 
@@ -272,7 +282,7 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   const int64_t n_blocks = int64_t((p.T + BLOCK_M - 1) / BLOCK_M) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid{unsigned(n_blocks)};
-  kernel<<<grid, NUM_THREADS, smem_bytes, stream>>>(a);
+  kernel<<<grid, fwd_threads<D>, smem_bytes, stream>>>(a);
   return cudaGetLastError();
 }
 
