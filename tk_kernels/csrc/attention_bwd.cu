@@ -76,16 +76,17 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // ============================================================================================
 // Tiling: 8 warps; warp w owns keys [n0 + 16w, n0 + 16w + 16) of the CTA's BLOCK_N = 128 keys and
 // keeps their dK, dV rows (16 x D fp32 each) in registers for the whole kernel. The CTA walks the
-// query blocks of BLOCK_M = 64 rows (causal: only blocks at/after the key block's diagonal):
+// query blocks of BLOCK_M = 64 rows (causal: only blocks at/after the key block's diagonal), each in
+// two steps of 32 queries:
 //
-//     S^T  = K_w Q^T           (16 keys x 64 queries, fp32)   A: K_w     B: Q  (ldmatrix, row layout)
+//     S^T  = K_w Q^T           (16 keys x 32 queries, fp32)   A: K_w     B: Q  (ldmatrix, row layout)
 //     P^T  = 2^(S^T c - lse2)  column broadcast of lse (queries run along columns); masked on the
 //                              diagonal blocks (key > query) and for keys >= T
 //     dP^T = V_w dO^T                                          A: V_w     B: dO (ldmatrix, row layout)
 //     dS^T = P^T * (dP^T - delta)                              (column broadcast of delta)
 //     dV  += P^T dO            A: P^T straight from registers  B: dO (ldmatrix.trans, col layout)
 //     dK  += dS^T Q            A: dS^T from registers           B: Q  (ldmatrix.trans)
-//     dS^T -> shared (16-bit) ; __syncthreads
+//     dS^T -> shared (16-bit) ; __syncthreads (the only barrier per query block)
 //     dQ_part = dS K           (64 x D), warps tile it 4x2 (D=64) or 2x4 (D=128);
 //                              A: dS^T tile read with ldmatrix.trans, B: K with ldmatrix.trans;
 //                              added into dq_accum with fp32 red.add (float2 on sm_90).
@@ -93,14 +94,14 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // A operands (an fp32 accumulator packed pairwise to 16 bits is the A fragment), so only dS goes
 // through shared memory, and only once (for dQ, whose contraction runs over all 8 warps' keys).
 //
-// Shared memory: K, V (128 x D), Q and dO (64 x D, double-buffered), dS^T (128 x 64), lse and
-// delta (double-buffered), all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
-// D = 64: ~81 KB; K_w and V_w are also kept in registers; S^T / dP^T cover the whole 64-query block.
-// D = 128: ~145 KB; K_w / V_w are re-read from shared memory per 16-column slice, and S^T / dP^T are
-// done in two 32-query halves (a rolled loop: registers go to the 2 x 64 fp32 dK / dV accumulators).
-// No spills on sm_80 / sm_90a.
+// Shared memory: K, V (128 x D), and double-buffered Q, dO (64 x D), dS^T (128 x 64), lse, delta,
+// all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
+// D = 64: ~97 KB; K_w and V_w are also kept in registers. D = 128: ~161 KB; K_w / V_w are re-read
+// from shared memory per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators).
+// S^T / dP^T are computed for 32 queries at a time (two steps of a rolled loop per block), which
+// keeps both head dims free of spills on sm_80 / sm_90a.
 // Pipeline: the next Q / dO / lse / delta tile is fetched with cp.async at the top of an iteration
-// and waited for at its end; two __syncthreads per query block.
+// and waited for just before the iteration's single __syncthreads (see dkdv_step).
 //
 // Ragged T, no masking needed for query rows >= T: Q, dO, lse and delta rows are zero-filled, so
 // such a column has S = 0, P = 2^0 = 1, but dO = 0 (dV gets exactly 0) and dP = delta = 0 (dS = 0,
@@ -114,12 +115,12 @@ constexpr int KV_BLOCK_M = 64;   // queries per step
 template <int D> struct dkdv_config;
 template <> struct dkdv_config<64> {
   static constexpr bool kv_in_registers = true;
-  static constexpr int q_step = 64;     // queries per S^T / dP^T register tile
+  static constexpr int q_step = 32;     // queries per S^T / dP^T register tile (two steps per block)
   static constexpr int dq_warps_m = 4;  // dQ partial (64 x 64): warp tile 16 x 32
 };
 template <> struct dkdv_config<128> {
   static constexpr bool kv_in_registers = false;
-  static constexpr int q_step = 32;     // two 32-query halves per block keep S^T, dP^T at 16 + 16 regs
+  static constexpr int q_step = 32;
   static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
 };
 
@@ -129,8 +130,14 @@ struct dkdv_smem {
   using q_tile = st<T, KV_BLOCK_M, D>;
   using ds_tile = st<T, KV_BLOCK_N, KV_BLOCK_M>;  // dS^T: [key][query]
   using vec = sv<float, KV_BLOCK_M>;
-  static constexpr int bytes =
-      shared_bytes<kv_tile, kv_tile, q_tile[2], q_tile[2], ds_tile, vec[2], vec[2]>();
+  // Everything that is double-buffered, in one struct: buffer `stage` is then one base address
+  // (stage * sizeof) plus immediates, which keeps the register count down.
+  struct stage_tiles {
+    q_tile q, dout;
+    ds_tile dsT;
+    vec lse, delta;
+  };
+  static constexpr int bytes = shared_bytes<kv_tile, kv_tile, stage_tiles[2]>();
 };
 
 template <typename T>
@@ -159,20 +166,17 @@ __device__ __forceinline__ void kv_block_coords(int n_kv_blocks, int bh_count, b
   }
 }
 
-// Issue the cp.async copies of query block `mb` (Q, dO rows; lse, delta entries) into one stage.
+// Issue the cp.async copies of query block `mb` (Q, dO rows; lse, delta entries) into one buffer.
 template <typename T, int D>
-__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::q_tile &sQ,
-                                                  typename dkdv_smem<T, D>::q_tile &sdO,
-                                                  typename dkdv_smem<T, D>::vec &sLse,
-                                                  typename dkdv_smem<T, D>::vec &sDelta, const bwd_args<T> &a,
+__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::stage_tiles &buf, const bwd_args<T> &a,
                                                   int b, int h, int bh, int mb) {
   const int m0 = mb * KV_BLOCK_M;
-  load_async<KV_THREADS>(sQ, a.q, {b, h, m0, 0});
-  load_async<KV_THREADS>(sdO, a.dout, {b, h, m0, 0});
+  load_async<KV_THREADS>(buf.q, a.q, {b, h, m0, 0});
+  load_async<KV_THREADS>(buf.dout, a.dout, {b, h, m0, 0});
   const int64_t row0 = int64_t(bh) * a.seq + m0;
   const int w = warpid();
-  if (w < 2) load_async<2 * WARP_THREADS>(sLse, a.lse + row0, a.seq - m0);
-  else if (w < 4) load_async<2 * WARP_THREADS>(sDelta, a.delta + row0, a.seq - m0);
+  if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, a.lse + row0, a.seq - m0);
+  else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, a.delta + row0, a.seq - m0);
 }
 
 // S^T = X_w Y_h^T for this warp's 16 rows X_w of a 128 x D key-side tile (K or V) and rows
@@ -248,9 +252,7 @@ template <typename T, int D>
 struct dkdv_tiles {
   using S = dkdv_smem<T, D>;
   typename S::kv_tile &k, &v;
-  typename S::q_tile (&q)[2], (&dout)[2];
-  typename S::ds_tile &dsT;
-  typename S::vec (&lse)[2], (&delta)[2];
+  typename S::stage_tiles (&buf)[2];
 };
 
 // Where this CTA sits: head (b, h), flat head index bh, first key n0, this warp's first key.
@@ -259,9 +261,13 @@ struct kv_block_pos {
   bool kv_tail;  // the key block runs past T
 };
 
-// One query block mb (rows [64 mb, 64 mb + 64)) against the CTA's keys, reading buffer `stage`:
-// prefetch block mb + 1 into the other buffer, accumulate dV and dK, add this block's dQ partial
-// (ATOMIC_DQ), and finish with the barrier that hands both buffers over to the next step.
+// One query block mb (rows [64 mb, 64 mb + 64)) against the CTA's keys, using buffer `stage`:
+// prefetch block mb + 1 into the other buffer, accumulate dV and dK, write dS^T, then ONE barrier
+// (this block's dS^T is complete and block mb + 1 has landed, for every warp), then this block's dQ
+// partial (ATOMIC_DQ). Why one barrier suffices: Q / dO / lse / delta of buffer `stage` are only read
+// before it, so step mb + 1 may refill that buffer right away; dS^T is double-buffered, so its next
+// overwrite (step mb + 2) comes after the barrier of step mb + 1, which every warp reaches only once
+// its dQ reads of step mb are done.
 template <typename T, int D, bool ATOMIC_DQ>
 __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos &c,
                                           int mb, int mb_end, int stage, const rt<T, 16, D> &k_reg,
@@ -270,9 +276,8 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
   constexpr int QS = cfg::q_step;
   const int m0 = mb * KV_BLOCK_M;
   const int w = warpid();
-  if (mb + 1 < mb_end)
-    fetch_query_block<T, D>(sm.q[stage ^ 1], sm.dout[stage ^ 1], sm.lse[stage ^ 1], sm.delta[stage ^ 1], a, c.b, c.h,
-                            c.bh, mb + 1);
+  if (mb + 1 < mb_end) fetch_query_block<T, D>(sm.buf[stage ^ 1], a, c.b, c.h, c.bh, mb + 1);
+  auto &cur = sm.buf[stage];
   commit_group();                                 // (possibly empty) group for block mb + 1
 
 #pragma unroll 1
@@ -280,36 +285,33 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
     const int q0 = m0 + hq * QS;
     // P^T
     rt<float, 16, QS> p;
-    scores_t<cfg::kv_in_registers, T, QS>(p, k_reg, sm.k, sm.q[stage], hq);
+    scores_t<cfg::kv_in_registers, T, QS>(p, k_reg, sm.k, cur.q, hq);
     row_vec<QS> lse2;
-    load(lse2, sm.lse[stage].data + hq * QS, QS);
+    load(lse2, cur.lse.data + hq * QS, QS);
     mul(lse2, lse2, LOG2E);
     const bool masked = (a.causal && q0 < c.n0 + KV_BLOCK_N) || c.kv_tail;
     probs_t(p, lse2, a.scale_log2, masked, a.causal, c.key0, q0, a.seq);
 
     // dS^T = P^T * (dP^T - delta)
     rt<float, 16, QS> ds;
-    scores_t<cfg::kv_in_registers, T, QS>(ds, v_reg, sm.v, sm.dout[stage], hq);
+    scores_t<cfg::kv_in_registers, T, QS>(ds, v_reg, sm.v, cur.dout, hq);
     row_vec<QS> delta;
-    load(delta, sm.delta[stage].data + hq * QS, QS);
+    load(delta, cur.delta.data + hq * QS, QS);
     sub_col(ds, ds, delta);
     mul(ds, ds, p);
 
     rt<T, 16, QS> p16, ds16;
     copy(p16, p);
     copy(ds16, ds);
-    if constexpr (ATOMIC_DQ) store(subtile<16, QS>(sm.dsT, w, hq), ds16);
+    if constexpr (ATOMIC_DQ) store(subtile<16, QS>(cur.dsT, w, hq), ds16);
 
-    mma_AB_streamed<T, QS, D>(dv, p16, sm.dout[stage], hq);  // dV += P^T dO
-    mma_AB_streamed<T, QS, D>(dk, ds16, sm.q[stage], hq);    // dK += dS^T Q
+    mma_AB_streamed<T, QS, D>(dv, p16, cur.dout, hq);  // dV += P^T dO
+    mma_AB_streamed<T, QS, D>(dk, ds16, cur.q, hq);    // dK += dS^T Q
   }
 
-  if constexpr (ATOMIC_DQ) {
-    __syncthreads();                              // all warps' dS^T rows are in shared memory
-    dq_partial_atomic<T, D>(sm.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
-  }
-  wait_group<0>();                                // block mb + 1 has landed ...
-  __syncthreads();                                // ... for everyone; buffer `stage` / dS^T reads are done
+  wait_group<0>();                                // block mb + 1 has landed (this thread's copies)
+  __syncthreads();                                // all copies and all warps' dS^T rows are visible
+  if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D>(cur.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
 }
 
 template <typename T, int D, bool ATOMIC_DQ>
@@ -320,11 +322,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   shared_allocator al(smem);
   typename S::kv_tile &sK = al.allocate<typename S::kv_tile>();
   typename S::kv_tile &sV = al.allocate<typename S::kv_tile>();
-  typename S::q_tile(&sQ)[2] = al.allocate<typename S::q_tile[2]>();
-  typename S::q_tile(&sdO)[2] = al.allocate<typename S::q_tile[2]>();
-  typename S::ds_tile &sdsT = al.allocate<typename S::ds_tile>();
-  typename S::vec(&sLse)[2] = al.allocate<typename S::vec[2]>();
-  typename S::vec(&sDelta)[2] = al.allocate<typename S::vec[2]>();
+  typename S::stage_tiles(&buf)[2] = al.allocate<typename S::stage_tiles[2]>();
 
   const int seq = a.seq;
   const int n_kv_blocks = cdiv(seq, KV_BLOCK_N);
@@ -342,7 +340,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   // Prologue: K, V and the first query block, one group.
   load_async<KV_THREADS>(sK, a.k, {b, h, n0, 0});
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
-  fetch_query_block<T, D>(sQ[0], sdO[0], sLse[0], sDelta[0], a, b, h, bh, mb_first);
+  fetch_query_block<T, D>(buf[0], a, b, h, bh, mb_first);
   commit_group();
   wait_group<0>();
   __syncthreads();
@@ -356,13 +354,14 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   zero(dk);
   zero(dv);
 
-  const dkdv_tiles<T, D> sm{sK, sV, sQ, sdO, sdsT, sLse, sDelta};
+  const dkdv_tiles<T, D> sm{sK, sV, buf};
   const kv_block_pos pos{b, h, bh, n0, key0, kv_tail};
   for (int mb = mb_first; mb < mb_end; mb++)
     dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, mb_end, (mb - mb_first) & 1, k_reg, v_reg, dk, dv);
 
-  // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (no other warp reads
-  // them any more), then 16-byte stores; keys >= T are skipped.
+  // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (after the barrier no
+  // warp reads K any more), then 16-byte stores; keys >= T are skipped.
+  __syncthreads();
   mul(dk, dk, a.scale);
   auto dk_stage = subtile<16, D>(sK, w, 0);
   auto dv_stage = subtile<16, D>(sV, w, 0);
