@@ -66,6 +66,14 @@ def test_arch_for_capability():
     assert tkb.arch_for_capability(12, 0) == "sm_120"
 
 
+def test_arch_runs_on():
+    assert tkb.arch_runs_on("sm_80", 8, 0) and tkb.arch_runs_on("sm_80", 8, 6) and tkb.arch_runs_on("sm_80", 8, 9)
+    assert not tkb.arch_runs_on("sm_86", 8, 0)
+    assert not tkb.arch_runs_on("sm_80", 9, 0)  # no PTX: a new major needs its own cubin
+    assert tkb.arch_runs_on("sm_90a", 9, 0) and tkb.arch_runs_on("sm_90", 9, 0)
+    assert not tkb.arch_runs_on("sm_90a", 10, 0)
+
+
 def test_gencode_flags_and_torch_adds_no_arch_flags():
     archs = ["sm_80", "sm_90a"]
     assert tkb.gencode_flags(archs) == ["-gencode=arch=compute_80,code=sm_80",
@@ -179,7 +187,7 @@ def test_tiny_build_loads_and_is_cached(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     pkg = _tiny_pkg(tmp_path)
     module, lib = tkb.build(["sm_80", "sm_90a"], pkg_dir=pkg)
-    assert module.answer() == 42
+    assert module.answer() == 42 and module.tk_archs == ("sm_80", "sm_90a")
     assert lib.is_file() and lib.parent.parent == tmp_path / "ext"
     assert lib.name.startswith("tk_kernels_")
     assert "this takes a few minutes" in capsys.readouterr().err
@@ -208,13 +216,19 @@ def test_tiny_build_failure_raises_one_clear_error(tmp_path, monkeypatch):
 
 
 def test_tiny_build_concurrent_builders(tmp_path):
-    """Several processes (like torchrun ranks) building the same extension at once all succeed."""
+    """Several processes (like torchrun ranks) building the same extension at once all succeed.
+    They import torch.utils.cpp_extension first without CUDA_HOME set (as torch.compile does), so
+    torch guesses CUDA_HOME from PATH on its own; the build must still use the resolved one."""
     _need_nvcc()
     pkg = _tiny_pkg(tmp_path)
-    code = ("import sys; from tk_kernels import build as b; "
+    code = ("import sys, torch.utils.cpp_extension; from tk_kernels import build as b; "
             f"m, lib = b.build(['sm_80'], pkg_dir={str(pkg)!r}, quiet=True); "
             "assert m.answer() == 42; print(lib)")
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=_env(tmp_path), cwd=tmp_path,
+    env = _env(tmp_path)
+    if os.path.isfile("/usr/local/cuda/bin/nvcc") or shutil.which("nvcc"):  # found without env vars
+        env.pop("CUDA_HOME", None)
+        env.pop("CUDA_PATH", None)
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs):

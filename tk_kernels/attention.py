@@ -117,17 +117,21 @@ def _environment_reason(device: torch.device) -> str | None:
         reason = (f"tk attention needs a GPU of compute capability >= 8.0 (A100, RTX 30xx/40xx, H100, ...), "
                   f"got {torch.cuda.get_device_name(index)} with {major}.{minor}")
     else:
-        reason = _build_reason()
+        reason = _build_reason(major, minor)
     _env_reasons[index] = reason
     return reason
 
 
-def _build_reason() -> str | None:
-    from .build import TKBuildError
+def _build_reason(major: int, minor: int) -> str | None:
+    from .build import TKBuildError, arch_runs_on
     try:
-        _ext()
+        ext = _ext()
     except TKBuildError as e:
         return f"tk attention: the tk_kernels CUDA extension does not build/load here: {e}"
+    archs = getattr(ext, "tk_archs", ())
+    if archs and not any(arch_runs_on(a, major, minor) for a in archs):
+        return (f"tk attention: the extension was built for {', '.join(archs)}, which cannot run on this "
+                f"compute capability {major}.{minor} GPU (unset TK_ARCH or include its architecture)")
     return None
 
 

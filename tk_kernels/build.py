@@ -308,7 +308,18 @@ def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = F
             raise TKBuildError(msg) from None
     if not lib.exists():  # very old/new torch naming; fall back to what the module says
         lib = Path(getattr(module, "__file__", lib))
+    module.tk_archs = tuple(archs)  # what this library was compiled for (see arch_runs_on)
     return module, lib
+
+
+def arch_runs_on(arch: str, major: int, minor: int) -> bool:
+    """Whether an sm_XY cubin runs on a GPU of compute capability major.minor: same major and
+    XY <= the device's minor; arch-specific targets (sm_90a) only on exactly that capability."""
+    m = _ARCH_RE.match(arch)
+    a_major, a_minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
+    if suffix:
+        return (a_major, a_minor) == (major, minor)
+    return a_major == major and a_minor <= minor
 
 
 _lock = threading.Lock()
