@@ -55,7 +55,7 @@ step_build() {
 step_test() {
   local x="-x"
   [ "${PYTEST_X:-1}" = "0" ] && x=""
-  timeout ${TEST_TIMEOUT:-600} $PY -m pytest -m gpu $x -q -s -rfE ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/gpu_tests.log"
+  timeout ${TEST_TIMEOUT:-600} $PY -m pytest -m gpu $x -q -s -rfE --durations=15 ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/gpu_tests.log"
 }
 
 step_bench() {
