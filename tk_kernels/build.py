@@ -296,6 +296,8 @@ def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = F
                                f"Build directory: {build_dir}") from None
         except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
             text = str(e)
+            if verbose:  # ninja's output went to stdout, not into the exception
+                text += "\n(the compiler output was printed above)"
             # cpp_extension puts the whole ninja/nvcc output into the message; keep it on disk
             log_path.write_text(text + "\n")
             tail = "\n".join(text.splitlines()[-40:])
