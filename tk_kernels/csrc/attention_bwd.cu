@@ -283,6 +283,14 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
 #pragma unroll 1
   for (int hq = 0; hq < KV_BLOCK_M / QS; hq++) {  // query steps of QS within the block
     const int q0 = m0 + hq * QS;
+    if (a.causal && c.key0 > q0 + QS - 1) {         // all of this warp's keys are after all queries: P = 0
+      if constexpr (ATOMIC_DQ) {
+        rt<T, 16, QS> zeros;
+        zero(zeros);
+        store(subtile<16, QS>(cur.dsT, w, hq), zeros);
+      }
+      continue;
+    }
     // P^T
     rt<float, 16, QS> p;
     scores_t<cfg::kv_in_registers, T, QS>(p, k_reg, sm.k, cur.q, hq);
@@ -312,6 +320,20 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
   wait_group<0>();                                // block mb + 1 has landed (this thread's copies)
   __syncthreads();                                // all copies and all warps' dS^T rows are visible
   if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D>(cur.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
+}
+
+// Epilogue copy of this warp's 16 staged dK / dV rows (in its own rows of sK / sV) to global memory,
+// keys >= T skipped. Not inlined on purpose: its address math then starts from scratch instead of
+// reusing values the compiler would otherwise keep alive (or spill) across the whole main loop.
+template <typename T, int D>
+__device__ __noinline__ void store_dkdv_rows(const bwd_args<T> &a, const typename dkdv_smem<T, D>::kv_tile &sK,
+                                             const typename dkdv_smem<T, D>::kv_tile &sV, int n_kv_blocks,
+                                             int bh_count) {
+  int kb, bh;
+  kv_block_coords(n_kv_blocks, bh_count, a.causal, kb, bh);
+  const int b = bh / a.heads, h = bh % a.heads, w = warpid(), key0 = kb * KV_BLOCK_N + 16 * w;
+  store<WARP_THREADS>(a.dk, subtile<16, D>(sK, w, 0), {b, h, key0, 0});
+  store<WARP_THREADS>(a.dv, subtile<16, D>(sV, w, 0), {b, h, key0, 0});
 }
 
 template <typename T, int D, bool ATOMIC_DQ>
@@ -368,12 +390,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   store(dk_stage, dk);
   store(dv_stage, dv);
   __syncwarp();
-  // (b, h) are re-derived from blockIdx here rather than kept live across the loop (register budget).
-  int kb_e, bh_e;
-  kv_block_coords(n_kv_blocks, bh_count, a.causal, kb_e, bh_e);
-  const int b_e = bh_e / a.heads, h_e = bh_e % a.heads, key0_e = kb_e * KV_BLOCK_N + 16 * w;
-  store<WARP_THREADS>(a.dk, dk_stage, {b_e, h_e, key0_e, 0});
-  store<WARP_THREADS>(a.dv, dv_stage, {b_e, h_e, key0_e, 0});
+  store_dkdv_rows<T, D>(a, sK, sV, n_kv_blocks, bh_count);
 }
 
 // ============================================================================================
