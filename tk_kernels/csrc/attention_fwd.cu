@@ -21,8 +21,8 @@
 //     registers for the whole loop. D = 128: the slice would need 64 more registers on top of the
 //     32 x 128 fp32 O accumulator, so Q stays in shared memory and is re-read with ldmatrix per tile.
 //   * K_j and V_j (64 x D each) live in swizzled shared tiles (conflict-free cp.async/ldmatrix),
-//     double-buffered: K_{j+1} is fetched while S = Q K_j^T and the softmax run, V_{j+1} while
-//     O += P V_j runs. Two __syncthreads per key tile.
+//     double-buffered: K_{j+1} and V_{j+1} are fetched while tile j is computed. One __syncthreads per
+//     key tile, so within a tile the warps drift freely (one warp's softmax overlaps another's mma).
 //   * K is read with ldmatrix (row layout = B operand of Q K^T); V with ldmatrix.trans (col layout =
 //     B operand of P V).
 //   * Causal (top-left aligned, key j visible to query i iff j <= i): the key loop stops at the tile
@@ -146,10 +146,9 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
 
   const gl<T> q_g = a.q.head(b, h), k_g = a.k.head(b, h), v_g = a.v.head(b, h);
 
-  // Prologue: group 0 = {Q, K_0}, group 1 = {V_0}.
+  // Prologue: one group {Q, K_0, V_0}.
   load_async<NUM_THREADS>(sQ, q_g, {0, 0, m0, 0});
   load_async<NUM_THREADS>(sK[0], k_g, {0, 0, 0, 0});
-  commit_group();
   load_async<NUM_THREADS>(sV[0], v_g, {0, 0, 0, 0});
   commit_group();
 
@@ -164,11 +163,15 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
     const int n0 = j * BLOCK_N;
     const int stage = j & 1;
 
-    // K_j has landed (all groups but the newest, V_j, are complete); everyone is done with tile j-1.
-    wait_group<1>();
+    // K_j and V_j have landed for every thread, and every warp is done with tile j-1, so the other
+    // stage is free: prefetch K_{j+1}, V_{j+1} into it while this tile is computed. One barrier per tile.
+    wait_group<0>();
     __syncthreads();
-    if (j + 1 < n_tiles) load_async<NUM_THREADS>(sK[stage ^ 1], k_g, {0, 0, n0 + BLOCK_N, 0});
-    commit_group();                                   // (possibly empty) group K_{j+1}
+    if (j + 1 < n_tiles) {
+      load_async<NUM_THREADS>(sK[stage ^ 1], k_g, {0, 0, n0 + BLOCK_N, 0});
+      load_async<NUM_THREADS>(sV[stage ^ 1], v_g, {0, 0, n0 + BLOCK_N, 0});
+    }
+    commit_group();                                   // (possibly empty) group {K_{j+1}, V_{j+1}}
 
     if constexpr (cfg::q_in_registers) {
       if (j == 0) load(q_reg, subtile<WARP_M, D>(sQ, w, 0));
@@ -220,12 +223,6 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
       add(l, l, p_sum);
       copy(p, s);                                     // fp32 accumulator -> 16-bit A operand
     }
-
-    // V_j has landed (only K_{j+1} may still be in flight).
-    wait_group<1>();
-    __syncthreads();
-    if (j + 1 < n_tiles) load_async<NUM_THREADS>(sV[stage ^ 1], v_g, {0, 0, n0 + BLOCK_N, 0});
-    commit_group();                                   // (possibly empty) group V_{j+1}
 
     if (warp_active) {
       // O += P V_j, one 16-key slice at a time.
