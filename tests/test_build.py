@@ -213,6 +213,10 @@ def test_tiny_build_failure_raises_one_clear_error(tmp_path, monkeypatch):
     log = Path(msg.split("Full compiler log: ")[1].splitlines()[0])
     assert log.is_file() and "this_is_not_cuda_code" in log.read_text()
     assert isinstance(info.value, RuntimeError)
+    # a retry in the same process compiles again (and fails the same way), it does not try to
+    # import a library that was never built
+    with pytest.raises(tkb.TKBuildError, match="this_is_not_cuda_code"):
+        tkb.build(["sm_80"], pkg_dir=pkg, quiet=True)
 
 
 def test_tiny_build_concurrent_builders(tmp_path):

@@ -250,6 +250,27 @@ class _DirLock:
         self.fd = None
 
 
+def _raise_build_error(name, archs, nvcc_ver, build_dir, lib, log_path, verbose):
+    """Turn the exception being handled into one TKBuildError pointing at the compiler log."""
+    e = sys.exc_info()[1]
+    if isinstance(e, ImportError):  # compiled and linked, but the library does not load
+        raise TKBuildError(f"tk_kernels: {lib} was built but does not load: {e}\n"
+                           f"Build directory: {build_dir}") from None
+    text = str(e)
+    msg = f"tk_kernels build failed ({name}, archs {','.join(archs)}, nvcc {nvcc_ver}).\n"
+    if verbose:  # ninja's output went to stdout, not into the exception
+        msg += "Compiler output: printed above.\n"
+    else:  # cpp_extension put the whole ninja/nvcc output into the message: keep it on disk
+        log_path.write_text(text + "\n")
+        msg += f"Full compiler log: {log_path}\n"
+    msg += f"Build directory: {build_dir}\n"
+    first = _first_errors(text)
+    if first:
+        msg += f"First errors:\n{first}\n"
+    msg += "Last lines of the log:\n" + "\n".join(text.splitlines()[-40:])
+    raise TKBuildError(msg) from None
+
+
 def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = False,
           pkg_dir: Path | None = None):
     """Build (if needed) and import the extension. Returns (module, library path).
@@ -291,23 +312,11 @@ def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = F
                 extra_include_paths=[str(pkg_dir / "include"), str(pkg_dir / "csrc")],
                 build_directory=str(build_dir), verbose=verbose, with_cuda=True,
             )
-        except ImportError as e:  # compiled and linked, but the library does not load
-            raise TKBuildError(f"tk_kernels: {lib} was built but does not load: {e}\n"
-                               f"Build directory: {build_dir}") from None
-        except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
-            text = str(e)
-            if verbose:  # ninja's output went to stdout, not into the exception
-                text += "\n(the compiler output was printed above)"
-            # cpp_extension puts the whole ninja/nvcc output into the message; keep it on disk
-            log_path.write_text(text + "\n")
-            tail = "\n".join(text.splitlines()[-40:])
-            first = _first_errors(text)
-            msg = (f"tk_kernels build failed ({name}, archs {','.join(archs)}, nvcc {nvcc_ver}).\n"
-                   f"Full compiler log: {log_path}\nBuild directory: {build_dir}\n")
-            if first:
-                msg += f"First errors:\n{first}\n"
-            msg += f"Last lines of the log:\n{tail}"
-            raise TKBuildError(msg) from None
+        except (ImportError, RuntimeError, subprocess.CalledProcessError, OSError):
+            # forget this attempt: cpp_extension would otherwise skip the build on a retry in this
+            # process and only try to import the missing library
+            getattr(getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None), "entries", {}).pop(name, None)
+            _raise_build_error(name, archs, nvcc_ver, build_dir, lib, log_path, verbose)
     if not lib.exists():  # very old/new torch naming; fall back to what the module says
         lib = Path(getattr(module, "__file__", lib))
     module.tk_archs = tuple(archs)  # what this library was compiled for (see arch_runs_on)
