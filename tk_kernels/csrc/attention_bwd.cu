@@ -201,11 +201,12 @@ __device__ __forceinline__ void scores_t(rt<float, 16, QS> &s, const rt<T, 16, D
 
 // P^T = 2^(S^T c - lse2) in place, with lse2 = lse * log2(e) per query (column). `masked` selects
 // the element mask: causal (key > query -> 0) and keys past the sequence end (-> 0).
+// The exponent is an explicit fmaf so every kernel variant rounds it identically (the dK / dV of
+// the default and the deterministic paths are then bitwise equal).
 template <int QS>
 __device__ __forceinline__ void probs_t(rt<float, 16, QS> &s, const row_vec<QS> &lse2, float scale_log2,
                                         bool masked, bool causal, int key0, int query0, int seq) {
-  mul(s, s, scale_log2);
-  sub_col(s, s, lse2);
+  col_map(s, s, lse2, [scale_log2](float x, float l) { return fmaf(x, scale_log2, -l); });
   if (masked) {
     if (causal) make_causal_t(s, key0, query0);
     mask_rows(s, key0, seq);
@@ -517,8 +518,7 @@ __global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constan
 
     rt<float, 16, DQ_BLOCK_N> p, ds;
     scores<T, D>(p, sQ, sK[stage]);
-    mul(p, p, a.scale_log2);
-    sub_row(p, p, lse2);
+    row_map(p, p, lse2, [c = a.scale_log2](float x, float l) { return fmaf(x, c, -l); });
     if (a.causal && n0 + DQ_BLOCK_N - 1 > q0) make_causal(p, q0, n0);
     if (n0 + DQ_BLOCK_N > seq) mask_cols(p, n0, seq);
     exp2(p, p);
