@@ -111,9 +111,10 @@ def _copy_pkg(tmp_path) -> Path:
     return pkg
 
 
-def test_cache_key_covers_sources_flags_archs_versions(tmp_path):
+def test_cache_key_covers_sources_flags_archs_versions(tmp_path, monkeypatch):
     pkg = _copy_pkg(tmp_path)
     archs = ["sm_80"]
+    monkeypatch.delenv("TK_EXTRA_NVCC_FLAGS", raising=False)
     cflags, cuda_flags = tkb.compile_flags(archs, verbose_ptxas=False)
     key = lambda **kw: tkb.cache_key(kw.pop("archs", archs), kw.pop("cflags", cflags),
                                      kw.pop("cuda_flags", cuda_flags), pkg_dir=pkg, **kw)
@@ -144,6 +145,10 @@ def test_cache_key_covers_sources_flags_archs_versions(tmp_path):
     assert key(cflags=cflags + ["-g"]) != edited
     assert key(torch_version="0.0.1") != edited
     assert key(cuda_version="99.9") != edited
+    # so do extra nvcc flags from the environment
+    monkeypatch.setenv("TK_EXTRA_NVCC_FLAGS", "-DTK_TEST_KNOB=1")
+    extra = tkb.compile_flags(archs, verbose_ptxas=False)[1]
+    assert "-DTK_TEST_KNOB=1" in extra and key(cuda_flags=extra) != edited
     # ptxas verbosity changes no code, so no rebuild
     assert key(cuda_flags=tkb.compile_flags(archs, verbose_ptxas=True)[1]) == edited
 

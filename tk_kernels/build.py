@@ -14,6 +14,7 @@ Environment:
     TK_ARCH                 target architectures, e.g. "sm_80,sm_90a" (default: the visible GPUs)
     MAX_JOBS                parallel compile jobs (default: all CPU cores)
     TK_VERBOSE_PTXAS=1      print ptxas register/shared-memory usage of every kernel
+    TK_EXTRA_NVCC_FLAGS     extra nvcc flags, e.g. "-DTK_FWD_D64_WARPS=8" (part of the cache key)
     TORCH_EXTENSIONS_DIR    where builds are cached
 """
 
@@ -23,6 +24,7 @@ import argparse
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -178,6 +180,7 @@ def compile_flags(archs: list[str], verbose_ptxas: bool | None = None) -> tuple[
         cuda_flags.append(f"--threads={len(archs)}")  # compile the per-arch variants in parallel
     if verbose_ptxas:
         cuda_flags.append("-Xptxas=-v")
+    cuda_flags += shlex.split(os.environ.get("TK_EXTRA_NVCC_FLAGS", ""))  # e.g. tuning -D knobs
     cuda_flags += gencode_flags(archs)
     return cflags, cuda_flags
 
