@@ -149,6 +149,7 @@ def test_cache_key_covers_sources_flags_archs_versions(tmp_path, monkeypatch):
     monkeypatch.setenv("TK_EXTRA_NVCC_FLAGS", "-DTK_TEST_KNOB=1")
     extra = tkb.compile_flags(archs, verbose_ptxas=False)[1]
     assert "-DTK_TEST_KNOB=1" in extra and key(cuda_flags=extra) != edited
+    monkeypatch.delenv("TK_EXTRA_NVCC_FLAGS")
     # ptxas verbosity changes no code, so no rebuild
     assert key(cuda_flags=tkb.compile_flags(archs, verbose_ptxas=True)[1]) == edited
 
