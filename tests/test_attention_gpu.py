@@ -410,7 +410,6 @@ def test_compiled_gpt_matches_eager(n_head):
 
     # one graph, and it calls our op (fullgraph=True below also fails on any graph break)
     with torch.autocast("cuda", dtype=torch.bfloat16):  # as in _gpt_step: the op takes bf16, not fp32
-        with torch.autocast("cuda", dtype=torch.bfloat16):  # the kernels take bf16/fp16 only
         explained = torch._dynamo.explain(model_tk)(idx, targets)
     assert explained.graph_break_count == 0, str(explained)
     assert any("attention_fwd" in g.code for g in explained.graphs), "tk op not in the traced graph"
