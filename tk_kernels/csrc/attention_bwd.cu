@@ -77,9 +77,9 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // Tiling: 8 warps; warp w owns keys [n0 + 16w, n0 + 16w + 16) of the CTA's BLOCK_N = 128 keys and
 // keeps their dK, dV rows (16 x D fp32 each) in registers for the whole kernel. The CTA walks the
 // query blocks of BLOCK_M = 64 rows (causal: only blocks at/after the key block's diagonal), each in
-// two steps of 32 queries:
+// steps of q_step queries (D = 64: one step of 64; D = 128: two of 32):
 //
-//     S^T  = K_w Q^T           (16 keys x 32 queries, fp32)   A: K_w     B: Q  (ldmatrix, row layout)
+//     S^T  = K_w Q^T           (16 keys x q_step queries, fp32)  A: K_w  B: Q  (ldmatrix, row layout)
 //     P^T  = 2^(S^T c - lse2)  column broadcast of lse (queries run along columns); masked on the
 //                              diagonal blocks (key > query) and for keys >= T
 //     dP^T = V_w dO^T                                          A: V_w     B: dO (ldmatrix, row layout)
@@ -90,6 +90,8 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 //     dQ_part = dS K           (64 x D), warps tile it 4x2 (D=64) or 2x4 (D=128);
 //                              A: dS^T tile read with ldmatrix.trans, B: K with ldmatrix.trans;
 //                              added into dq_accum with fp32 red.add (float2 on sm_90).
+// Causal: a warp whose 16 keys all come after every query of a step has P = 0 there; it skips the
+// step and writes zeros to its dS^T rows.
 // Computing the TRANSPOSED scores is what lets P^T and dS^T feed the dV / dK products directly as
 // A operands (an fp32 accumulator packed pairwise to 16 bits is the A fragment), so only dS goes
 // through shared memory, and only once (for dQ, whose contraction runs over all 8 warps' keys).
@@ -97,9 +99,9 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // Shared memory: K, V (128 x D), and double-buffered Q, dO (64 x D), dS^T (128 x 64), lse, delta,
 // all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
 // D = 64: ~97 KB; K_w and V_w are also kept in registers. D = 128: ~161 KB; K_w / V_w are re-read
-// from shared memory per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators).
-// S^T / dP^T are computed for 32 queries at a time (two steps of a rolled loop per block), which
-// keeps both head dims free of spills on sm_80 / sm_90a.
+// from shared memory per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators),
+// and S^T / dP^T are computed 32 queries at a time (a rolled loop of two steps per block). Both
+// head dims run at <= 255 registers with no spills on sm_80 / sm_90a.
 // Pipeline: the next Q / dO / lse / delta tile is fetched with cp.async at the top of an iteration
 // and waited for just before the iteration's single __syncthreads (see dkdv_step).
 //
@@ -115,12 +117,12 @@ constexpr int KV_BLOCK_M = 64;   // queries per step
 template <int D> struct dkdv_config;
 template <> struct dkdv_config<64> {
   static constexpr bool kv_in_registers = true;
-  static constexpr int q_step = 32;     // queries per S^T / dP^T register tile (two steps per block)
+  static constexpr int q_step = 64;     // queries per S^T / dP^T register tile (32 also fits: 220 regs)
   static constexpr int dq_warps_m = 4;  // dQ partial (64 x 64): warp tile 16 x 32
 };
 template <> struct dkdv_config<128> {
   static constexpr bool kv_in_registers = false;
-  static constexpr int q_step = 32;
+  static constexpr int q_step = 32;     // two steps per 64-query block
   static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
 };
 
