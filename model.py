@@ -192,6 +192,9 @@ class GPT(nn.Module):
             if pn.endswith('c_proj.weight'):
                 torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
+        # report number of parameters
+        print("number of parameters: %.2fM" % (self.get_num_params() / 1e6,))
+
     def get_num_params(self, non_embedding: bool = True) -> int:
         """Number of parameters. With non_embedding (default) the position
         embeddings are not counted; the token embeddings are, because they are

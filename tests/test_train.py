@@ -176,6 +176,15 @@ def test_bad_overrides(trained, override, code, words):
     assert digest(trained / "out" / "ckpt.pt") == before
 
 
+def test_eval_only_resume_leaves_the_checkpoint_alone(char_data, trained):
+    before = digest(trained / "out" / "ckpt.pt")
+    r = run([TRAIN, *tiny_args(char_data, "out", init_from="resume", eval_only=True)], trained)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert re.search(r"^step 5: train loss [\d.]+, val loss [\d.]+$", r.stdout, re.M)
+    assert not losses(r.stdout)  # no training step
+    assert digest(trained / "out" / "ckpt.pt") == before
+
+
 def test_missing_dataset(char_data, tmp_path):
     r = run([TRAIN, *tiny_args("", "out", dataset="no_such_dataset")], tmp_path)
     assert r.returncode == 1 and "no_such_dataset" in error_line(r)
