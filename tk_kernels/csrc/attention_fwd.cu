@@ -178,7 +178,6 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
     }
     const bool warp_active = !CAUSAL || n0 <= r0 + WARP_M - 1;  // some key of the tile visible to some row
 
-    rt<T, WARP_M, BLOCK_N> p;
     if (warp_active) {
       // S = Q K_j^T, one 16-wide slice of D at a time.
       rt<float, WARP_M, BLOCK_N> s;
@@ -221,10 +220,9 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
       exp2(s, s);                                     // P = 2^(S c - m c), masked entries -> 0
       row_sum(p_sum, s);
       add(l, l, p_sum);
+      rt<T, WARP_M, BLOCK_N> p;
       copy(p, s);                                     // fp32 accumulator -> 16-bit A operand
-    }
 
-    if (warp_active) {
       // O += P V_j, one 16-key slice at a time.
 #pragma unroll
       for (int kk = 0; kk < BLOCK_N / 16; kk++) {
