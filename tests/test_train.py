@@ -176,6 +176,12 @@ def test_bad_overrides(trained, override, code, words):
     assert digest(trained / "out" / "ckpt.pt") == before
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_cuda_device_without_gpu(trained):
+    r = run([TRAIN, *tiny_args(str(trained), "out", init_from="resume", device="cuda")], trained)
+    assert r.returncode == 1 and "no CUDA GPU" in error_line(r)
+
+
 def test_eval_only_resume_leaves_the_checkpoint_alone(char_data, trained):
     before = digest(trained / "out" / "ckpt.pt")
     r = run([TRAIN, *tiny_args(char_data, "out", init_from="resume", eval_only=True)], trained)
