@@ -230,9 +230,9 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
 
 // dQ partial of one query block: (dS K) for this warp's tile of the 64 x D output, contracted over
 // the CTA's 128 keys, added atomically into dq_accum (rows >= T skipped).
-template <typename T, int D, typename DSS, typename KS>
+template <typename T, int D, int WM, typename DSS, typename KS>
 __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, const gl<float> &dq_accum, int b, int h, int m0) {
-  constexpr int WM = dkdv_config<D>::dq_warps_m, WN = KV_WARPS / WM;
+  constexpr int WN = KV_WARPS / WM;  // WM x WN warp grid over the 64 x D output
   constexpr int TM = KV_BLOCK_M / WM, TN = D / WN;
   const int wm = warpid() % WM, wn = warpid() / WM;
   rt<float, TM, TN> acc;
@@ -322,7 +322,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
 
   wait_group<0>();                                // block mb + 1 has landed (this thread's copies)
   __syncthreads();                                // all copies and all warps' dS^T rows are visible
-  if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D>(cur.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
+  if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, cfg::dq_warps_m>(cur.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
 }
 
 // Epilogue copy of this warp's 16 staged dK / dV rows (in its own rows of sK / sV) to global memory,
@@ -394,6 +394,224 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   store(dv_stage, dv);
   __syncwarp();
   store_dkdv_rows<T, D>(a, sK, sV, n_kv_blocks, bh_count);
+}
+
+// ============================================================================================
+// dK, dV (and atomic dQ partials), split-phase variant: P^T and dS^T staged in shared memory
+// ============================================================================================
+// Same grid, block sizes, pipeline and ragged-T handling as bwd_dkdv_kernel; the difference is how
+// the 8 warps share the work, trading two 16-bit tile stores per block for fewer ldmatrix reads
+// (the kernel above is shared-memory-bandwidth bound: with 16 keys per warp every loaded B fragment
+// feeds a single m16 tile).
+//
+//   phase 1, warp grid 4 (key groups of 32) x 2 (query halves of 32), warp tile 32 keys x 32 queries:
+//       S^T = K_g Q_h^T, P^T = 2^(S^T c - lse2) (masked), dP^T = V_g dO_h^T, dS^T = P^T (dP^T - delta)
+//       -> P^T and dS^T stored (16-bit) into the CTA's [key][query] tiles.          __syncthreads
+//   phase 2, warp grid 4 (key groups of 32) x 2 (halves of D), warp tile 32 keys x D/2:
+//       dV += P^T dO   (A: P^T tile, ldmatrix; B: dO, ldmatrix.trans)
+//       dK += dS^T Q   (A: dS^T tile; B: Q)
+//       dQ partial = dS K, atomically added (as in the kernel above).              __syncthreads
+// ldmatrix.x4 per block and warp (D = 128): 64 + 24 + 24 + 32 = 144 for 320 mma (vs 192 above).
+// Warp w handles key group w / 2 in both phases (query half / D half w % 2). D = 64 keeps the
+// warp's 32 x 64 K and V slices in registers (the phase-1 A operands).
+// Because phase 2 still reads Q / dO, the next block is prefetched only after the block's second
+// barrier (into the buffer the previous block used), and P^T / dS^T need a single buffer.
+// Shared memory: D = 64 ~97 KB, D = 128 ~161 KB.
+#ifndef TK_BWD_D64_SPLIT
+#define TK_BWD_D64_SPLIT 0
+#endif
+#ifndef TK_BWD_D128_SPLIT
+#define TK_BWD_D128_SPLIT 0
+#endif
+template <int D> struct split_config;
+template <> struct split_config<64> {
+  static constexpr bool enabled = TK_BWD_D64_SPLIT;
+  static constexpr bool kv_in_registers = true;
+  static constexpr int dq_warps_m = 4;
+};
+template <> struct split_config<128> {
+  static constexpr bool enabled = TK_BWD_D128_SPLIT;
+  static constexpr bool kv_in_registers = false;
+  static constexpr int dq_warps_m = 2;
+};
+
+template <typename T, int D>
+struct split_smem {
+  using kv_tile = st<T, KV_BLOCK_N, D>;
+  using q_tile = st<T, KV_BLOCK_M, D>;
+  using pt_tile = st<T, KV_BLOCK_N, KV_BLOCK_M>;  // P^T or dS^T: [key][query]
+  using vec = sv<float, KV_BLOCK_M>;
+  struct stage_tiles {
+    q_tile q, dout;
+    vec lse, delta;
+  };
+  static constexpr int bytes = shared_bytes<kv_tile, kv_tile, stage_tiles[2], pt_tile, pt_tile>();
+};
+
+// Issue the cp.async copies of query block `mb` into one buffer (split variant).
+template <typename T, int D>
+__device__ __forceinline__ void fetch_query_block_split(typename split_smem<T, D>::stage_tiles &buf,
+                                                        const bwd_args<T> &a, int b, int h, int bh, int mb) {
+  const int m0 = mb * KV_BLOCK_M;
+  load_async<KV_THREADS>(buf.q, a.q, {b, h, m0, 0});
+  load_async<KV_THREADS>(buf.dout, a.dout, {b, h, m0, 0});
+  const int64_t row0 = int64_t(bh) * a.seq + m0;
+  const int w = warpid();
+  if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, a.lse + row0, a.seq - m0);
+  else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, a.delta + row0, a.seq - m0);
+}
+
+// S^T tile (32 keys x 32 queries) = X_g Y_h^T over D: X = K or V (key group g, registers or shared),
+// Y = Q or dO (query half h).
+template <bool X_IN_REGS, typename T, int D, typename XS, typename YS>
+__device__ __forceinline__ void scores_t_32x32(rt<float, 32, 32> &s, const rt<T, 32, D> &x_reg, XS &xs, YS &ys,
+                                               int g, int h) {
+  zero(s);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    rt<T, 32, 16> y_frag;
+    load_B(y_frag, subtile<32, 16>(ys, h, kk));
+    if constexpr (X_IN_REGS) {
+      mma_ABt(s, col_slice<16>(x_reg, kk), y_frag, s);
+    } else {
+      rt<T, 32, 16> x_frag;
+      load(x_frag, subtile<32, 16>(xs, g, kk));
+      mma_ABt(s, x_frag, y_frag, s);
+    }
+  }
+}
+
+// acc (32 keys x D/2) += A_g Y[:, half] with A_g rows [32 g, 32 g + 32) of a [key][query] shared
+// tile (P^T or dS^T; ldmatrix, row layout = A operand) and Y the 64 x D query-side tile (dO or Q;
+// ldmatrix.trans, col layout = B operand), 16 queries at a time.
+template <typename T, int D, typename PS, typename YS>
+__device__ __forceinline__ void mma_AB_shared(rt<float, 32, D / 2> &acc, PS &ps, YS &ys, int g, int half) {
+#pragma unroll
+  for (int kk = 0; kk < KV_BLOCK_M / 16; kk++) {
+    rt<T, 32, 16> a_frag;
+    rt<T, 16, D / 2, col_l> y_frag;
+    load(a_frag, subtile<32, 16>(ps, g, kk));
+    load_B(y_frag, subtile<16, D / 2>(ys, kk, half));
+    mma_AB(acc, a_frag, y_frag, acc);
+  }
+}
+
+// Phase 1 of one query block for this warp's 32 keys x 32 queries: P^T and dS^T into shared memory.
+template <typename T, int D, typename Buf, typename PS>
+__device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, const typename split_smem<T, D>::kv_tile &sK,
+                                             const typename split_smem<T, D>::kv_tile &sV, const rt<T, 32, D> &k_reg,
+                                             const rt<T, 32, D> &v_reg, const bwd_args<T> &a, int n0, int m0,
+                                             bool kv_tail) {
+  constexpr bool REGS = split_config<D>::kv_in_registers;
+  const int g = warpid() >> 1, qh = warpid() & 1;
+  const int key0 = n0 + 32 * g, q0 = m0 + 32 * qh;
+  auto pt = subtile<32, 32>(sPt, g, qh);
+  auto dst = subtile<32, 32>(sdSt, g, qh);
+  if (a.causal && key0 > q0 + 31) {              // every key after every query: P = dS = 0
+    rt<T, 32, 32> zeros;
+    zero(zeros);
+    store(pt, zeros);
+    store(dst, zeros);
+    return;
+  }
+  rt<float, 32, 32> p, ds;
+  scores_t_32x32<REGS, T, D>(p, k_reg, sK, cur.q, g, qh);
+  row_vec<32> lse2;
+  load(lse2, cur.lse.data + 32 * qh, 32);
+  mul(lse2, lse2, LOG2E);
+  const bool masked = (a.causal && q0 < n0 + KV_BLOCK_N) || kv_tail;
+  col_map(p, p, lse2, [c = a.scale_log2](float x, float l) { return fmaf(x, c, -l); });
+  if (masked) {
+    if (a.causal) make_causal_t(p, key0, q0);
+    mask_rows(p, key0, a.seq);
+  }
+  exp2(p, p);
+
+  scores_t_32x32<REGS, T, D>(ds, v_reg, sV, cur.dout, g, qh);
+  row_vec<32> delta;
+  load(delta, cur.delta.data + 32 * qh, 32);
+  sub_col(ds, ds, delta);
+  mul(ds, ds, p);
+  store(pt, p);                                   // fp32 -> 16-bit on the way
+  store(dst, ds);
+}
+
+template <typename T, int D>
+__device__ __noinline__ void store_dkdv_split(const bwd_args<T> &a, const typename split_smem<T, D>::kv_tile &sK,
+                                              const typename split_smem<T, D>::kv_tile &sV, int n_kv_blocks,
+                                              int bh_count) {
+  int kb, bh;
+  kv_block_coords(n_kv_blocks, bh_count, a.causal, kb, bh);
+  const int b = bh / a.heads, h = bh % a.heads, g = warpid() >> 1, half = warpid() & 1;
+  const coord c{b, h, kb * KV_BLOCK_N + 32 * g, (D / 2) * half};
+  store<WARP_THREADS>(a.dk, subtile<32, D / 2>(sK, g, half), c);
+  store<WARP_THREADS>(a.dv, subtile<32, D / 2>(sV, g, half), c);
+}
+
+template <typename T, int D, bool ATOMIC_DQ>
+__global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __grid_constant__ bwd_args<T> a) {
+  using S = split_smem<T, D>;
+  extern __shared__ __align__(128) char smem[];
+  shared_allocator al(smem);
+  typename S::kv_tile &sK = al.allocate<typename S::kv_tile>();
+  typename S::kv_tile &sV = al.allocate<typename S::kv_tile>();
+  typename S::stage_tiles(&buf)[2] = al.allocate<typename S::stage_tiles[2]>();
+  typename S::pt_tile &sPt = al.allocate<typename S::pt_tile>();
+  typename S::pt_tile &sdSt = al.allocate<typename S::pt_tile>();
+
+  const int seq = a.seq;
+  const int n_kv_blocks = cdiv(seq, KV_BLOCK_N);
+  const int bh_count = a.q.batch * a.heads;
+  int kb, bh;
+  kv_block_coords(n_kv_blocks, bh_count, a.causal, kb, bh);
+  const int b = bh / a.heads, h = bh % a.heads;
+  const int n0 = kb * KV_BLOCK_N;
+  const int g = warpid() >> 1, half = warpid() & 1;
+  const int mb_first = a.causal ? n0 / KV_BLOCK_M : 0;
+  const int mb_end = cdiv(seq, KV_BLOCK_M);
+  const bool kv_tail = n0 + KV_BLOCK_N > seq;
+
+  load_async<KV_THREADS>(sK, a.k, {b, h, n0, 0});
+  load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
+  fetch_query_block_split<T, D>(buf[0], a, b, h, bh, mb_first);
+  commit_group();
+  wait_group<0>();
+  __syncthreads();
+
+  rt<T, 32, D> k_reg, v_reg;                      // used when split_config<D>::kv_in_registers
+  if constexpr (split_config<D>::kv_in_registers) {
+    load(k_reg, subtile<32, D>(sK, g, 0));
+    load(v_reg, subtile<32, D>(sV, g, 0));
+  }
+  rt<float, 32, D / 2> dk, dv;
+  zero(dk);
+  zero(dv);
+
+  for (int mb = mb_first; mb < mb_end; mb++) {
+    const int stage = (mb - mb_first) & 1;
+    const int m0 = mb * KV_BLOCK_M;
+    // Buffer stage ^ 1 held block mb - 1, whose last reads (phase 2) precede the previous barrier.
+    if (mb + 1 < mb_end) fetch_query_block_split<T, D>(buf[stage ^ 1], a, b, h, bh, mb + 1);
+    commit_group();
+    auto &cur = buf[stage];
+
+    split_phase1<T, D>(cur, sPt, sdSt, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
+    __syncthreads();                              // P^T, dS^T of the block complete
+
+    mma_AB_shared<T, D>(dv, sPt, cur.dout, g, half);   // dV += P^T dO
+    mma_AB_shared<T, D>(dk, sdSt, cur.q, g, half);     // dK += dS^T Q
+    if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, split_config<D>::dq_warps_m>(sdSt, sK, a.dq_accum, b, h, m0);
+
+    wait_group<0>();                              // block mb + 1 has landed ...
+    __syncthreads();                              // ... for everyone; P^T / dS^T / buffer reads are done
+  }
+
+  // Epilogue: dK *= scale; stage through this warp's own 32 x D/2 blocks of sK / sV, 16-byte stores.
+  mul(dk, dk, a.scale);
+  store(subtile<32, D / 2>(sK, g, half), dk);
+  store(subtile<32, D / 2>(sV, g, half), dv);
+  __syncwarp();
+  store_dkdv_split<T, D>(a, sK, sV, n_kv_blocks, bh_count);
 }
 
 // ============================================================================================
@@ -588,7 +806,20 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   }
 
   // 2. dK, dV (+ dQ partials)
-  {
+  if constexpr (split_config<D>::enabled) {
+    constexpr int smem = split_smem<T, D>::bytes;
+    const unsigned grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
+    if (!p.deterministic) {
+      auto kernel = bwd_dkdv_split_kernel<T, D, true>;
+      if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
+      kernel<<<grid, KV_THREADS, smem, stream>>>(a);
+    } else {
+      auto kernel = bwd_dkdv_split_kernel<T, D, false>;
+      if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
+      kernel<<<grid, KV_THREADS, smem, stream>>>(a);
+    }
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  } else {
     constexpr int smem = dkdv_smem<T, D>::bytes;
     const unsigned grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
     if (!p.deterministic) {
