@@ -423,17 +423,9 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
 #ifndef TK_BWD_D128_SPLIT
 #define TK_BWD_D128_SPLIT 0
 #endif
-template <int D> struct split_config;
-template <> struct split_config<64> {
-  static constexpr bool enabled = TK_BWD_D64_SPLIT;
-  static constexpr bool kv_in_registers = true;
-  static constexpr int dq_warps_m = 4;
-};
-template <> struct split_config<128> {
-  static constexpr bool enabled = TK_BWD_D128_SPLIT;
-  static constexpr bool kv_in_registers = false;
-  static constexpr int dq_warps_m = 2;
-};
+template <int D> constexpr bool split_enabled = D == 64 ? TK_BWD_D64_SPLIT : TK_BWD_D128_SPLIT;
+// D = 64 keeps the warp's 32 x 64 K / V slices (phase-1 A operands) in registers.
+template <int D> constexpr bool split_kv_in_registers = D == 64;
 
 template <typename T, int D>
 struct split_smem {
@@ -502,7 +494,7 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
                                              const typename split_smem<T, D>::kv_tile &sV, const rt<T, 32, D> &k_reg,
                                              const rt<T, 32, D> &v_reg, const bwd_args<T> &a, int n0, int m0,
                                              bool kv_tail) {
-  constexpr bool REGS = split_config<D>::kv_in_registers;
+  constexpr bool REGS = split_kv_in_registers<D>;
   const int g = warpid() >> 1, qh = warpid() & 1;
   const int key0 = n0 + 32 * g, q0 = m0 + 32 * qh;
   auto pt = subtile<32, 32>(sPt, g, qh);
@@ -578,8 +570,8 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   wait_group<0>();
   __syncthreads();
 
-  rt<T, 32, D> k_reg, v_reg;                      // used when split_config<D>::kv_in_registers
-  if constexpr (split_config<D>::kv_in_registers) {
+  rt<T, 32, D> k_reg, v_reg;                      // used when split_kv_in_registers<D>
+  if constexpr (split_kv_in_registers<D>) {
     load(k_reg, subtile<32, D>(sK, g, 0));
     load(v_reg, subtile<32, D>(sV, g, 0));
   }
@@ -600,7 +592,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
 
     mma_AB_shared<T, D>(dv, sPt, cur.dout, g, half);   // dV += P^T dO
     mma_AB_shared<T, D>(dk, sdSt, cur.q, g, half);     // dK += dS^T Q
-    if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, split_config<D>::dq_warps_m>(sdSt, sK, a.dq_accum, b, h, m0);
+    if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, dkdv_config<D>::dq_warps_m>(sdSt, sK, a.dq_accum, b, h, m0);
 
     wait_group<0>();                              // block mb + 1 has landed ...
     __syncthreads();                              // ... for everyone; P^T / dS^T / buffer reads are done
@@ -806,7 +798,7 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   }
 
   // 2. dK, dV (+ dQ partials)
-  if constexpr (split_config<D>::enabled) {
+  if constexpr (split_enabled<D>) {
     constexpr int smem = split_smem<T, D>::bytes;
     const unsigned grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
     if (!p.deterministic) {
