@@ -63,6 +63,9 @@ def reset() -> None:
     _warned.clear()
 
 
+_tk_attention = None  # tk_kernels.attention.attention once _tk_attention_reason has imported it
+
+
 def _tk_attention_reason(device_type: str, device_index: int | None, dtype: torch.dtype,
                          head_dim: int, causal: bool) -> str | None:
     """Why our attention kernel cannot run on (B, H, T, head_dim) inputs of this
@@ -71,10 +74,12 @@ def _tk_attention_reason(device_type: str, device_index: int | None, dtype: torc
         return f"no CUDA GPU (tensors are on {device_type}); the TK kernels need an NVIDIA GPU"
     if not torch.cuda.is_available():
         return "no usable CUDA GPU (torch.cuda.is_available() is False)"
+    global _tk_attention
     try:
         tk_attention = importlib.import_module(__package__ + ".attention")
     except Exception as e:  # missing module, broken install, ...
         return f"cannot import tk_kernels.attention ({type(e).__name__}: {e})"
+    _tk_attention = tk_attention.attention
     device = torch.device(device_type, device_index)
     try:
         # a tiny probe with the same device, dtype and head dim: T >= 1 is always allowed
@@ -163,8 +168,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
                        True if q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1 else False,
                        True)
     if decision == "tk":
-        from . import attention as tk_attention  # the function (see __init__.py)
-        return tk_attention(q, k, v, causal=causal, scale=scale)
+        # bound by _tk_attention_reason, which ran before any "tk" decision; an import
+        # statement here would break Dynamo's graph (its result is a function, not a module)
+        return _tk_attention(q, k, v, causal=causal, scale=scale)
     if decision != "torch":
         raise _tk_error("attention", decision)
     return reference.attention(q, k, v, causal, dropout_p, scale)
