@@ -76,8 +76,8 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // ============================================================================================
 // Tiling: 8 warps; warp w owns keys [n0 + 16w, n0 + 16w + 16) of the CTA's BLOCK_N = 128 keys and
 // keeps their dK, dV rows (16 x D fp32 each) in registers for the whole kernel. The CTA walks the
-// query blocks of BLOCK_M = 64 rows (causal: only blocks at/after the key block's diagonal), each in
-// steps of q_step queries (D = 64: one step of 64; D = 128: two of 32):
+// query blocks of block_m rows (D = 64: 128, D = 128: 64; causal: only blocks at/after the key
+// block's diagonal), each in steps of q_step = 32 queries:
 //
 //     S^T  = K_w Q^T           (16 keys x q_step queries, fp32)  A: K_w  B: Q  (ldmatrix, row layout)
 //     P^T  = 2^(S^T c - lse2)  column broadcast of lse (queries run along columns); masked on the
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 //     dV  += P^T dO            A: P^T straight from registers  B: dO (ldmatrix.trans, col layout)
 //     dK  += dS^T Q            A: dS^T from registers           B: Q  (ldmatrix.trans)
 //     dS^T -> shared (16-bit) ; __syncthreads (the only barrier per query block)
-//     dQ_part = dS K           (64 x D), warps tile it 4x2 (D=64) or 2x4 (D=128);
+//     dQ_part = dS K           (block_m x D), warps tile it 4x2 (D=64) or 2x4 (D=128);
 //                              A: dS^T tile read with ldmatrix.trans, B: K with ldmatrix.trans;
 //                              added into dq_accum with fp32 red.add (float2 on sm_90).
 // Causal: a warp whose 16 keys all come after every query of a step has P = 0 there; it skips the
@@ -96,12 +96,14 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // A operands (an fp32 accumulator packed pairwise to 16 bits is the A fragment), so only dS goes
 // through shared memory, and only once (for dQ, whose contraction runs over all 8 warps' keys).
 //
-// Shared memory: K, V (128 x D), and double-buffered Q, dO (64 x D), dS^T (128 x 64), lse, delta,
-// all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
-// D = 64: ~97 KB; K_w and V_w are also kept in registers. D = 128: ~161 KB; K_w / V_w are re-read
-// from shared memory per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators),
-// and S^T / dP^T are computed 32 queries at a time (a rolled loop of two steps per block). Both
-// head dims run at <= 255 registers with no spills on sm_80 / sm_90a.
+// Shared memory: K, V (128 x D), and double-buffered Q, dO (block_m x D), dS^T (128 x block_m), lse,
+// delta, all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
+// D = 64: ~162 KB; K_w and V_w are also kept in registers. D = 128: ~161 KB; K_w / V_w are re-read
+// from shared memory per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators).
+// S^T / dP^T are computed 32 queries at a time (a rolled loop over the block). Both head dims run
+// at <= 255 registers with no spills on sm_80 / sm_90a. (Both need the > 99 KB opt-in of
+// A100 / H100 / H200; on 99 KB parts (sm_86 / sm_89) the launcher returns the attribute error.
+// -DTK_BWD_D64_BLOCK_M=64 brings D = 64 down to ~97 KB.)
 // Pipeline: the next Q / dO / lse / delta tile is fetched with cp.async at the top of an iteration
 // and waited for just before the iteration's single __syncthreads (see dkdv_step).
 //
@@ -112,26 +114,39 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 constexpr int KV_WARPS = 8;
 constexpr int KV_THREADS = KV_WARPS * WARP_THREADS;
 constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
-constexpr int KV_BLOCK_M = 64;   // queries per step
+constexpr int KV_BLOCK_M = 64;   // queries per block (split kernel; see dkdv_config::block_m)
 
+// Tuning knobs for GPU A/B runs (TK_EXTRA_NVCC_FLAGS="-D..."); spill-free except block_m 128 with
+// q_step 64 (12 bytes on sm_90a).
+#ifndef TK_BWD_D64_BLOCK_M
+#define TK_BWD_D64_BLOCK_M 128
+#endif
+#ifndef TK_BWD_D64_Q_STEP
+#define TK_BWD_D64_Q_STEP 32
+#endif
 template <int D> struct dkdv_config;
 template <> struct dkdv_config<64> {
+  static constexpr int block_m = TK_BWD_D64_BLOCK_M;  // queries per block (one barrier + dQ partial each)
   static constexpr bool kv_in_registers = true;
-  static constexpr int q_step = 64;     // queries per S^T / dP^T register tile (32 also fits: 220 regs)
-  static constexpr int dq_warps_m = 4;  // dQ partial (64 x 64): warp tile 16 x 32
+  static constexpr int q_step = TK_BWD_D64_Q_STEP;    // queries per S^T / dP^T register tile
+  static constexpr int dq_warps_m = 4;                // dQ partial (block_m x 64): warp tile block_m/4 x 32
+  static_assert((block_m == 64 || block_m == 128) && (q_step == 32 || q_step == 64) && block_m % q_step == 0,
+                "TK_BWD_D64_BLOCK_M must be 64 or 128 and TK_BWD_D64_Q_STEP 32 or 64 (dividing it)");
 };
 template <> struct dkdv_config<128> {
+  static constexpr int block_m = 64;    // (128 would need > 227 KB of shared memory)
   static constexpr bool kv_in_registers = false;
-  static constexpr int q_step = 32;     // two steps per 64-query block
+  static constexpr int q_step = 32;     // two steps per block
   static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
 };
 
 template <typename T, int D>
 struct dkdv_smem {
   using kv_tile = st<T, KV_BLOCK_N, D>;
-  using q_tile = st<T, KV_BLOCK_M, D>;
-  using ds_tile = st<T, KV_BLOCK_N, KV_BLOCK_M>;  // dS^T: [key][query]
-  using vec = sv<float, KV_BLOCK_M>;
+  static constexpr int BM = dkdv_config<D>::block_m;
+  using q_tile = st<T, BM, D>;
+  using ds_tile = st<T, KV_BLOCK_N, BM>;  // dS^T: [key][query]
+  using vec = sv<float, BM>;
   // Everything that is double-buffered, in one struct: buffer `stage` is then one base address
   // (stage * sizeof) plus immediates, which keeps the register count down.
   struct stage_tiles {
@@ -172,7 +187,7 @@ __device__ __forceinline__ void kv_block_coords(int n_kv_blocks, int bh_count, b
 template <typename T, int D>
 __device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::stage_tiles &buf, const bwd_args<T> &a,
                                                   int b, int h, int bh, int mb) {
-  const int m0 = mb * KV_BLOCK_M;
+  const int m0 = mb * dkdv_config<D>::block_m;
   load_async<KV_THREADS>(buf.q, a.q, {b, h, m0, 0});
   load_async<KV_THREADS>(buf.dout, a.dout, {b, h, m0, 0});
   const int64_t row0 = int64_t(bh) * a.seq + m0;
@@ -230,10 +245,10 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
 
 // dQ partial of one query block: (dS K) for this warp's tile of the 64 x D output, contracted over
 // the CTA's 128 keys, added atomically into dq_accum (rows >= T skipped).
-template <typename T, int D, int WM, typename DSS, typename KS>
+template <typename T, int D, int BM, int WM, typename DSS, typename KS>
 __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, const gl<float> &dq_accum, int b, int h, int m0) {
-  constexpr int WN = KV_WARPS / WM;  // WM x WN warp grid over the 64 x D output
-  constexpr int TM = KV_BLOCK_M / WM, TN = D / WN;
+  constexpr int WN = KV_WARPS / WM;  // WM x WN warp grid over the BM x D output
+  constexpr int TM = BM / WM, TN = D / WN;
   const int wm = warpid() % WM, wn = warpid() / WM;
   rt<float, TM, TN> acc;
   zero(acc);
@@ -276,15 +291,15 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
                                           int mb, int mb_end, int stage, const rt<T, 16, D> &k_reg,
                                           const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk, rt<float, 16, D> &dv) {
   using cfg = dkdv_config<D>;
-  constexpr int QS = cfg::q_step;
-  const int m0 = mb * KV_BLOCK_M;
+  constexpr int QS = cfg::q_step, BM = cfg::block_m;
+  const int m0 = mb * BM;
   const int w = warpid();
   if (mb + 1 < mb_end) fetch_query_block<T, D>(sm.buf[stage ^ 1], a, c.b, c.h, c.bh, mb + 1);
   auto &cur = sm.buf[stage];
   commit_group();                                 // (possibly empty) group for block mb + 1
 
 #pragma unroll 1
-  for (int hq = 0; hq < KV_BLOCK_M / QS; hq++) {  // query steps of QS within the block
+  for (int hq = 0; hq < BM / QS; hq++) {          // query steps of QS within the block
     const int q0 = m0 + hq * QS;
     if (a.causal && c.key0 > q0 + QS - 1) {         // all of this warp's keys are after all queries: P = 0
       if constexpr (ATOMIC_DQ) {
@@ -322,7 +337,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
 
   wait_group<0>();                                // block mb + 1 has landed (this thread's copies)
   __syncthreads();                                // all copies and all warps' dS^T rows are visible
-  if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, cfg::dq_warps_m>(cur.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
+  if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, BM, cfg::dq_warps_m>(cur.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
 }
 
 // Epilogue copy of this warp's 16 staged dK / dV rows (in its own rows of sK / sV) to global memory,
@@ -358,8 +373,8 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   const int n0 = kb * KV_BLOCK_N;                 // first key of the CTA
   const int w = warpid();
   const int key0 = n0 + 16 * w;                   // first key of this warp
-  const int mb_first = a.causal ? n0 / KV_BLOCK_M : 0;
-  const int mb_end = cdiv(seq, KV_BLOCK_M);
+  const int mb_first = a.causal ? n0 / cfg::block_m : 0;
+  const int mb_end = cdiv(seq, cfg::block_m);
   const bool kv_tail = n0 + KV_BLOCK_N > seq;     // keys >= T inside this block
 
   // Prologue: K, V and the first query block, one group.
@@ -592,7 +607,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
 
     mma_AB_shared<T, D>(dv, sPt, cur.dout, g, half);   // dV += P^T dO
     mma_AB_shared<T, D>(dk, sdSt, cur.q, g, half);     // dK += dS^T Q
-    if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, dkdv_config<D>::dq_warps_m>(sdSt, sK, a.dq_accum, b, h, m0);
+    if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, KV_BLOCK_M, dkdv_config<D>::dq_warps_m>(sdSt, sK, a.dq_accum, b, h, m0);
 
     wait_group<0>();                              // block mb + 1 has landed ...
     __syncthreads();                              // ... for everyone; P^T / dS^T / buffer reads are done
