@@ -44,8 +44,10 @@ struct shared_allocator {
   char *ptr;
   __device__ explicit shared_allocator(void *base) : ptr(static_cast<char *>(base)) {}
   template <typename T> __device__ T &allocate() {
-    uintptr_t p = (reinterpret_cast<uintptr_t>(ptr) + 127) & ~uintptr_t(127);
-    ptr = reinterpret_cast<char *>(p + sizeof(T));
+    // Pad with pointer arithmetic on `ptr` (never an integer -> pointer cast), so the compiler still
+    // sees a __shared__ address and emits LDS/STS with 32-bit addresses instead of generic LD/ST.
+    char *p = ptr + ((0u - static_cast<unsigned>(reinterpret_cast<uintptr_t>(ptr))) & 127u);
+    ptr = p + sizeof(T);
     return *reinterpret_cast<T *>(p);
   }
 };

@@ -1,8 +1,9 @@
 // Register -> shared tile stores (one warp), converting the dtype if needed (fp32 -> bf16/fp16).
 //
 // store(dst, src): dst (st / st_sub, 16-bit) = src (rt, any tile dtype, either layout).
-//   row_l: one 32-bit store per pair (two adjacent columns; never straddles a 16-byte chunk).
-//          With the st swizzle these are bank-conflict free (8 rows x 16 bytes per instruction).
+//   row_l: one 32-bit st.shared per pair (two adjacent columns; never straddles a 16-byte chunk).
+//          With the st swizzle these are bank-conflict free (8 rows x 16 bytes per instruction);
+//          for storage rows >= 128 bytes the address is one XOR + immediates per store.
 //   col_l: a pair spans two rows -> two 16-bit stores.
 #pragma once
 #include "../../../types/register/rt.cuh"
@@ -10,27 +11,58 @@
 
 namespace tk {
 
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_b16(uint32_t addr, uint16_t v) {
+  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
+}
+
 template <any_st ST, any_rt RT>
 __device__ __forceinline__ void store(ST &&dst, const RT &src) {
   using S = std::remove_cvref_t<ST>;
   static_assert(S::rows == RT::rows && S::cols == RT::cols, "store(st, rt): tiles must have the same shape");
   using U = typename S::dtype;
   using U2 = packed_t<U>;
+  constexpr int SC = S::storage_cols;
+  if constexpr (RT::is_row && SC >= 64) {
+    // Fast path (see load() in shared_to_register.cuh for the swizzle algebra): pair k of fragment
+    // (i, j) sits at row row0 + 16 i + g + 8 (k & 1), col col0 + 16 j + 2 t + 8 (k >> 1); with one per-lane
+    // base P its shared address is  (P ^ (32 (jt & 3) + 16 (k >> 1))) + (16 i + 8 (k & 1)) RB + 128 (jt >> 2).
+    constexpr int RB = SC * int(sizeof(U));
+    const int g = laneid() >> 2, t = laneid() & 3;
+    const int r0 = dst.row_offset(), jt0 = dst.col_offset() / 16;
+    const uint32_t p = smem_u32(dst.base()) + uint32_t((r0 + g) * RB) + uint32_t((g << 4) | (4 * t));
 #pragma unroll
-  for (int i = 0; i < RT::height; i++)
+    for (int i = 0; i < RT::height; i++)
 #pragma unroll
-    for (int j = 0; j < RT::width; j++)
+      for (int j = 0; j < RT::width; j++)
 #pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const U2 v = convert_pair<U2>(src.tiles[i][j][k]);
-        const int r = 16 * i + RT::frag_row(k, 0), c = 16 * j + RT::frag_col(k, 0);
-        if constexpr (RT::is_row) {
-          *reinterpret_cast<U2 *>(dst.ptr(r, c)) = v;
-        } else {
-          *dst.ptr(r, c) = v.x;
-          *dst.ptr(r + 1, c) = v.y;
+        for (int k = 0; k < 4; k++) {
+          const int jt = jt0 + j;
+          const uint32_t addr = (p ^ uint32_t(32 * (jt & 3) + 16 * (k >> 1))) +
+                                uint32_t((16 * i + 8 * (k & 1)) * RB + 128 * (jt >> 2));
+          const U2 v = convert_pair<U2>(src.tiles[i][j][k]);
+          st_shared_b32(addr, as_u32<U>(v));
         }
-      }
+  } else {
+#pragma unroll
+    for (int i = 0; i < RT::height; i++)
+#pragma unroll
+      for (int j = 0; j < RT::width; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const U2 v = convert_pair<U2>(src.tiles[i][j][k]);
+          const int r = 16 * i + RT::frag_row(k, 0), c = 16 * j + RT::frag_col(k, 0);
+          if constexpr (RT::is_row) {
+            st_shared_b32(smem_u32(dst.ptr(r, c)), as_u32<U>(v));
+          } else {  // a col_l pair spans rows r and r + 1
+            const uint32_t bits = as_u32<U>(v);
+            st_shared_b16(smem_u32(dst.ptr(r, c)), uint16_t(bits & 0xffffu));
+            st_shared_b16(smem_u32(dst.ptr(r + 1, c)), uint16_t(bits >> 16));
+          }
+        }
+  }
 }
 
 }  // namespace tk
