@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // Tiling: 8 warps; warp w owns keys [n0 + 16w, n0 + 16w + 16) of the CTA's BLOCK_N = 128 keys and
 // keeps their dK, dV rows (16 x D fp32 each) in registers for the whole kernel. The CTA walks the
 // query blocks of block_m rows (D = 64: 128, D = 128: 64; causal: only blocks at/after the key
-// block's diagonal), each in steps of q_step = 32 queries:
+// block's diagonal), each in steps of q_step queries (D = 64: 64, D = 128: 32):
 //
 //     S^T  = K_w Q^T           (16 keys x q_step queries, fp32)  A: K_w  B: Q  (ldmatrix, row layout)
 //     P^T  = 2^(S^T c - lse2)  column broadcast of lse (queries run along columns); masked on the
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // delta, all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
 // D = 64: ~162 KB; K_w and V_w are also kept in registers. D = 128: ~161 KB; K_w / V_w are re-read
 // from shared memory per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators).
-// S^T / dP^T are computed 32 queries at a time (a rolled loop over the block). Both head dims run
+// S^T / dP^T are computed q_step queries at a time (a rolled loop over the block). Both head dims run
 // at <= 255 registers with no spills on sm_80 / sm_90a. (Both need the > 99 KB opt-in of
 // A100 / H100 / H200; on 99 KB parts (sm_86 / sm_89) the launcher returns the attribute error.
 // -DTK_BWD_D64_BLOCK_M=64 brings D = 64 down to ~97 KB.)
@@ -116,13 +116,16 @@ constexpr int KV_THREADS = KV_WARPS * WARP_THREADS;
 constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
 constexpr int KV_BLOCK_M = 64;   // queries per block (split kernel; see dkdv_config::block_m)
 
-// Tuning knobs for GPU A/B runs (TK_EXTRA_NVCC_FLAGS="-D..."); spill-free except block_m 128 with
-// q_step 64 (12 bytes on sm_90a).
+// Tuning knobs for GPU A/B runs (TK_EXTRA_NVCC_FLAGS="-D..."). All D = 64 combinations are
+// spill-free; TK_BWD_D128_Q_STEP=64 is spill-free only in the atomic-dQ (default) variant.
 #ifndef TK_BWD_D64_BLOCK_M
 #define TK_BWD_D64_BLOCK_M 128
 #endif
 #ifndef TK_BWD_D64_Q_STEP
-#define TK_BWD_D64_Q_STEP 32
+#define TK_BWD_D64_Q_STEP 64
+#endif
+#ifndef TK_BWD_D128_Q_STEP
+#define TK_BWD_D128_Q_STEP 32
 #endif
 template <int D> struct dkdv_config;
 template <> struct dkdv_config<64> {
@@ -136,7 +139,8 @@ template <> struct dkdv_config<64> {
 template <> struct dkdv_config<128> {
   static constexpr int block_m = 64;    // (128 would need > 227 KB of shared memory)
   static constexpr bool kv_in_registers = false;
-  static constexpr int q_step = 32;     // two steps per block
+  static constexpr int q_step = TK_BWD_D128_Q_STEP;  // queries per S^T / dP^T register tile
+  static_assert(q_step == 32 || q_step == 64, "TK_BWD_D128_Q_STEP must be 32 or 64");
   static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
 };
 
@@ -169,6 +173,13 @@ struct bwd_args {
   bool causal;
 };
 
+// The query-side inputs of one head: Q and dO as (T, D) gls, and its lse / delta rows.
+template <typename T>
+struct head_inputs {
+  gl<T> q, dout;
+  const float *lse, *delta;
+};
+
 // Which (key block, b*h) this CTA handles. Causal: the first key blocks carry the most query blocks,
 // so they are launched first (key block index slowest). Otherwise key blocks of one head are adjacent
 // (they share every Q / dO tile through L2).
@@ -184,16 +195,16 @@ __device__ __forceinline__ void kv_block_coords(int n_kv_blocks, int bh_count, b
 }
 
 // Issue the cp.async copies of query block `mb` (Q, dO rows; lse, delta entries) into one buffer.
+// (Head-local gls / pointers: the per-head offsets are computed once per CTA, not kept per thread.)
 template <typename T, int D>
-__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::stage_tiles &buf, const bwd_args<T> &a,
-                                                  int b, int h, int bh, int mb) {
+__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::stage_tiles &buf, const head_inputs<T> &in,
+                                                  int mb) {
   const int m0 = mb * dkdv_config<D>::block_m;
-  load_async<KV_THREADS>(buf.q, a.q, {b, h, m0, 0});
-  load_async<KV_THREADS>(buf.dout, a.dout, {b, h, m0, 0});
-  const int64_t row0 = int64_t(bh) * a.seq + m0;
-  const int w = warpid();
-  if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, a.lse + row0, a.seq - m0);
-  else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, a.delta + row0, a.seq - m0);
+  load_async<KV_THREADS>(buf.q, in.q, {0, 0, m0, 0});
+  load_async<KV_THREADS>(buf.dout, in.dout, {0, 0, m0, 0});
+  const int w = warpid(), seq = in.q.seq;
+  if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, in.lse + m0, seq - m0);
+  else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, in.delta + m0, seq - m0);
 }
 
 // S^T = X_w Y_h^T for this warp's 16 rows X_w of a 128 x D key-side tile (K or V) and rows
@@ -244,9 +255,9 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
 }
 
 // dQ partial of one query block: (dS K) for this warp's tile of the 64 x D output, contracted over
-// the CTA's 128 keys, added atomically into dq_accum (rows >= T skipped).
+// the CTA's 128 keys, added atomically into this head's (T, D) slice of dq_accum (rows >= T skipped).
 template <typename T, int D, int BM, int WM, typename DSS, typename KS>
-__device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, const gl<float> &dq_accum, int b, int h, int m0) {
+__device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_head, int seq, int m0) {
   constexpr int WN = KV_WARPS / WM;  // WM x WN warp grid over the BM x D output
   constexpr int TM = BM / WM, TN = D / WN;
   const int wm = warpid() % WM, wn = warpid() / WM;
@@ -261,8 +272,7 @@ __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, const gl<fl
     mma_AtB(acc, ds_frag, k_frag, acc);
   }
   const int row0 = m0 + wm * TM;
-  if (row0 < dq_accum.seq)
-    atomic_add<D>(dq_accum.at(b, h, row0, wn * TN), acc, dq_accum.seq - row0);
+  if (row0 < seq) atomic_add<D>(dq_head + int64_t(row0) * D + wn * TN, acc, seq - row0);
 }
 
 // The CTA's shared tiles.
@@ -273,9 +283,12 @@ struct dkdv_tiles {
   typename S::stage_tiles (&buf)[2];
 };
 
-// Where this CTA sits: head (b, h), flat head index bh, first key n0, this warp's first key.
+// Where this CTA sits: its head's inputs and dq_accum slice, first key n0, this warp's first key.
+template <typename T>
 struct kv_block_pos {
-  int b, h, bh, n0, key0;
+  head_inputs<T> in;
+  float *dq_head;
+  int n0, key0;
   bool kv_tail;  // the key block runs past T
 };
 
@@ -287,14 +300,14 @@ struct kv_block_pos {
 // overwrite (step mb + 2) comes after the barrier of step mb + 1, which every warp reaches only once
 // its dQ reads of step mb are done.
 template <typename T, int D, bool ATOMIC_DQ>
-__device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos &c,
+__device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos<T> &c,
                                           int mb, int mb_end, int stage, const rt<T, 16, D> &k_reg,
                                           const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk, rt<float, 16, D> &dv) {
   using cfg = dkdv_config<D>;
   constexpr int QS = cfg::q_step, BM = cfg::block_m;
   const int m0 = mb * BM;
   const int w = warpid();
-  if (mb + 1 < mb_end) fetch_query_block<T, D>(sm.buf[stage ^ 1], a, c.b, c.h, c.bh, mb + 1);
+  if (mb + 1 < mb_end) fetch_query_block<T, D>(sm.buf[stage ^ 1], c.in, mb + 1);
   auto &cur = sm.buf[stage];
   commit_group();                                 // (possibly empty) group for block mb + 1
 
@@ -337,7 +350,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
 
   wait_group<0>();                                // block mb + 1 has landed (this thread's copies)
   __syncthreads();                                // all copies and all warps' dS^T rows are visible
-  if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, BM, cfg::dq_warps_m>(cur.dsT, sm.k, a.dq_accum, c.b, c.h, m0);
+  if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, BM, cfg::dq_warps_m>(cur.dsT, sm.k, c.dq_head, a.seq, m0);
 }
 
 // Epilogue copy of this warp's 16 staged dK / dV rows (in its own rows of sK / sV) to global memory,
@@ -380,7 +393,8 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   // Prologue: K, V and the first query block, one group.
   load_async<KV_THREADS>(sK, a.k, {b, h, n0, 0});
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
-  fetch_query_block<T, D>(buf[0], a, b, h, bh, mb_first);
+  const head_inputs<T> in{a.q.head(b, h), a.dout.head(b, h), a.lse + int64_t(bh) * seq, a.delta + int64_t(bh) * seq};
+  fetch_query_block<T, D>(buf[0], in, mb_first);
   commit_group();
   wait_group<0>();
   __syncthreads();
@@ -395,7 +409,8 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
   zero(dv);
 
   const dkdv_tiles<T, D> sm{sK, sV, buf};
-  const kv_block_pos pos{b, h, bh, n0, key0, kv_tail};
+  float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * seq * D : nullptr;
+  const kv_block_pos<T> pos{in, dq_head, n0, key0, kv_tail};
   for (int mb = mb_first; mb < mb_end; mb++)
     dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, mb_end, (mb - mb_first) & 1, k_reg, v_reg, dk, dv);
 
@@ -458,14 +473,13 @@ struct split_smem {
 // Issue the cp.async copies of query block `mb` into one buffer (split variant).
 template <typename T, int D>
 __device__ __forceinline__ void fetch_query_block_split(typename split_smem<T, D>::stage_tiles &buf,
-                                                        const bwd_args<T> &a, int b, int h, int bh, int mb) {
+                                                        const head_inputs<T> &in, int mb) {
   const int m0 = mb * KV_BLOCK_M;
-  load_async<KV_THREADS>(buf.q, a.q, {b, h, m0, 0});
-  load_async<KV_THREADS>(buf.dout, a.dout, {b, h, m0, 0});
-  const int64_t row0 = int64_t(bh) * a.seq + m0;
-  const int w = warpid();
-  if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, a.lse + row0, a.seq - m0);
-  else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, a.delta + row0, a.seq - m0);
+  load_async<KV_THREADS>(buf.q, in.q, {0, 0, m0, 0});
+  load_async<KV_THREADS>(buf.dout, in.dout, {0, 0, m0, 0});
+  const int w = warpid(), seq = in.q.seq;
+  if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, in.lse + m0, seq - m0);
+  else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, in.delta + m0, seq - m0);
 }
 
 // S^T tile (32 keys x 32 queries) = X_g Y_h^T over D: X = K or V (key group g, registers or shared),
@@ -578,9 +592,11 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   const int mb_end = cdiv(seq, KV_BLOCK_M);
   const bool kv_tail = n0 + KV_BLOCK_N > seq;
 
+  const head_inputs<T> in{a.q.head(b, h), a.dout.head(b, h), a.lse + int64_t(bh) * seq, a.delta + int64_t(bh) * seq};
+  float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * seq * D : nullptr;
   load_async<KV_THREADS>(sK, a.k, {b, h, n0, 0});
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
-  fetch_query_block_split<T, D>(buf[0], a, b, h, bh, mb_first);
+  fetch_query_block_split<T, D>(buf[0], in, mb_first);
   commit_group();
   wait_group<0>();
   __syncthreads();
@@ -598,7 +614,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
     const int stage = (mb - mb_first) & 1;
     const int m0 = mb * KV_BLOCK_M;
     // Buffer stage ^ 1 held block mb - 1, whose last reads (phase 2) precede the previous barrier.
-    if (mb + 1 < mb_end) fetch_query_block_split<T, D>(buf[stage ^ 1], a, b, h, bh, mb + 1);
+    if (mb + 1 < mb_end) fetch_query_block_split<T, D>(buf[stage ^ 1], in, mb + 1);
     commit_group();
     auto &cur = buf[stage];
 
@@ -607,7 +623,8 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
 
     mma_AB_shared<T, D>(dv, sPt, cur.dout, g, half);   // dV += P^T dO
     mma_AB_shared<T, D>(dk, sdSt, cur.q, g, half);     // dK += dS^T Q
-    if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, KV_BLOCK_M, dkdv_config<D>::dq_warps_m>(sdSt, sK, a.dq_accum, b, h, m0);
+    if constexpr (ATOMIC_DQ)
+      dq_partial_atomic<T, D, KV_BLOCK_M, dkdv_config<D>::dq_warps_m>(sdSt, sK, dq_head, seq, m0);
 
     wait_group<0>();                              // block mb + 1 has landed ...
     __syncthreads();                              // ... for everyone; P^T / dS^T / buffer reads are done
