@@ -208,7 +208,7 @@ __device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::stag
 }
 
 // S^T = X_w Y_h^T for this warp's 16 rows X_w of a 128 x D key-side tile (K or V) and rows
-// [QS h, QS h + QS) of a 64 x D query-side tile Y (Q or dO), one 16-wide slice of D at a time.
+// [QS h, QS h + QS) of a block_m x D query-side tile Y (Q or dO), one 16-wide slice of D at a time.
 // X_w comes from registers (x_reg, D = 64) or from shared memory (D = 128).
 template <bool X_IN_REGS, typename T, int QS, int D, typename XS, typename YS>
 __device__ __forceinline__ void scores_t(rt<float, 16, QS> &s, const rt<T, 16, D> &x_reg, XS &xs, YS &ys, int h) {
@@ -242,8 +242,8 @@ __device__ __forceinline__ void probs_t(rt<float, 16, QS> &s, const row_vec<QS> 
   exp2(s, s);
 }
 
-// acc += A @ Y_h, A (16 x QS, row layout, in registers), Y_h rows [QS h, QS h + QS) of a 64 x D
-// shared tile, read 16 rows at a time with ldmatrix.trans (col layout = B operand).
+// acc += A @ Y_h, A (16 x QS, row layout, in registers), Y_h rows [QS h, QS h + QS) of a
+// block_m x D shared tile, read 16 rows at a time with ldmatrix.trans (col layout = B operand).
 template <typename T, int QS, int D, typename YS>
 __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<T, 16, QS> &a, YS &ys, int h) {
 #pragma unroll
@@ -254,7 +254,7 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
   }
 }
 
-// dQ partial of one query block: (dS K) for this warp's tile of the 64 x D output, contracted over
+// dQ partial of one query block: (dS K) for this warp's tile of the BM x D output, contracted over
 // the CTA's 128 keys, added atomically into this head's (T, D) slice of dq_accum (rows >= T skipped).
 template <typename T, int D, int BM, int WM, typename DSS, typename KS>
 __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_head, int seq, int m0) {
@@ -292,7 +292,7 @@ struct kv_block_pos {
   bool kv_tail;  // the key block runs past T
 };
 
-// One query block mb (rows [64 mb, 64 mb + 64)) against the CTA's keys, using buffer `stage`:
+// One query block mb (rows [block_m mb, block_m (mb + 1))) against the CTA's keys, using buffer `stage`:
 // prefetch block mb + 1 into the other buffer, accumulate dV and dK, write dS^T, then ONE barrier
 // (this block's dS^T is complete and block mb + 1 has landed, for every warp), then this block's dQ
 // partial (ATOMIC_DQ). Why one barrier suffices: Q / dO / lse / delta of buffer `stage` are only read
@@ -429,10 +429,9 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_kernel(const __grid_co
 // ============================================================================================
 // dK, dV (and atomic dQ partials), split-phase variant: P^T and dS^T staged in shared memory
 // ============================================================================================
-// Same grid, block sizes, pipeline and ragged-T handling as bwd_dkdv_kernel; the difference is how
-// the 8 warps share the work, trading two 16-bit tile stores per block for fewer ldmatrix reads
-// (the kernel above is shared-memory-bandwidth bound: with 16 keys per warp every loaded B fragment
-// feeds a single m16 tile).
+// Same grid, 128-key blocks and ragged-T handling as bwd_dkdv_kernel, 64-query blocks (both D).
+// The difference is how the 8 warps share the work: two 16-bit tile stores per block buy fewer
+// ldmatrix reads (in the kernel above every B fragment feeds a single m16 tile, 16 keys per warp).
 //
 //   phase 1, warp grid 4 (key groups of 32) x 2 (query halves of 32), warp tile 32 keys x 32 queries:
 //       S^T = K_g Q_h^T, P^T = 2^(S^T c - lse2) (masked), dP^T = V_g dO_h^T, dS^T = P^T (dP^T - delta)
