@@ -14,31 +14,44 @@
 
 namespace tk {
 
+namespace detail {
+// One pair: dst[0..1] += v (vector red.add on sm_90+, two scalar ones before).
+__device__ __forceinline__ void red_add_pair(float *p, const float2 &v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2 *>(p), v);  // 8-byte aligned: 2t and PITCH are even
+#else
+  atomicAdd(p, v.x);
+  atomicAdd(p + 1, v.y);
+#endif
+}
+}  // namespace detail
+
 template <int PITCH, fp32_rt RT>
 __device__ __forceinline__ void atomic_add(float *dst, const RT &src, int n_rows) {
   static_assert(RT::is_row, "atomic_add<PITCH>(float*, rt, n): row_l tiles only");
   static_assert(PITCH % 2 == 0 && PITCH >= RT::cols, "atomic_add<PITCH>: pitch must be even and >= the tile width");
   const int g = laneid() >> 2, t = laneid() & 3;
   float *lane_base = dst + g * PITCH + 2 * t;     // this lane's (row g, col 2t)
+  if (n_rows >= RT::rows) {
+    // Whole tile in range (the common case): no per-row guards, every address is lane_base + immediate.
 #pragma unroll
-  for (int i = 0; i < RT::height; i++)
+    for (int i = 0; i < RT::height; i++)
 #pragma unroll
-    for (int j = 0; j < RT::width; j++)
+      for (int j = 0; j < RT::width; j++)
 #pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const int r = 16 * i + 8 * (k & 1);       // row offset of pair k beyond row g
-        const int c = 16 * j + 8 * (k >> 1);      // col offset of pair k beyond col 2t
-        if (g + r < n_rows) {
-          float *p = lane_base + r * PITCH + c;
-          const float2 v = src.tiles[i][j][k];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          atomicAdd(reinterpret_cast<float2 *>(p), v);  // 8-byte aligned: 2t and PITCH are even
-#else
-          atomicAdd(p, v.x);
-          atomicAdd(p + 1, v.y);
-#endif
+        for (int k = 0; k < 4; k++)
+          detail::red_add_pair(lane_base + (16 * i + 8 * (k & 1)) * PITCH + 16 * j + 8 * (k >> 1), src.tiles[i][j][k]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < RT::height; i++)
+#pragma unroll
+      for (int j = 0; j < RT::width; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const int r = 16 * i + 8 * (k & 1);     // row offset of pair k beyond row g
+          if (g + r < n_rows) detail::red_add_pair(lane_base + r * PITCH + 16 * j + 8 * (k >> 1), src.tiles[i][j][k]);
         }
-      }
+  }
 }
 
 }  // namespace tk
