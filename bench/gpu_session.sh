@@ -3,6 +3,7 @@
 #
 #   bash bench/gpu_session.sh                  # all steps: env build test bench
 #   bash bench/gpu_session.sh build test       # only some steps, in the given order
+#   bash bench/gpu_session.sh train            # issue 2's check: full config/train_shakespeare_char.py
 #
 # Logs and results go to $OUT (default ./bench/out): build.log, gpu_tests.log, bench.log,
 # bench_attention.json, bench_attention.png. Each step has its own timeout and a failing step does
@@ -11,7 +12,9 @@
 # call on the same machine reuses it). Timeouts: BUILD_TIMEOUT (900 s), TEST_TIMEOUT, BENCH_TIMEOUT (600 s).
 # Env: PYTEST_X=0 runs the GPU tests without -x (default: stop at the first failure);
 #      PYTEST_ARGS adds pytest arguments (e.g. PYTEST_ARGS="-k layouts");
-#      BENCH_ARGS adds benchmark arguments (e.g. BENCH_ARGS="--shapes small").
+#      BENCH_ARGS adds benchmark arguments (e.g. BENCH_ARGS="--shapes small");
+#      SHAKESPEARE_INPUT: a local tiny shakespeare text for the train step (default: download);
+#      TRAIN_ARGS adds train.py arguments (default: --kernels=torch).
 set -o pipefail
 export PYTHONUNBUFFERED=1
 export MAX_JOBS=${MAX_JOBS:-16}
@@ -63,10 +66,25 @@ step_bench() {
     --png "$OUT/bench_attention.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
 }
 
+step_train() {
+  # full config/train_shakespeare_char.py (5000 iters); prints wall time and the best val loss
+  local input=()
+  [ -n "${SHAKESPEARE_INPUT:-}" ] && input=(--input "$SHAKESPEARE_INPUT")
+  $PY data/shakespeare_char/prepare.py "${input[@]}" > "$OUT/prepare.log" 2>&1 || { tail -3 "$OUT/prepare.log"; return 1; }
+  local t0=$SECONDS
+  timeout ${TRAIN_TIMEOUT:-900} $PY train.py config/train_shakespeare_char.py ${TRAIN_ARGS:---kernels=torch} \
+    > "$OUT/train.log" 2>&1
+  local rc=$?
+  echo "train rc=$rc, wall $((SECONDS - t0)) s (log: $OUT/train.log)"
+  grep -E "^step [0-9]+:" "$OUT/train.log" | tail -3
+  grep -E "best val loss" "$OUT/train.log" | tail -1
+  return $rc
+}
+
 for s in "${steps[@]}"; do
   case "$s" in
-    env|build|test|bench) ;;
-    *) echo "unknown step '$s' (steps: env build test bench)"; exit 2 ;;
+    env|build|test|bench|train) ;;
+    *) echo "unknown step '$s' (steps: env build test bench train)"; exit 2 ;;
   esac
   echo "===== $s ====="
   "step_$s"
