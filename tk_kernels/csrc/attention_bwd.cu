@@ -116,7 +116,6 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 constexpr int KV_WARPS = 8;
 constexpr int KV_THREADS = KV_WARPS * WARP_THREADS;
 constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
-constexpr int KV_BLOCK_M = 64;   // queries per block (split kernel; see dkdv_config::block_m)
 
 // Tuning knobs for GPU A/B runs (TK_EXTRA_NVCC_FLAGS="-D..."). All D = 64 combinations are
 // spill-free; TK_BWD_D128_Q_STEP=64 is spill-free only in the atomic-dQ (default) variant.
@@ -442,11 +441,12 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
 // ============================================================================================
 // dK, dV (and atomic dQ partials), split-phase variant: P^T and dS^T staged in shared memory
 // ============================================================================================
-// Same grid, 128-key blocks and ragged-T handling as bwd_dkdv_kernel, 64-query blocks (both D).
+// Same grid, 128-key blocks and ragged-T handling as bwd_dkdv_kernel; BM = 64-query blocks
+// (TK_BWD_D64_SPLIT_BLOCK_M=128 for D = 64: warp tiles 32 keys x 64 queries in phase 1).
 // The difference is how the 8 warps share the work: two 16-bit tile stores per block buy fewer
 // ldmatrix reads (in the kernel above every B fragment feeds a single m16 tile, 16 keys per warp).
 //
-//   phase 1, warp grid 4 (key groups of 32) x 2 (query halves of 32), warp tile 32 keys x 32 queries:
+//   phase 1, warp grid 4 (key groups of 32) x 2 (query halves), warp tile 32 keys x BM/2 queries:
 //       S^T = K_g Q_h^T, P^T = 2^(S^T c - lse2) (masked), dP^T = V_g dO_h^T, dS^T = P^T (dP^T - delta)
 //       -> P^T and dS^T stored (16-bit) into the CTA's [key][query] tiles.          __syncthreads
 //   phase 2, warp grid 4 (key groups of 32) x 2 (halves of D), warp tile 32 keys x D/2:
@@ -454,27 +454,35 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
 //       dK += dS^T Q   (A: dS^T tile; B: Q)
 //       dQ partial = dS K, atomically added (as in the kernel above).              __syncthreads
 // ldmatrix.x4 per block and warp (D = 128): 64 + 24 + 24 + 32 = 144 for 320 mma (vs 192 above).
-// Warp w handles key group w / 2 in both phases (query half / D half w % 2). D = 64 keeps the
-// warp's 32 x 64 K and V slices in registers (the phase-1 A operands).
+// Warp w handles key group w / 2 in both phases (query half / D half w % 2). D = 64 with BM = 64
+// keeps the warp's 32 x 64 K and V slices in registers (the phase-1 A operands).
 // Because phase 2 still reads Q / dO, the next block is prefetched only after the block's second
 // barrier (into the buffer the previous block used), and P^T / dS^T need a single buffer.
-// Shared memory: D = 64 ~97 KB, D = 128 ~161 KB.
+// Shared memory: D = 64 ~97 KB (BM 128: ~162 KB), D = 128 ~161 KB.
 #ifndef TK_BWD_D64_SPLIT
 #define TK_BWD_D64_SPLIT 0    // measured on H200: -3-4% vs the transposed kernel at D = 64
 #endif
 #ifndef TK_BWD_D128_SPLIT
 #define TK_BWD_D128_SPLIT 1   // measured on H200: +7-10% over the transposed kernel at D = 128
 #endif
+#ifndef TK_BWD_D64_SPLIT_BLOCK_M
+#define TK_BWD_D64_SPLIT_BLOCK_M 64  // 128: phase-1 warp tiles 32 keys x 64 queries
+#endif
 template <int D> constexpr bool split_enabled = D == 64 ? TK_BWD_D64_SPLIT : TK_BWD_D128_SPLIT;
-// D = 64 keeps the warp's 32 x 64 K / V slices (phase-1 A operands) in registers.
-template <int D> constexpr bool split_kv_in_registers = D == 64;
+// Queries per block (D = 128: 64; a larger block would not fit the shared memory).
+template <int D> constexpr int split_block_m = D == 64 ? TK_BWD_D64_SPLIT_BLOCK_M : 64;
+static_assert(TK_BWD_D64_SPLIT_BLOCK_M == 64 || TK_BWD_D64_SPLIT_BLOCK_M == 128,
+              "TK_BWD_D64_SPLIT_BLOCK_M must be 64 or 128");
+// D = 64 with 64-query blocks keeps the warp's 32 x 64 K / V slices (phase-1 A operands) in registers.
+template <int D> constexpr bool split_kv_in_registers = D == 64 && split_block_m<D> == 64;
 
 template <typename T, int D>
 struct split_smem {
+  static constexpr int BM = split_block_m<D>;
   using kv_tile = st<T, KV_BLOCK_N, D>;
-  using q_tile = st<T, KV_BLOCK_M, D>;
-  using pt_tile = st<T, KV_BLOCK_N, KV_BLOCK_M>;  // P^T or dS^T: [key][query]
-  using vec = sv<float, KV_BLOCK_M>;
+  using q_tile = st<T, BM, D>;
+  using pt_tile = st<T, KV_BLOCK_N, BM>;  // P^T or dS^T: [key][query]
+  using vec = sv<float, BM>;
   struct stage_tiles {
     q_tile q, dout;
     vec lse, delta;
@@ -486,7 +494,7 @@ struct split_smem {
 template <typename T, int D>
 __device__ __forceinline__ void fetch_query_block_split(typename split_smem<T, D>::stage_tiles &buf,
                                                         const head_inputs<T> &in, int mb) {
-  const int m0 = mb * KV_BLOCK_M;
+  const int m0 = mb * split_block_m<D>;
   load_async<KV_THREADS>(buf.q, in.q, {0, 0, m0, 0});
   load_async<KV_THREADS>(buf.dout, in.dout, {0, 0, m0, 0});
   const int w = warpid(), seq = in.q.seq;
@@ -494,16 +502,16 @@ __device__ __forceinline__ void fetch_query_block_split(typename split_smem<T, D
   else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, in.delta + m0, seq - m0);
 }
 
-// S^T tile (32 keys x 32 queries) = X_g Y_h^T over D: X = K or V (key group g, registers or shared),
-// Y = Q or dO (query half h).
-template <bool X_IN_REGS, typename T, int D, typename XS, typename YS>
-__device__ __forceinline__ void scores_t_32x32(rt<float, 32, 32> &s, const rt<T, 32, D> &x_reg, XS &xs, YS &ys,
+// S^T tile (32 keys x QP queries) = X_g Y_h^T over D: X = K or V (key group g, registers or
+// shared), Y = Q or dO (query half h).
+template <bool X_IN_REGS, typename T, int D, int QP, typename XS, typename YS>
+__device__ __forceinline__ void scores_t_split(rt<float, 32, QP> &s, const rt<T, 32, D> &x_reg, XS &xs, YS &ys,
                                                int g, int h) {
   zero(s);
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
-    rt<T, 32, 16> y_frag;
-    load_B(y_frag, subtile<32, 16>(ys, h, kk));
+    rt<T, QP, 16> y_frag;
+    load_B(y_frag, subtile<QP, 16>(ys, h, kk));
     if constexpr (X_IN_REGS) {
       mma_ABt(s, col_slice<16>(x_reg, kk), y_frag, s);
     } else {
@@ -515,12 +523,12 @@ __device__ __forceinline__ void scores_t_32x32(rt<float, 32, 32> &s, const rt<T,
 }
 
 // acc (32 keys x D/2) += A_g Y[:, half] with A_g rows [32 g, 32 g + 32) of a [key][query] shared
-// tile (P^T or dS^T; ldmatrix, row layout = A operand) and Y the 64 x D query-side tile (dO or Q;
+// tile (P^T or dS^T; ldmatrix, row layout = A operand) and Y the BM x D query-side tile (dO or Q;
 // ldmatrix.trans, col layout = B operand), 16 queries at a time.
-template <typename T, int D, typename PS, typename YS>
+template <typename T, int D, int BM, typename PS, typename YS>
 __device__ __forceinline__ void mma_AB_shared(rt<float, 32, D / 2> &acc, PS &ps, YS &ys, int g, int half) {
 #pragma unroll
-  for (int kk = 0; kk < KV_BLOCK_M / 16; kk++) {
+  for (int kk = 0; kk < BM / 16; kk++) {
     rt<T, 32, 16> a_frag;
     rt<T, 16, D / 2, col_l> y_frag;
     load(a_frag, subtile<32, 16>(ps, g, kk));
@@ -529,28 +537,29 @@ __device__ __forceinline__ void mma_AB_shared(rt<float, 32, D / 2> &acc, PS &ps,
   }
 }
 
-// Phase 1 of one query block for this warp's 32 keys x 32 queries: P^T and dS^T into shared memory.
+// Phase 1 of one query block for this warp's 32 keys x BM/2 queries: P^T and dS^T into shared memory.
 template <typename T, int D, typename Buf, typename PS>
 __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, const typename split_smem<T, D>::kv_tile &sK,
                                              const typename split_smem<T, D>::kv_tile &sV, const rt<T, 32, D> &k_reg,
                                              const rt<T, 32, D> &v_reg, const bwd_args<T> &a, int n0, int m0,
                                              bool kv_tail) {
   constexpr bool REGS = split_kv_in_registers<D>;
+  constexpr int QP = split_block_m<D> / 2;       // queries per warp
   const int g = warpid() >> 1, qh = warpid() & 1;
-  const int key0 = n0 + 32 * g, q0 = m0 + 32 * qh;
-  auto pt = subtile<32, 32>(sPt, g, qh);
-  auto dst = subtile<32, 32>(sdSt, g, qh);
-  if (a.causal && key0 > q0 + 31) {              // every key after every query: P = dS = 0
-    rt<T, 32, 32> zeros;
+  const int key0 = n0 + 32 * g, q0 = m0 + QP * qh;
+  auto pt = subtile<32, QP>(sPt, g, qh);
+  auto dst = subtile<32, QP>(sdSt, g, qh);
+  if (a.causal && key0 > q0 + QP - 1) {          // every key after every query: P = dS = 0
+    rt<T, 32, QP> zeros;
     zero(zeros);
     store(pt, zeros);
     store(dst, zeros);
     return;
   }
-  rt<float, 32, 32> p, ds;
-  scores_t_32x32<REGS, T, D>(p, k_reg, sK, cur.q, g, qh);
-  row_vec<32> lse2;
-  load(lse2, cur.lse.data + 32 * qh, 32);
+  rt<float, 32, QP> p, ds;
+  scores_t_split<REGS, T, D, QP>(p, k_reg, sK, cur.q, g, qh);
+  row_vec<QP> lse2;
+  load(lse2, cur.lse.data + QP * qh, QP);
   mul(lse2, lse2, LOG2E);
   const bool masked = (a.causal && q0 < n0 + KV_BLOCK_N) || kv_tail;
   col_map(p, p, lse2, [c = a.scale_log2](float x, float l) { return fmaf(x, c, -l); });
@@ -560,9 +569,9 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
   }
   exp2(p, p);
 
-  scores_t_32x32<REGS, T, D>(ds, v_reg, sV, cur.dout, g, qh);
-  row_vec<32> delta;
-  load(delta, cur.delta.data + 32 * qh, 32);
+  scores_t_split<REGS, T, D, QP>(ds, v_reg, sV, cur.dout, g, qh);
+  row_vec<QP> delta;
+  load(delta, cur.delta.data + QP * qh, QP);
   sub_col(ds, ds, delta);
   mul(ds, ds, p);
   store(pt, p);                                   // fp32 -> 16-bit on the way
@@ -600,8 +609,9 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   const int b = bh / a.heads, h = bh % a.heads;
   const int n0 = kb * KV_BLOCK_N;
   const int g = warpid() >> 1, half = warpid() & 1;
-  const int mb_first = a.causal ? n0 / KV_BLOCK_M : 0;
-  const int mb_end = cdiv(seq, KV_BLOCK_M);
+  constexpr int BM = split_block_m<D>;
+  const int mb_first = a.causal ? n0 / BM : 0;
+  const int mb_end = cdiv(seq, BM);
   const bool kv_tail = n0 + KV_BLOCK_N > seq;
 
   const head_inputs<T> in{a.q.head(b, h), a.dout.head(b, h), a.lse + int64_t(bh) * seq, a.delta + int64_t(bh) * seq};
@@ -624,7 +634,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
 
   for (int mb = mb_first; mb < mb_end; mb++) {
     const int stage = (mb - mb_first) & 1;
-    const int m0 = mb * KV_BLOCK_M;
+    const int m0 = mb * BM;
     // Buffer stage ^ 1 held block mb - 1, whose last reads (phase 2) precede the previous barrier.
     if (mb + 1 < mb_end) fetch_query_block_split<T, D>(buf[stage ^ 1], in, mb + 1);
     commit_group();
@@ -633,10 +643,10 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
     split_phase1<T, D>(cur, sPt, sdSt, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
     __syncthreads();                              // P^T, dS^T of the block complete
 
-    mma_AB_shared<T, D>(dv, sPt, cur.dout, g, half);   // dV += P^T dO
-    mma_AB_shared<T, D>(dk, sdSt, cur.q, g, half);     // dK += dS^T Q
+    mma_AB_shared<T, D, BM>(dv, sPt, cur.dout, g, half);   // dV += P^T dO
+    mma_AB_shared<T, D, BM>(dk, sdSt, cur.q, g, half);     // dK += dS^T Q
     if constexpr (ATOMIC_DQ)
-      dq_partial_atomic<T, D, KV_BLOCK_M, dkdv_config<D>::dq_warps_m>(sdSt, sK, dq_head, seq, m0);
+      dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m>(sdSt, sK, dq_head, seq, m0);
 
     wait_group<0>();                              // block mb + 1 has landed ...
     __syncthreads();                              // ... for everyone; P^T / dS^T / buffer reads are done
