@@ -475,6 +475,14 @@ static_assert(TK_BWD_D64_SPLIT_BLOCK_M == 64 || TK_BWD_D64_SPLIT_BLOCK_M == 128,
               "TK_BWD_D64_SPLIT_BLOCK_M must be 64 or 128");
 // D = 64 with 64-query blocks keeps the warp's 32 x 64 K / V slices (phase-1 A operands) in registers.
 template <int D> constexpr bool split_kv_in_registers = D == 64 && split_block_m<D> == 64;
+#ifndef TK_BWD_SPLIT_ONE_BARRIER
+#define TK_BWD_SPLIT_ONE_BARRIER 0  // 1: one barrier per block (3 Q/dO buffers, 2 P^T/dS^T buffers)
+#endif
+// One-barrier pipeline (needs 3 query buffers + 2 P^T/dS^T buffers; fits for BM = 64 only):
+//   step mb: phase 1 (buffer mb%3 -> P/dS mb%2); wait for block mb+1; barrier; prefetch block mb+2 into
+//   buffer (mb+2)%3 = (mb-1)%3 (phase 2 of mb-1 is done by everyone: it precedes this barrier);
+//   phase 2 (buffer mb%3, P/dS mb%2). P/dS mb%2 is rewritten in phase 1 of mb+2, after barrier mb+1.
+template <int D> constexpr bool split_one_barrier = TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64;
 
 template <typename T, int D>
 struct split_smem {
@@ -487,7 +495,12 @@ struct split_smem {
     q_tile q, dout;
     vec lse, delta;
   };
-  static constexpr int bytes = shared_bytes<kv_tile, kv_tile, stage_tiles[2], pt_tile, pt_tile>();
+  struct ps_tiles {
+    pt_tile p, ds;  // P^T, dS^T
+  };
+  static constexpr int n_buf = split_one_barrier<D> ? 3 : 2;  // query-side buffers
+  static constexpr int n_ps = split_one_barrier<D> ? 2 : 1;   // P^T / dS^T buffers
+  static constexpr int bytes = shared_bytes<kv_tile, kv_tile, stage_tiles[n_buf], ps_tiles[n_ps]>();
 };
 
 // Issue the cp.async copies of query block `mb` into one buffer (split variant).
@@ -597,9 +610,8 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   shared_allocator al(smem);
   typename S::kv_tile &sK = al.allocate<typename S::kv_tile>();
   typename S::kv_tile &sV = al.allocate<typename S::kv_tile>();
-  typename S::stage_tiles(&buf)[2] = al.allocate<typename S::stage_tiles[2]>();
-  typename S::pt_tile &sPt = al.allocate<typename S::pt_tile>();
-  typename S::pt_tile &sdSt = al.allocate<typename S::pt_tile>();
+  typename S::stage_tiles(&buf)[S::n_buf] = al.allocate<typename S::stage_tiles[S::n_buf]>();
+  typename S::ps_tiles(&ps)[S::n_ps] = al.allocate<typename S::ps_tiles[S::n_ps]>();
 
   const int seq = a.seq;
   const int n_kv_blocks = cdiv(seq, KV_BLOCK_N);
@@ -620,7 +632,13 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
   fetch_query_block_split<T, D>(buf[0], in, mb_first);
   commit_group();
-  wait_group<0>();
+  if constexpr (split_one_barrier<D>) {           // two blocks in flight
+    if (mb_first + 1 < mb_end) fetch_query_block_split<T, D>(buf[1], in, mb_first + 1);
+    commit_group();
+    wait_group<1>();
+  } else {
+    wait_group<0>();
+  }
   __syncthreads();
 
   rt<T, 32, D> k_reg, v_reg;                      // used when split_kv_in_registers<D>
@@ -632,24 +650,45 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   zero(dk);
   zero(dv);
 
-  for (int mb = mb_first; mb < mb_end; mb++) {
-    const int stage = (mb - mb_first) & 1;
-    const int m0 = mb * BM;
-    // Buffer stage ^ 1 held block mb - 1, whose last reads (phase 2) precede the previous barrier.
-    if (mb + 1 < mb_end) fetch_query_block_split<T, D>(buf[stage ^ 1], in, mb + 1);
-    commit_group();
-    auto &cur = buf[stage];
+  if constexpr (split_one_barrier<D>) {
+    int cur_buf = 0, next2_buf = 2, cur_ps = 0;   // buffers of blocks mb, mb + 2; P/dS buffer of mb
+    for (int mb = mb_first; mb < mb_end; mb++) {
+      const int m0 = mb * BM;
+      auto &cur = buf[cur_buf];
+      split_phase1<T, D>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
+      wait_group<0>();                            // block mb + 1 has landed (this thread's copies)
+      __syncthreads();                            // P^T / dS^T of mb and block mb + 1 visible; mb - 1 done
+      if (mb + 2 < mb_end) fetch_query_block_split<T, D>(buf[next2_buf], in, mb + 2);
+      commit_group();
+      mma_AB_shared<T, D, BM>(dv, ps[cur_ps].p, cur.dout, g, half);   // dV += P^T dO
+      mma_AB_shared<T, D, BM>(dk, ps[cur_ps].ds, cur.q, g, half);     // dK += dS^T Q
+      if constexpr (ATOMIC_DQ)
+        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m>(ps[cur_ps].ds, sK, dq_head, seq, m0);
+      cur_buf = cur_buf == 2 ? 0 : cur_buf + 1;
+      next2_buf = next2_buf == 2 ? 0 : next2_buf + 1;
+      cur_ps ^= 1;
+    }
+    __syncthreads();                              // all warps' phase-2 reads of sK are done
+  } else {
+    for (int mb = mb_first; mb < mb_end; mb++) {
+      const int stage = (mb - mb_first) & 1;
+      const int m0 = mb * BM;
+      // Buffer stage ^ 1 held block mb - 1, whose last reads (phase 2) precede the previous barrier.
+      if (mb + 1 < mb_end) fetch_query_block_split<T, D>(buf[stage ^ 1], in, mb + 1);
+      commit_group();
+      auto &cur = buf[stage];
 
-    split_phase1<T, D>(cur, sPt, sdSt, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
-    __syncthreads();                              // P^T, dS^T of the block complete
+      split_phase1<T, D>(cur, ps[0].p, ps[0].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
+      __syncthreads();                            // P^T, dS^T of the block complete
 
-    mma_AB_shared<T, D, BM>(dv, sPt, cur.dout, g, half);   // dV += P^T dO
-    mma_AB_shared<T, D, BM>(dk, sdSt, cur.q, g, half);     // dK += dS^T Q
-    if constexpr (ATOMIC_DQ)
-      dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m>(sdSt, sK, dq_head, seq, m0);
+      mma_AB_shared<T, D, BM>(dv, ps[0].p, cur.dout, g, half);   // dV += P^T dO
+      mma_AB_shared<T, D, BM>(dk, ps[0].ds, cur.q, g, half);     // dK += dS^T Q
+      if constexpr (ATOMIC_DQ)
+        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m>(ps[0].ds, sK, dq_head, seq, m0);
 
-    wait_group<0>();                              // block mb + 1 has landed ...
-    __syncthreads();                              // ... for everyone; P^T / dS^T / buffer reads are done
+      wait_group<0>();                            // block mb + 1 has landed ...
+      __syncthreads();                            // ... for everyone; P^T / dS^T / buffer reads are done
+    }
   }
 
   // Epilogue: dK *= scale; stage through this warp's own 32 x D/2 blocks of sK / sV, 16-byte stores.
