@@ -15,16 +15,14 @@ string when that fails. Each value must have the type of its default:
     (--wandb_run_name=123 gives '123'),
   - a key whose default is None accepts any value.
 
-Mistakes raise ConfigError with one clear message; callers do
-
-    try:
-        config = configure(defaults, sys.argv[1:])
-    except ConfigError as e:
-        sys.exit(f"config error: {e}")
+Mistakes raise ConfigError with one clear message. train.py and sample.py use
+configure_globals(globals(), sys.argv[1:]), which prints that message and exits
+with status 2.
 """
 
 import ast
 import difflib
+import sys
 import types
 from typing import Any
 
@@ -137,4 +135,20 @@ def configure(defaults: dict[str, Any], argv: list[str], verbose: bool = True) -
         if verbose:
             print(f"Overriding: {key} = {value}")
         config[key] = value
+    return config
+
+
+def configure_globals(g: dict[str, Any], argv: list[str], skip: tuple[str, ...] = ("ROOT",)) -> dict[str, Any]:
+    """nanoGPT's convention for a script's settings: every public int/float/bool/str/None
+    global defined so far (except those in skip) is a config key. Applies argv to them in
+    place and returns {key: final value}. A bad argument prints one `config error: ...`
+    line to stderr and exits with status 2."""
+    keys = [k for k, v in g.items() if not k.startswith("_") and k not in skip
+            and isinstance(v, (int, float, bool, str, type(None)))]
+    try:
+        config = configure({k: g[k] for k in keys}, argv)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    g.update(config)
     return config

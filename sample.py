@@ -13,7 +13,7 @@ from contextlib import nullcontext
 
 import torch
 
-from configurator import ConfigError, configure
+from configurator import configure_globals
 from model import GPTConfig, GPT
 from tk_kernels import dispatch
 
@@ -37,15 +37,7 @@ kernels = 'torch'  # 'torch', 'tk' or 'auto': see tk_kernels/dispatch.py
 use_kv_cache = True  # cache past keys/values while generating
 bpe = ''  # local GPT-2 BPE ranks file (r50k_base.tiktoken), else $TIKTOKEN_GPT2_BPE or tiktoken's
 # -----------------------------------------------------------------------------
-config_keys = [k for k, v in globals().items()
-               if not k.startswith('_') and isinstance(v, (int, float, bool, str, type(None)))
-               and k != 'ROOT']
-try:
-    config = configure({k: globals()[k] for k in config_keys}, sys.argv[1:])
-except ConfigError as e:
-    print(f"config error: {e}", file=sys.stderr)
-    sys.exit(2)
-globals().update(config)
+config = configure_globals(globals(), sys.argv[1:])  # config files and --key=value overrides
 # -----------------------------------------------------------------------------
 
 

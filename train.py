@@ -39,7 +39,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 import torch.distributed as dist
 
-from configurator import ConfigError, configure
+from configurator import configure_globals
 from model import GPTConfig, GPT
 from tk_kernels import dispatch
 
@@ -94,15 +94,7 @@ dtype = ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if torch.c
 compile = True  # use PyTorch 2.0 to compile the model to be faster
 seed = 1337
 # -----------------------------------------------------------------------------
-config_keys = [k for k, v in globals().items()
-               if not k.startswith('_') and isinstance(v, (int, float, bool, str, type(None)))
-               and k != 'ROOT']
-try:
-    config = configure({k: globals()[k] for k in config_keys}, sys.argv[1:])
-except ConfigError as e:
-    print(f"config error: {e}", file=sys.stderr)
-    sys.exit(2)
-globals().update(config)
+config = configure_globals(globals(), sys.argv[1:])  # config files and --key=value overrides
 # -----------------------------------------------------------------------------
 
 

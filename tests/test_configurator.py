@@ -263,3 +263,18 @@ def test_repo_config_files_use_train_py_keys(repo_root):
         assigned = {t.id for node in ast.parse(open(path).read()).body if isinstance(node, ast.Assign)
                     for t in node.targets if isinstance(t, ast.Name)}
         assert assigned <= train_keys, (name, sorted(assigned - train_keys))
+
+
+def test_configure_globals_updates_the_scripts_settings_in_place(capsys):
+    from configurator import configure_globals
+    g = {"batch_size": 12, "dropout": 0.0, "ROOT": "/repo", "_private": 1, "np": object()}
+    config = configure_globals(g, ["--batch_size=32", "--dropout=1"])
+    assert config == {"batch_size": 32, "dropout": 1.0}  # ROOT, _private and non-settings are not keys
+    assert g["batch_size"] == 32 and g["dropout"] == 1.0 and g["ROOT"] == "/repo"
+    with pytest.raises(SystemExit) as e:
+        configure_globals(g, ["--batch_sise=8"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("config error:") and "batch_size" in err
+    with pytest.raises(SystemExit):
+        configure_globals(g, ["--ROOT=/elsewhere"])  # not a setting

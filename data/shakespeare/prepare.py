@@ -14,57 +14,20 @@ file with --bpe PATH or the TIKTOKEN_GPT2_BPE environment variable.
 import argparse
 import os
 import sys
-import urllib.request
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # repo root, for data.gpt2_bpe
 from data.gpt2_bpe import get_gpt2_encoding  # noqa: E402
-
-DATA_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        sys.exit(f"error: cannot read input file {path}: {e}")
-
-
-def download_input(path: str) -> None:
-    if os.path.exists(path):
-        return
-    print(f"downloading {DATA_URL}")
-    try:
-        with urllib.request.urlopen(DATA_URL, timeout=60) as r:
-            data = r.read()
-    except Exception as e:
-        sys.exit(f"error: cannot download tiny shakespeare ({e}); "
-                 "pass a local copy with --input PATH")
-    write_atomic(path, data)
+from data.tiny_shakespeare import load_text, write_atomic  # noqa: E402
 
 
 def prepare(input_path: str | None = None, out_dir: str | None = None,
             bpe_path: str | None = None) -> None:
     out_dir = out_dir or HERE
     os.makedirs(out_dir, exist_ok=True)
-    if input_path is None:
-        input_path = os.path.join(HERE, "input.txt")
-        download_input(input_path)
-    data = read_text(input_path)
-    if not data:
-        sys.exit(f"error: input file {input_path} is empty")
+    data = load_text(input_path, HERE)
     try:
         enc = get_gpt2_encoding(bpe_path)
     except RuntimeError as e:
