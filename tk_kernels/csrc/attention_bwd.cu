@@ -476,16 +476,20 @@ static_assert(TK_BWD_D64_SPLIT_BLOCK_M == 64 || TK_BWD_D64_SPLIT_BLOCK_M == 128,
 // D = 64 with 64-query blocks keeps the warp's 32 x 64 K / V slices (phase-1 A operands) in registers.
 template <int D> constexpr bool split_kv_in_registers = D == 64 && split_block_m<D> == 64;
 #ifndef TK_BWD_SPLIT_ONE_BARRIER
-#define TK_BWD_SPLIT_ONE_BARRIER 0  // 1: one barrier per block (3 Q/dO buffers, 2 P^T/dS^T buffers)
+#define TK_BWD_SPLIT_ONE_BARRIER 1  // 1: one-barrier pipeline on the atomic path where the smem fits
 #endif
-// One-barrier pipeline (needs 3 query buffers + 2 P^T/dS^T buffers; fits for BM = 64 only):
+// One-barrier pipeline (ONE_BAR; 3 query buffers + 2 P^T/dS^T buffers, ~225 KB at D = 128, so H100 /
+// H200 only; measured +3-4% at D = 128 on H200; the launcher falls back to the two-barrier version
+// when the device's opt-in shared memory is smaller, and always uses it for the deterministic path):
 //   step mb: phase 1 (buffer mb%3 -> P/dS mb%2); wait for block mb+1; barrier; prefetch block mb+2 into
 //   buffer (mb+2)%3 = (mb-1)%3 (phase 2 of mb-1 is done by everyone: it precedes this barrier);
 //   phase 2 (buffer mb%3, P/dS mb%2). P/dS mb%2 is rewritten in phase 1 of mb+2, after barrier mb+1.
-template <int D> constexpr bool split_one_barrier = TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64;
+// Both pipelines run the same arithmetic in the same order, so dK / dV stay bitwise equal.
+template <typename T, int D> using split_kv_tile = st<T, KV_BLOCK_N, D>;
 
-template <typename T, int D>
+template <typename T, int D, bool ONE_BAR>
 struct split_smem {
+  static_assert(!ONE_BAR || split_block_m<D> == 64, "the one-barrier pipeline needs 64-query blocks");
   static constexpr int BM = split_block_m<D>;
   using kv_tile = st<T, KV_BLOCK_N, D>;
   using q_tile = st<T, BM, D>;
@@ -498,15 +502,14 @@ struct split_smem {
   struct ps_tiles {
     pt_tile p, ds;  // P^T, dS^T
   };
-  static constexpr int n_buf = split_one_barrier<D> ? 3 : 2;  // query-side buffers
-  static constexpr int n_ps = split_one_barrier<D> ? 2 : 1;   // P^T / dS^T buffers
+  static constexpr int n_buf = ONE_BAR ? 3 : 2;  // query-side buffers
+  static constexpr int n_ps = ONE_BAR ? 2 : 1;   // P^T / dS^T buffers
   static constexpr int bytes = shared_bytes<kv_tile, kv_tile, stage_tiles[n_buf], ps_tiles[n_ps]>();
 };
 
 // Issue the cp.async copies of query block `mb` into one buffer (split variant).
-template <typename T, int D>
-__device__ __forceinline__ void fetch_query_block_split(typename split_smem<T, D>::stage_tiles &buf,
-                                                        const head_inputs<T> &in, int mb) {
+template <typename T, int D, typename Buf>
+__device__ __forceinline__ void fetch_query_block_split(Buf &buf, const head_inputs<T> &in, int mb) {
   const int m0 = mb * split_block_m<D>;
   load_async<KV_THREADS>(buf.q, in.q, {0, 0, m0, 0});
   load_async<KV_THREADS>(buf.dout, in.dout, {0, 0, m0, 0});
@@ -552,8 +555,8 @@ __device__ __forceinline__ void mma_AB_shared(rt<float, 32, D / 2> &acc, PS &ps,
 
 // Phase 1 of one query block for this warp's 32 keys x BM/2 queries: P^T and dS^T into shared memory.
 template <typename T, int D, typename Buf, typename PS>
-__device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, const typename split_smem<T, D>::kv_tile &sK,
-                                             const typename split_smem<T, D>::kv_tile &sV, const rt<T, 32, D> &k_reg,
+__device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, const split_kv_tile<T, D> &sK,
+                                             const split_kv_tile<T, D> &sV, const rt<T, 32, D> &k_reg,
                                              const rt<T, 32, D> &v_reg, const bwd_args<T> &a, int n0, int m0,
                                              bool kv_tail) {
   constexpr bool REGS = split_kv_in_registers<D>;
@@ -592,8 +595,8 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
 }
 
 template <typename T, int D>
-__device__ __noinline__ void store_dkdv_split(const bwd_args<T> &a, const typename split_smem<T, D>::kv_tile &sK,
-                                              const typename split_smem<T, D>::kv_tile &sV, int n_kv_blocks,
+__device__ __noinline__ void store_dkdv_split(const bwd_args<T> &a, const split_kv_tile<T, D> &sK,
+                                              const split_kv_tile<T, D> &sV, int n_kv_blocks,
                                               int bh_count) {
   int kb, bh;
   kv_block_coords(n_kv_blocks, bh_count, a.causal, kb, bh);
@@ -603,9 +606,9 @@ __device__ __noinline__ void store_dkdv_split(const bwd_args<T> &a, const typena
   store<WARP_THREADS>(a.dv, subtile<32, D / 2>(sV, g, half), c);
 }
 
-template <typename T, int D, bool ATOMIC_DQ>
+template <typename T, int D, bool ATOMIC_DQ, bool ONE_BAR>
 __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __grid_constant__ bwd_args<T> a) {
-  using S = split_smem<T, D>;
+  using S = split_smem<T, D, ONE_BAR>;
   extern __shared__ __align__(128) char smem[];
   shared_allocator al(smem);
   typename S::kv_tile &sK = al.allocate<typename S::kv_tile>();
@@ -632,7 +635,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
   fetch_query_block_split<T, D>(buf[0], in, mb_first);
   commit_group();
-  if constexpr (split_one_barrier<D>) {           // two blocks in flight
+  if constexpr (ONE_BAR) {                        // two blocks in flight
     if (mb_first + 1 < mb_end) fetch_query_block_split<T, D>(buf[1], in, mb_first + 1);
     commit_group();
     wait_group<1>();
@@ -650,7 +653,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   zero(dk);
   zero(dv);
 
-  if constexpr (split_one_barrier<D>) {
+  if constexpr (ONE_BAR) {
     int cur_buf = 0, next2_buf = 2, cur_ps = 0;   // buffers of blocks mb, mb + 2; P/dS buffer of mb
     for (int mb = mb_first; mb < mb_end; mb++) {
       const int m0 = mb * BM;
@@ -892,14 +895,32 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
 
   // 2. dK, dV (+ dQ partials)
   if constexpr (split_enabled<D>) {
-    constexpr int smem = split_smem<T, D>::bytes;
     const unsigned grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
     if (!p.deterministic) {
-      auto kernel = bwd_dkdv_split_kernel<T, D, true>;
-      if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
-      kernel<<<grid, KV_THREADS, smem, stream>>>(a);
+      bool one_bar = false;
+      if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64) {
+        int dev = 0, optin = 0;
+        if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+        if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+          return err;
+        one_bar = split_smem<T, D, true>::bytes <= optin;
+      }
+      if (one_bar) {
+        if constexpr (split_block_m<D> == 64) {
+          constexpr int smem = split_smem<T, D, true>::bytes;
+          auto kernel = bwd_dkdv_split_kernel<T, D, true, true>;
+          if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
+          kernel<<<grid, KV_THREADS, smem, stream>>>(a);
+        }
+      } else {
+        constexpr int smem = split_smem<T, D, false>::bytes;
+        auto kernel = bwd_dkdv_split_kernel<T, D, true, false>;
+        if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
+        kernel<<<grid, KV_THREADS, smem, stream>>>(a);
+      }
     } else {
-      auto kernel = bwd_dkdv_split_kernel<T, D, false>;
+      constexpr int smem = split_smem<T, D, false>::bytes;
+      auto kernel = bwd_dkdv_split_kernel<T, D, false, false>;
       if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
       kernel<<<grid, KV_THREADS, smem, stream>>>(a);
     }
