@@ -456,8 +456,9 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
 // ldmatrix.x4 per block and warp (D = 128): 64 + 24 + 24 + 32 = 144 for 320 mma (vs 192 above).
 // Warp w handles key group w / 2 in both phases (query half / D half w % 2). D = 64 with BM = 64
 // keeps the warp's 32 x 64 K and V slices in registers (the phase-1 A operands).
-// Because phase 2 still reads Q / dO, the next block is prefetched only after the block's second
-// barrier (into the buffer the previous block used), and P^T / dS^T need a single buffer.
+// Two-barrier pipeline: because phase 2 still reads Q / dO, the next block is prefetched only after
+// the previous block's second barrier (into the buffer that block used); P^T / dS^T need a single
+// buffer. The one-barrier pipeline below trades shared memory for the second barrier.
 // Shared memory: D = 64 ~97 KB (BM 128: ~162 KB), D = 128 ~161 KB.
 #ifndef TK_BWD_D64_SPLIT
 #define TK_BWD_D64_SPLIT 0    // measured on H200: -3-4% vs the transposed kernel at D = 64
