@@ -58,6 +58,9 @@ def test_is_available_without_gpu():
     (dict(v_dtype=torch.float16), "same dtype"),
     (dict(k_device="cuda:1"), "same device"),
     (dict(scale="0.1"), "scale"),
+    (dict(scale=0.0), "positive finite scale"),
+    (dict(scale=-0.125), "positive finite scale"),
+    (dict(scale=float("nan")), "positive finite scale"),
     (dict(causal=1), "causal must be a bool"),
 ])
 def test_tensor_reasons(case, expect):

@@ -161,6 +161,8 @@ def _tensor_reason(q, k, v, causal, scale) -> str | None:
         return f"tk attention: causal must be a bool, got {type(causal).__name__}"
     if scale is not None and not isinstance(scale, (int, float)):
         return f"tk attention: scale must be a Python float or None, got {type(scale).__name__}"
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
+        return f"tk attention needs a positive finite scale (the kernel works in log2 units), got scale={scale}"
     return None
 
 
