@@ -27,6 +27,9 @@ from torch import Tensor
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 SUPPORTED_HEAD_DIMS = (64, 128)
 MIN_CAPABILITY = (8, 0)
+# Shared memory per block that the backward's dK/dV kernels need (csrc/attention_bwd.cu: the D=64
+# kernel, 166,016 B, is the largest; the D=128 one-barrier variant is used only where it fits).
+BWD_SMEM_BYTES = 166_016
 
 
 # -----------------------------------------------------------------------------
@@ -113,9 +116,14 @@ def _environment_reason(device: torch.device) -> str | None:
         return _env_reasons[index]
     reason = None
     major, minor = torch.cuda.get_device_capability(index)
+    smem = getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", None)
     if (major, minor) < MIN_CAPABILITY:
-        reason = (f"tk attention needs a GPU of compute capability >= 8.0 (A100, RTX 30xx/40xx, H100, ...), "
+        reason = (f"tk attention needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
                   f"got {torch.cuda.get_device_name(index)} with {major}.{minor}")
+    elif smem is not None and smem < BWD_SMEM_BYTES:
+        reason = (f"tk attention's backward needs {BWD_SMEM_BYTES // 1024} KB of shared memory per block; "
+                  f"{torch.cuda.get_device_name(index)} offers {smem // 1024} KB (A100/H100/H200-class "
+                  f"GPUs have enough; RTX 30xx/40xx-class ones do not yet)")
     else:
         reason = _build_reason(major, minor)
     _env_reasons[index] = reason
