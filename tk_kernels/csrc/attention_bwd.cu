@@ -858,9 +858,13 @@ __global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constan
 // ============================================================================================
 // launchers
 // ============================================================================================
-template <typename K>
-cudaError_t set_smem(K kernel, int bytes) {
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+// Raise the kernel's dynamic shared-memory limit to smem bytes, launch it, and return any error.
+template <typename K, typename Args>
+cudaError_t launch_with_smem(K kernel, unsigned grid, int threads, int smem, cudaStream_t stream, const Args &a) {
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, threads, smem, stream>>>(a);
+  return cudaGetLastError();
 }
 
 template <typename T, int D>
@@ -895,64 +899,44 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   }
 
   // 2. dK, dV (+ dQ partials)
+  const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
   if constexpr (split_enabled<D>) {
-    const unsigned grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
-    if (!p.deterministic) {
-      bool one_bar = false;
-      if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64) {
+    // the one-barrier pipeline (atomic dQ path, 64-query blocks) where the device's smem fits it
+    bool one_bar = false;
+    if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64) {
+      if (!p.deterministic) {
         int dev = 0, optin = 0;
         if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
         if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
           return err;
         one_bar = split_smem<T, D, true>::bytes <= optin;
       }
-      if (one_bar) {
-        if constexpr (split_block_m<D> == 64) {
-          constexpr int smem = split_smem<T, D, true>::bytes;
-          auto kernel = bwd_dkdv_split_kernel<T, D, true, true>;
-          if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
-          kernel<<<grid, KV_THREADS, smem, stream>>>(a);
-        }
-      } else {
-        constexpr int smem = split_smem<T, D, false>::bytes;
-        auto kernel = bwd_dkdv_split_kernel<T, D, true, false>;
-        if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
-        kernel<<<grid, KV_THREADS, smem, stream>>>(a);
-      }
-    } else {
-      constexpr int smem = split_smem<T, D, false>::bytes;
-      auto kernel = bwd_dkdv_split_kernel<T, D, false, false>;
-      if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
-      kernel<<<grid, KV_THREADS, smem, stream>>>(a);
     }
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    constexpr int smem = split_smem<T, D, false>::bytes;
+    if (one_bar) {
+      if constexpr (split_block_m<D> == 64)
+        err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true>, kv_grid, KV_THREADS,
+                               split_smem<T, D, true>::bytes, stream, a);
+    } else if (!p.deterministic) {
+      err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false>, kv_grid, KV_THREADS, smem, stream, a);
+    } else {
+      err = launch_with_smem(bwd_dkdv_split_kernel<T, D, false, false>, kv_grid, KV_THREADS, smem, stream, a);
+    }
   } else {
     constexpr int smem = dkdv_smem<T, D>::bytes;
-    const unsigned grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
-    if (!p.deterministic) {
-      auto kernel = bwd_dkdv_kernel<T, D, true>;
-      if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
-      kernel<<<grid, KV_THREADS, smem, stream>>>(a);
-    } else {
-      auto kernel = bwd_dkdv_kernel<T, D, false>;
-      if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
-      kernel<<<grid, KV_THREADS, smem, stream>>>(a);
-    }
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    err = p.deterministic ? launch_with_smem(bwd_dkdv_kernel<T, D, false>, kv_grid, KV_THREADS, smem, stream, a)
+                          : launch_with_smem(bwd_dkdv_kernel<T, D, true>, kv_grid, KV_THREADS, smem, stream, a);
   }
+  if (err != cudaSuccess) return err;
 
   // 3. dQ
   if (!p.deterministic) {
     const int64_t chunks = rows * (D / 8);
     bwd_dq_convert_kernel<T><<<unsigned(cdiv64(chunks, CONVERT_THREADS)), CONVERT_THREADS, 0, stream>>>(a);
-  } else {
-    constexpr int smem = dq_smem<T, D>::bytes;
-    auto kernel = bwd_dq_kernel<T, D>;
-    if ((err = set_smem(kernel, smem)) != cudaSuccess) return err;
-    const unsigned grid = unsigned(cdiv(p.T, DQ_BLOCK_M)) * unsigned(bh_count);
-    kernel<<<grid, DQ_THREADS, smem, stream>>>(a);
+    return cudaGetLastError();
   }
-  return cudaGetLastError();
+  const unsigned q_grid = unsigned(cdiv(p.T, DQ_BLOCK_M)) * unsigned(bh_count);
+  return launch_with_smem(bwd_dq_kernel<T, D>, q_grid, DQ_THREADS, dq_smem<T, D>::bytes, stream, a);
 }
 
 template <typename T>
