@@ -238,6 +238,12 @@ class GPT(nn.Module):
             loss = None
         return logits, loss
 
+    def load_checkpoint_state(self, state_dict: dict):
+        """Load weights saved by train.py. A torch.compile'd model saves its keys with an
+        `_orig_mod.` prefix; it is dropped here."""
+        prefix = '_orig_mod.'
+        self.load_state_dict({k.removeprefix(prefix): v for k, v in state_dict.items()})
+
     def crop_block_size(self, block_size: int):
         """Shrink the block size, e.g. to use a pretrained GPT-2 (1024) with a smaller context."""
         assert block_size <= self.config.block_size

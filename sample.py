@@ -79,12 +79,7 @@ if init_from == 'resume':
         model_args = dict(checkpoint['model_args'])
         model_args['dropout'] = 0.0
         model = GPT(GPTConfig(**model_args, kernels=kernels))
-        state_dict = checkpoint['model']
-        unwanted_prefix = '_orig_mod.'
-        for k, v in list(state_dict.items()):
-            if k.startswith(unwanted_prefix):
-                state_dict[k[len(unwanted_prefix):]] = state_dict.pop(k)
-        model.load_state_dict(state_dict)
+        model.load_checkpoint_state(checkpoint['model'])
     except Exception as e:
         fail(f"cannot load checkpoint {ckpt_path}: it is corrupt or not a nanoGPT-TK checkpoint "
              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")

@@ -281,14 +281,7 @@ elif init_from == 'resume':
         for k in ['n_layer', 'n_head', 'n_embd', 'block_size', 'bias', 'vocab_size']:
             model_args[k] = checkpoint_model_args[k]
         model = GPT(GPTConfig(**model_args, kernels=kernels))
-        state_dict = checkpoint['model']
-        # fix the keys of the state dictionary :(
-        # honestly no idea how checkpoints sometimes get this prefix, have to debug more
-        unwanted_prefix = '_orig_mod.'
-        for k, v in list(state_dict.items()):
-            if k.startswith(unwanted_prefix):
-                state_dict[k[len(unwanted_prefix):]] = state_dict.pop(k)
-        model.load_state_dict(state_dict)
+        model.load_checkpoint_state(checkpoint['model'])
     except Exception as e:
         fail(f"checkpoint {ckpt_path} does not fit this model ({type(e).__name__}: "
              f"{str(e).splitlines()[0] if str(e) else ''})")

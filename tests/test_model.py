@@ -216,3 +216,16 @@ def test_from_pretrained_local_dir_matches_hf(tmp_path, activation, tol):
     m2 = GPT.from_pretrained("gpt2", local_dir=str(tmp_path), override_args=dict(dropout=0.1))
     assert m2.config.dropout == 0.1
     torch.testing.assert_close(m2.lm_head.weight, m.lm_head.weight)
+
+
+def test_load_checkpoint_state_accepts_compiled_model_keys():
+    src, dst = tiny_gpt(seed=1), tiny_gpt(seed=2)
+    compiled_style = {"_orig_mod." + k: v.clone() for k, v in src.state_dict().items()}
+    dst.load_checkpoint_state(compiled_style)
+    for k, v in src.state_dict().items():
+        assert torch.equal(dst.state_dict()[k], v), k
+    dst2 = tiny_gpt(seed=3)
+    dst2.load_checkpoint_state(src.state_dict())  # plain keys load as they are
+    assert all(torch.equal(dst2.state_dict()[k], v) for k, v in src.state_dict().items())
+    with pytest.raises(RuntimeError):  # a foreign state dict still fails loudly
+        dst2.load_checkpoint_state({"_orig_mod.nonsense": torch.zeros(1)})
