@@ -51,3 +51,14 @@ def shakespeare_path() -> str:
 def bpe_path() -> str:
     """Path of GPT-2's BPE ranks (../shared/data/gpt2/r50k_base.tiktoken); skips if absent."""
     return _shared_file("gpt2", "r50k_base.tiktoken")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Run a module's tests on one torch thread: tiny ops run fastest that way and don't
+    stall on a busy 2-core CI machine. Use with pytest.mark.usefixtures("one_torch_thread")."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

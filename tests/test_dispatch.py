@@ -14,13 +14,8 @@ from tk_kernels import dispatch, reference
 from tk_kernels.dispatch import TKUnsupportedError
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny ops run fastest on one thread (and don't stall on a busy 2-core CI machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# tiny ops run fastest on one thread (and don't stall on a busy 2-core CI machine)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(autouse=True)

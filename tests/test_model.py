@@ -11,13 +11,8 @@ import model as model_module
 from model import GPT, GPTConfig, KVCache, peak_flops, sample_next
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny ops run fastest on one thread (and don't stall on a busy 2-core CI machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# tiny ops run fastest on one thread (and don't stall on a busy 2-core CI machine)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_gpt(block_size=16, vocab_size=50, n_layer=2, n_head=2, n_embd=32, seed=None, **kw):
