@@ -206,6 +206,26 @@ __device__ __forceinline__ void kv_block_coords(int n_kv_blocks, int bh_count, b
   }
 }
 
+// The order in which a CTA visits its query blocks. Without a causal mask every key block of a head
+// walks the same blocks; in lock-step they would all add their dQ partials into the same dq_accum rows
+// (and read the same Q / dO lines) at the same moment. So non-causal CTAs start at a block proportional
+// to their key block and wrap around (TK_BWD_ROTATE=0: everyone starts at block 0; 2: rotate causal
+// CTAs too). The visiting order is the same in the atomic and deterministic kernels, so dK / dV keep
+// the same summation order on both paths.
+#ifndef TK_BWD_ROTATE
+#define TK_BWD_ROTATE 1
+#endif
+struct query_block_order {
+  int first, end, start;  // blocks [first, end), visited from `start`, wrapping around to `first`
+  __device__ __forceinline__ query_block_order(int mb_first, int mb_end, int kb, int n_kv_blocks, bool causal)
+      : first(mb_first), end(mb_end), start(mb_first) {
+    if (TK_BWD_ROTATE == 2 || (TK_BWD_ROTATE == 1 && !causal))
+      start = mb_first + int(int64_t(kb) * (mb_end - mb_first) / n_kv_blocks);
+  }
+  __device__ __forceinline__ int count() const { return end - first; }
+  __device__ __forceinline__ int next(int mb) const { return mb + 1 == end ? first : mb + 1; }
+};
+
 // Issue the cp.async copies of query block `mb` (Q, dO rows; lse, delta entries) into one buffer.
 // (Head-local gls / pointers: the per-head offsets are computed once per CTA, not kept per thread.)
 template <typename T, int D>
@@ -305,23 +325,23 @@ struct kv_block_pos {
 };
 
 // One query block mb (rows [block_m mb, block_m (mb + 1))) against the CTA's keys, using buffer `stage`:
-// prefetch block mb + 1 into the other buffer, accumulate dV and dK, write dS^T, then ONE barrier
-// (this block's dS^T is complete and block mb + 1 has landed, for every warp), then this block's dQ
-// partial (ATOMIC_DQ). Why one barrier suffices: Q / dO / lse / delta of buffer `stage` are only read
-// before it, so step mb + 1 may refill that buffer right away; dS^T is double-buffered, so its next
-// overwrite (step mb + 2) comes after the barrier of step mb + 1, which every warp reaches only once
-// its dQ reads of step mb are done.
+// prefetch the next block of the CTA's order (mb_next, -1 if none) into the other buffer, accumulate dV
+// and dK, write dS^T, then ONE barrier (this block's dS^T is complete and the next block has landed, for
+// every warp), then this block's dQ partial (ATOMIC_DQ). Why one barrier suffices: Q / dO / lse / delta
+// of buffer `stage` are only read before it, so the next step may refill that buffer right away; dS^T
+// is double-buffered, so its next overwrite (two steps on) comes after the next step's barrier, which
+// every warp reaches only once its dQ reads of this step are done.
 template <typename T, int D, bool ATOMIC_DQ>
 __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos<T> &c,
-                                          int mb, int mb_end, int stage, const rt<T, 16, D> &k_reg,
+                                          int mb, int mb_next, int stage, const rt<T, 16, D> &k_reg,
                                           const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk, rt<float, 16, D> &dv) {
   using cfg = dkdv_config<D>;
   constexpr int QS = cfg::q_step, BM = cfg::block_m;
   const int m0 = mb * BM;
   const int w = warpid();
-  if (mb + 1 < mb_end) fetch_query_block<T, D>(sm.buf[stage ^ 1], c.in, mb + 1);
+  if (mb_next >= 0) fetch_query_block<T, D>(sm.buf[stage ^ 1], c.in, mb_next);
   auto &cur = sm.buf[stage];
-  commit_group();                                 // (possibly empty) group for block mb + 1
+  commit_group();                                 // (possibly empty) group for the next block
 
 #pragma unroll 1
   for (int hq = 0; hq < BM / QS; hq++) {          // query steps of QS within the block
@@ -360,7 +380,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
     mma_AB_streamed<T, QS, D>(dk, ds16, cur.q, hq);    // dK += dS^T Q
   }
 
-  wait_group<0>();                                // block mb + 1 has landed (this thread's copies)
+  wait_group<0>();                                // the next block has landed (this thread's copies)
   __syncthreads();                                // all copies and all warps' dS^T rows are visible
   if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, BM, cfg::dq_warps_m>(cur.dsT, sm.k, c.dq_head, a.seq, m0);
 }
@@ -406,7 +426,8 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
   load_async<KV_THREADS>(sK, a.k, {b, h, n0, 0});
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
   const head_inputs<T> in{a.q.head(b, h), a.dout.head(b, h), a.lse + int64_t(bh) * seq, a.delta + int64_t(bh) * seq};
-  fetch_query_block<T, D>(buf[0], in, mb_first);
+  const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
+  fetch_query_block<T, D>(buf[0], in, order.start);
   commit_group();
   wait_group<0>();
   __syncthreads();
@@ -423,8 +444,9 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
   const dkdv_tiles<T, D> sm{sK, sV, buf};
   float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * seq * D : nullptr;
   const kv_block_pos<T> pos{in, dq_head, n0, key0, kv_tail};
-  for (int mb = mb_first; mb < mb_end; mb++)
-    dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, mb_end, (mb - mb_first) & 1, k_reg, v_reg, dk, dv);
+  for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb))
+    dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1, i & 1, k_reg, v_reg,
+                               dk, dv);
 
   // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (after the barrier no
   // warp reads K any more), then 16-byte stores; keys >= T are skipped.
@@ -634,10 +656,11 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * seq * D : nullptr;
   load_async<KV_THREADS>(sK, a.k, {b, h, n0, 0});
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
-  fetch_query_block_split<T, D>(buf[0], in, mb_first);
+  const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
+  fetch_query_block_split<T, D>(buf[0], in, order.start);
   commit_group();
   if constexpr (ONE_BAR) {                        // two blocks in flight
-    if (mb_first + 1 < mb_end) fetch_query_block_split<T, D>(buf[1], in, mb_first + 1);
+    if (order.count() > 1) fetch_query_block_split<T, D>(buf[1], in, order.next(order.start));
     commit_group();
     wait_group<1>();
   } else {
@@ -655,14 +678,14 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   zero(dv);
 
   if constexpr (ONE_BAR) {
-    int cur_buf = 0, next2_buf = 2, cur_ps = 0;   // buffers of blocks mb, mb + 2; P/dS buffer of mb
-    for (int mb = mb_first; mb < mb_end; mb++) {
+    int cur_buf = 0, next2_buf = 2, cur_ps = 0;   // buffers of blocks i, i + 2; P/dS buffer of i
+    for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb)) {
       const int m0 = mb * BM;
       auto &cur = buf[cur_buf];
       split_phase1<T, D>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
-      wait_group<0>();                            // block mb + 1 has landed (this thread's copies)
-      __syncthreads();                            // P^T / dS^T of mb and block mb + 1 visible; mb - 1 done
-      if (mb + 2 < mb_end) fetch_query_block_split<T, D>(buf[next2_buf], in, mb + 2);
+      wait_group<0>();                            // block i + 1 has landed (this thread's copies)
+      __syncthreads();                            // P^T / dS^T of i and block i + 1 visible; i - 1 done
+      if (i + 2 < order.count()) fetch_query_block_split<T, D>(buf[next2_buf], in, order.next(order.next(mb)));
       commit_group();
       mma_AB_shared<T, D, BM>(dv, ps[cur_ps].p, cur.dout, g, half);   // dV += P^T dO
       mma_AB_shared<T, D, BM>(dk, ps[cur_ps].ds, cur.q, g, half);     // dK += dS^T Q
@@ -674,11 +697,11 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
     }
     __syncthreads();                              // all warps' phase-2 reads of sK are done
   } else {
-    for (int mb = mb_first; mb < mb_end; mb++) {
-      const int stage = (mb - mb_first) & 1;
+    for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb)) {
+      const int stage = i & 1;
       const int m0 = mb * BM;
-      // Buffer stage ^ 1 held block mb - 1, whose last reads (phase 2) precede the previous barrier.
-      if (mb + 1 < mb_end) fetch_query_block_split<T, D>(buf[stage ^ 1], in, mb + 1);
+      // Buffer stage ^ 1 held block i - 1, whose last reads (phase 2) precede the previous barrier.
+      if (i + 1 < order.count()) fetch_query_block_split<T, D>(buf[stage ^ 1], in, order.next(mb));
       commit_group();
       auto &cur = buf[stage];
 
@@ -690,7 +713,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       if constexpr (ATOMIC_DQ)
         dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m>(ps[0].ds, sK, dq_head, seq, m0);
 
-      wait_group<0>();                            // block mb + 1 has landed ...
+      wait_group<0>();                            // block i + 1 has landed ...
       __syncthreads();                            // ... for everyone; P^T / dS^T / buffer reads are done
     }
   }
