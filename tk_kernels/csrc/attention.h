@@ -31,7 +31,8 @@ struct BwdParams {
   const float *lse;                   // (B, H, T) contiguous, from the forward
   void *dq, *dk, *dv;                 // (B, H, T, D) outputs
   float *delta;                       // (B, H, T) contiguous fp32 workspace: rowsum(dO * O)
-  float *dq_accum;                    // (B, H, T, D) contiguous fp32 workspace, zero-filled by the caller
+  float *dq_accum;                    // B * H * dq_accum_rows(T) * D fp32 workspace, zero-filled by the caller
+                                      // (its layout is the kernels' business)
   Strides q_s, k_s, v_s, o_s, do_s, dq_s, dk_s, dv_s;
   int B, H, T, D;
   float scale;
@@ -39,6 +40,9 @@ struct BwdParams {
   bool deterministic;                 // true: bitwise-reproducible dQ (no atomics)
   DType dtype;
 };
+
+// Rows per head of BwdParams::dq_accum: T rounded up to a multiple of 128 (room for whole query blocks).
+constexpr int64_t dq_accum_rows(int64_t T) { return (T + 127) / 128 * 128; }
 
 // Return cudaSuccess or the first CUDA error (launch errors included).
 // Unsupported parameters return cudaErrorInvalidValue; callers validate first.

@@ -156,6 +156,15 @@ template <> struct dkdv_config<128> {
 };
 #pragma nv_diag_default 177
 
+// Warp tiling of a dQ partial (BM x D, contracted over the CTA's 128 keys) and its fp32 staging for the
+// TMA bulk path (see dq_partial_atomic).
+template <int BM, int D, int WM>
+struct dq_tiling {
+  static constexpr int WN = KV_WARPS / WM;  // WM x WN warp grid over the BM x D output
+  static constexpr int TM = BM / WM, TN = D / WN;
+  static constexpr int stage_floats = KV_WARPS * 32 * 32;  // bulk path: one 32 x 32 xor32 block per warp
+};
+
 template <typename T, int D>
 struct dkdv_smem {
   using kv_tile = st<T, KV_BLOCK_N, D>;
@@ -171,12 +180,18 @@ struct dkdv_smem {
     vec lse, delta;
   };
   static constexpr int bytes = shared_bytes<kv_tile, kv_tile, stage_tiles[2]>();
+  using dq_stage = float[dq_tiling<BM, D, dkdv_config<D>::dq_warps_m>::stage_floats];
+  static constexpr int bytes_bulk = shared_bytes<kv_tile, kv_tile, stage_tiles[2], dq_stage>();
 };
 
 template <typename T>
 struct bwd_args {
   gl<T> q, k, v, dout, dq, dk, dv;
-  gl<float> dq_accum;     // (B, H, T, D) contiguous fp32 (atomic path only)
+  gl<float> dq_accum;     // fp32 workspace (atomic path only): B * H heads of T x D, row-major; or, when
+                          // dq_xor32, heads of dq_rows x D in 32 x 32 xor32 blocks (block (i, j) at
+                          // (i * D / 32 + j) * 1024 floats)
+  int dq_rows;            // dq_accum_rows(T)
+  bool dq_xor32;          // dq_accum layout written by the bulk dQ path
   const float *lse;       // (B, H, T) contiguous
   const float *delta;     // (B, H, T) contiguous
   int seq, heads;
@@ -212,6 +227,11 @@ __device__ __forceinline__ void kv_block_coords(int n_kv_blocks, int bh_count, b
 // to their key block and wrap around (TK_BWD_ROTATE=0: everyone starts at block 0; 2: rotate causal
 // CTAs too). The visiting order is the same in the atomic and deterministic kernels, so dK / dV keep
 // the same summation order on both paths.
+// TK_BWD_DQ_BULK=1: on sm_90, dQ partials go through shared memory and TMA bulk reductions instead of
+// red.add instructions (dq_partial_atomic below), where the kernel's shared memory has room for the staging.
+#ifndef TK_BWD_DQ_BULK
+#define TK_BWD_DQ_BULK 0
+#endif
 #ifndef TK_BWD_ROTATE
 #define TK_BWD_ROTATE 1
 #endif
@@ -287,11 +307,18 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
 }
 
 // dQ partial of one query block: (dS K) for this warp's tile of the BM x D output, contracted over
-// the CTA's 128 keys, added atomically into this head's (T, D) slice of dq_accum (rows >= T skipped).
-template <typename T, int D, int BM, int WM, typename DSS, typename KS>
-__device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_head, int seq, int m0) {
-  constexpr int WN = KV_WARPS / WM;  // WM x WN warp grid over the BM x D output
-  constexpr int TM = BM / WM, TN = D / WN;
+// the CTA's 128 keys, added into this head's slice of dq_accum, either with fp32 red.add instructions
+// into the row-major layout (BULK = false; rows >= T skipped) or, on sm_90 (BULK = true), as one 4 KB
+// TMA bulk reduction of the warp's 32 x 32 tile, staged in shared memory (`stage`: 4 KB per warp) in the
+// xor32 block layout that dq_accum then has too (rows >= T are zero: their dS is). The bulk path takes
+// the atomics out of the warp's instruction stream: red.add bursts fill the load/store queue and keep
+// their source registers busy until it drains (ncu: ~15% of the D = 64 kernel's stall samples).
+
+template <typename T, int D, int BM, int WM, bool BULK = false, typename DSS, typename KS>
+__device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_head, int seq, int m0,
+                                                  float *stage = nullptr) {
+  using tiling = dq_tiling<BM, D, WM>;
+  constexpr int TM = tiling::TM, TN = tiling::TN;
   const int wm = warpid() % WM, wn = warpid() / WM;
   rt<float, TM, TN> acc;
   zero(acc);
@@ -304,7 +331,29 @@ __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_h
     mma_AtB(acc, ds_frag, k_frag, acc);
   }
   const int row0 = m0 + wm * TM;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (BULK) {
+    static_assert(TM == 32 && TN == 32, "the bulk dQ path stages 32 x 32 warp tiles");
+    float *warp_stage = stage + warpid() * 1024;
+    bulk_wait_group_read<0>();                    // the previous block's reduction has read the staging block
+    __syncwarp();
+    store_xor32(warp_stage, acc);
+    fence_proxy_async_shared();
+    __syncwarp();
+    if (laneid() == 0) bulk_reduce_add(dq_head + int64_t((row0 / 32) * (D / 32) + wn) * 1024, warp_stage, 4096);
+    bulk_commit_group();
+    return;
+  }
+#endif
   if (row0 < seq) atomic_add<D>(dq_head + int64_t(row0) * D + wn * TN, acc, seq - row0);
+}
+
+// Before a CTA that used the BULK dQ path exits: its bulk reductions must have finished reading shared memory.
+template <bool BULK>
+__device__ __forceinline__ void dq_bulk_drain() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (BULK) bulk_wait_group<0>();
+#endif
 }
 
 // The CTA's shared tiles.
@@ -313,6 +362,7 @@ struct dkdv_tiles {
   using S = dkdv_smem<T, D>;
   typename S::kv_tile &k, &v;
   typename S::stage_tiles (&buf)[2];
+  float *dq_stage;  // fp32 staging of the bulk dQ path (nullptr otherwise)
 };
 
 // Where this CTA sits: its head's inputs and dq_accum slice, first key n0, this warp's first key.
@@ -331,7 +381,7 @@ struct kv_block_pos {
 // of buffer `stage` are only read before it, so the next step may refill that buffer right away; dS^T
 // is double-buffered, so its next overwrite (two steps on) comes after the next step's barrier, which
 // every warp reaches only once its dQ reads of this step are done.
-template <typename T, int D, bool ATOMIC_DQ>
+template <typename T, int D, bool ATOMIC_DQ, bool BULK>
 __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos<T> &c,
                                           int mb, int mb_next, int stage, const rt<T, 16, D> &k_reg,
                                           const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk, rt<float, 16, D> &dv) {
@@ -382,7 +432,8 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
 
   wait_group<0>();                                // the next block has landed (this thread's copies)
   __syncthreads();                                // all copies and all warps' dS^T rows are visible
-  if constexpr (ATOMIC_DQ) dq_partial_atomic<T, D, BM, cfg::dq_warps_m>(cur.dsT, sm.k, c.dq_head, a.seq, m0);
+  if constexpr (ATOMIC_DQ)
+    dq_partial_atomic<T, D, BM, cfg::dq_warps_m, BULK>(cur.dsT, sm.k, c.dq_head, a.seq, m0, sm.dq_stage);
 }
 
 // Epilogue copy of this warp's 16 staged dK / dV rows (in its own rows of sK / sV) to global memory,
@@ -399,7 +450,7 @@ __device__ __noinline__ void store_dkdv_rows(const bwd_args<T> &a, const typenam
   store<WARP_THREADS>(a.dv, subtile<16, D>(sV, w, 0), {b, h, key0, 0});
 }
 
-template <typename T, int D, bool ATOMIC_DQ>
+template <typename T, int D, bool ATOMIC_DQ, bool BULK = false>
 __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
   using cfg = dkdv_config<D>;
   using S = dkdv_smem<T, D>;
@@ -408,6 +459,8 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
   typename S::kv_tile &sK = al.allocate<typename S::kv_tile>();
   typename S::kv_tile &sV = al.allocate<typename S::kv_tile>();
   typename S::stage_tiles(&buf)[2] = al.allocate<typename S::stage_tiles[2]>();
+  float *dq_stage = nullptr;
+  if constexpr (BULK) dq_stage = al.allocate<typename S::dq_stage>();
 
   const int seq = a.seq;
   const int n_kv_blocks = cdiv(seq, KV_BLOCK_N);
@@ -441,11 +494,11 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
   zero(dk);
   zero(dv);
 
-  const dkdv_tiles<T, D> sm{sK, sV, buf};
-  float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * seq * D : nullptr;
+  const dkdv_tiles<T, D> sm{sK, sV, buf, dq_stage};
+  float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * (BULK ? a.dq_rows : seq) * D : nullptr;
   const kv_block_pos<T> pos{in, dq_head, n0, key0, kv_tail};
   for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb))
-    dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1, i & 1, k_reg, v_reg,
+    dkdv_step<T, D, ATOMIC_DQ, BULK>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1, i & 1, k_reg, v_reg,
                                dk, dv);
 
   // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (after the barrier no
@@ -458,6 +511,7 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
   store(dv_stage, dv);
   __syncwarp();
   store_dkdv_rows<T, D>(a, sK, sV, n_kv_blocks, bh_count);
+  dq_bulk_drain<BULK>();
 }
 
 // ============================================================================================
@@ -528,6 +582,10 @@ struct split_smem {
   static constexpr int n_buf = ONE_BAR ? 3 : 2;  // query-side buffers
   static constexpr int n_ps = ONE_BAR ? 2 : 1;   // P^T / dS^T buffers
   static constexpr int bytes = shared_bytes<kv_tile, kv_tile, stage_tiles[n_buf], ps_tiles[n_ps]>();
+  using dq_stage = float[dq_tiling<BM, D, dkdv_config<D>::dq_warps_m>::stage_floats];
+#pragma nv_diag_suppress 177  // (unused by the one-barrier variant, which has no room for the staging)
+  static constexpr int bytes_bulk = shared_bytes<kv_tile, kv_tile, stage_tiles[n_buf], ps_tiles[n_ps], dq_stage>();
+#pragma nv_diag_default 177
 };
 
 // Issue the cp.async copies of query block `mb` into one buffer (split variant).
@@ -629,7 +687,7 @@ __device__ __noinline__ void store_dkdv_split(const bwd_args<T> &a, const split_
   store<WARP_THREADS>(a.dv, subtile<32, D / 2>(sV, g, half), c);
 }
 
-template <typename T, int D, bool ATOMIC_DQ, bool ONE_BAR>
+template <typename T, int D, bool ATOMIC_DQ, bool ONE_BAR, bool BULK = false>
 __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __grid_constant__ bwd_args<T> a) {
   using S = split_smem<T, D, ONE_BAR>;
   extern __shared__ __align__(128) char smem[];
@@ -638,6 +696,8 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   typename S::kv_tile &sV = al.allocate<typename S::kv_tile>();
   typename S::stage_tiles(&buf)[S::n_buf] = al.allocate<typename S::stage_tiles[S::n_buf]>();
   typename S::ps_tiles(&ps)[S::n_ps] = al.allocate<typename S::ps_tiles[S::n_ps]>();
+  float *dq_stage = nullptr;
+  if constexpr (BULK) dq_stage = al.allocate<typename S::dq_stage>();
 
   const int seq = a.seq;
   const int n_kv_blocks = cdiv(seq, KV_BLOCK_N);
@@ -653,7 +713,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   const bool kv_tail = n0 + KV_BLOCK_N > seq;
 
   const head_inputs<T> in{a.q.head(b, h), a.dout.head(b, h), a.lse + int64_t(bh) * seq, a.delta + int64_t(bh) * seq};
-  float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * seq * D : nullptr;
+  float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * (BULK ? a.dq_rows : seq) * D : nullptr;
   load_async<KV_THREADS>(sK, a.k, {b, h, n0, 0});
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
   const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
@@ -690,7 +750,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       mma_AB_shared<T, D, BM>(dv, ps[cur_ps].p, cur.dout, g, half);   // dV += P^T dO
       mma_AB_shared<T, D, BM>(dk, ps[cur_ps].ds, cur.q, g, half);     // dK += dS^T Q
       if constexpr (ATOMIC_DQ)
-        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m>(ps[cur_ps].ds, sK, dq_head, seq, m0);
+        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m, BULK>(ps[cur_ps].ds, sK, dq_head, seq, m0, dq_stage);
       cur_buf = cur_buf == 2 ? 0 : cur_buf + 1;
       next2_buf = next2_buf == 2 ? 0 : next2_buf + 1;
       cur_ps ^= 1;
@@ -711,7 +771,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       mma_AB_shared<T, D, BM>(dv, ps[0].p, cur.dout, g, half);   // dV += P^T dO
       mma_AB_shared<T, D, BM>(dk, ps[0].ds, cur.q, g, half);     // dK += dS^T Q
       if constexpr (ATOMIC_DQ)
-        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m>(ps[0].ds, sK, dq_head, seq, m0);
+        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m, BULK>(ps[0].ds, sK, dq_head, seq, m0, dq_stage);
 
       wait_group<0>();                            // block i + 1 has landed ...
       __syncthreads();                            // ... for everyone; P^T / dS^T / buffer reads are done
@@ -724,12 +784,14 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   store(subtile<32, D / 2>(sV, g, half), dv);
   __syncwarp();
   store_dkdv_split<T, D>(a, sK, sV, n_kv_blocks, bh_count);
+  dq_bulk_drain<BULK>();
 }
 
 // ============================================================================================
 // dq = scale * dq_accum (atomic path)
 // ============================================================================================
-// One thread per 8 consecutive elements of a row: two 16-byte fp32 loads, one 16-byte store.
+// One thread per 8 consecutive elements of a row: two 16-byte fp32 loads, one 16-byte store. The 8
+// elements are contiguous in both dq_accum layouts (xor32 permutes whole groups of 8 within a row).
 constexpr int CONVERT_THREADS = 256;
 
 template <typename T>
@@ -744,7 +806,10 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_kernel(const _
   const int t = int(row % a.seq);
   const int bh = int(row / a.seq);
   const int b = bh / a.heads, h = bh % a.heads;
-  const float4 *src = reinterpret_cast<const float4 *>(a.dq_accum.ptr + row * D + col);
+  const float *head = a.dq_accum.ptr + int64_t(bh) * (a.dq_xor32 ? a.dq_rows : a.seq) * D;
+  const int64_t off = a.dq_xor32 ? int64_t((t / 32) * (D / 32) + col / 32) * 1024 + xor32_offset(t % 32, col % 32)
+                                 : int64_t(t) * D + col;
+  const float4 *src = reinterpret_cast<const float4 *>(head + off);
   const float4 x = src[0], y = src[1];
   const float s = a.scale;
   packed_t<T> out[4] = {
@@ -900,8 +965,10 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   a.dq = make_gl<T>(p, p.dq, p.dq_s);
   a.dk = make_gl<T>(p, p.dk, p.dk_s);
   a.dv = make_gl<T>(p, p.dv, p.dv_s);
+  a.dq_rows = int(dq_accum_rows(p.T));
   const int64_t TD = int64_t(p.T) * D;
   a.dq_accum = gl<float>{p.dq_accum, p.B, p.H, p.T, D, TD * p.H, TD, D};
+  a.dq_xor32 = false;
   a.lse = p.lse;
   a.delta = p.delta;
   a.seq = p.T;
@@ -921,22 +988,27 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
-  // 2. dK, dV (+ dQ partials)
+  // 2. dK, dV (+ dQ partials). The shared memory the device allows per block decides between pipelines.
+  int dev = 0, optin = 0, cc_major = 0;
+  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return err;
+  const bool bulk_ok = TK_BWD_DQ_BULK != 0 && cc_major >= 9 && !p.deterministic;  // TMA bulk dQ path (sm_90)
   const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
   if constexpr (split_enabled<D>) {
-    // the one-barrier pipeline (atomic dQ path, 64-query blocks) where the device's smem fits it
-    bool one_bar = false;
-    if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64) {
-      if (!p.deterministic) {
-        int dev = 0, optin = 0;
-        if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
-        if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
-          return err;
-        one_bar = split_smem<T, D, true>::bytes <= optin;
-      }
-    }
     constexpr int smem = split_smem<T, D, false>::bytes;
-    if (one_bar) {
+    // the one-barrier pipeline (atomic dQ path, 64-query blocks) where the device's smem fits it; with
+    // TK_BWD_DQ_BULK=1 the two-barrier pipeline with bulk dQ is preferred (the one-barrier one has no room
+    // for the staging)
+    bool one_bar = false;
+    if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64)
+      one_bar = !p.deterministic && split_smem<T, D, true>::bytes <= optin;
+    const bool bulk = bulk_ok && TK_BWD_DQ_BULK == 1 && split_smem<T, D, false>::bytes_bulk <= optin;
+    if (bulk) {
+      a.dq_xor32 = true;
+      err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false, true>, kv_grid, KV_THREADS,
+                             split_smem<T, D, false>::bytes_bulk, stream, a);
+    } else if (one_bar) {
       if constexpr (split_block_m<D> == 64)
         err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true>, kv_grid, KV_THREADS,
                                split_smem<T, D, true>::bytes, stream, a);
@@ -947,8 +1019,13 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
     }
   } else {
     constexpr int smem = dkdv_smem<T, D>::bytes;
-    err = p.deterministic ? launch_with_smem(bwd_dkdv_kernel<T, D, false>, kv_grid, KV_THREADS, smem, stream, a)
-                          : launch_with_smem(bwd_dkdv_kernel<T, D, true>, kv_grid, KV_THREADS, smem, stream, a);
+    if (p.deterministic)
+      err = launch_with_smem(bwd_dkdv_kernel<T, D, false>, kv_grid, KV_THREADS, smem, stream, a);
+    else if (bulk_ok && dkdv_smem<T, D>::bytes_bulk <= optin)
+      err = launch_with_smem(bwd_dkdv_kernel<T, D, true, true>, kv_grid, KV_THREADS, dkdv_smem<T, D>::bytes_bulk,
+                             stream, (a.dq_xor32 = true, a));
+    else
+      err = launch_with_smem(bwd_dkdv_kernel<T, D, true>, kv_grid, KV_THREADS, smem, stream, a);
   }
   if (err != cudaSuccess) return err;
 

@@ -106,7 +106,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
   if (B * H == 0) return {dq, dk, dv};
   at::Tensor delta = at::empty({B, H, T}, q.options().dtype(at::kFloat));
   at::Tensor dq_accum;
-  if (!deterministic) dq_accum = at::zeros({B, H, T, D}, q.options().dtype(at::kFloat));
+  if (!deterministic) dq_accum = at::zeros({B, H, tk_attn::dq_accum_rows(T), D}, q.options().dtype(at::kFloat));
 
   tk_attn::BwdParams p{};
   p.q = q.data_ptr(); p.k = k.data_ptr(); p.v = v.data_ptr(); p.o = o.data_ptr(); p.dout = dout.data_ptr();

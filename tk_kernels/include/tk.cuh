@@ -20,6 +20,7 @@
 #include "ops/warp/memory/register_to_global.cuh"
 #include "ops/warp/memory/vec.cuh"
 #include "ops/warp/memory/atomic_add_pitched.cuh"
+#include "ops/warp/memory/bulk_reduce.cuh"
 #include "ops/warp/register/mma.cuh"
 #include "ops/warp/register/maps.cuh"
 #include "ops/warp/register/reductions.cuh"
