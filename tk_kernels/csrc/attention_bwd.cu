@@ -232,6 +232,9 @@ __device__ __forceinline__ void kv_block_coords(int n_kv_blocks, int bh_count, b
 #ifndef TK_BWD_DQ_BULK
 #define TK_BWD_DQ_BULK 0
 #endif
+#ifndef TK_BWD_D128_BULK_PIPE
+#define TK_BWD_D128_BULK_PIPE 1  // D = 128 bulk dQ: 1 = one-barrier pipeline (staging in a free query buffer), 2 = two-barrier
+#endif
 #ifndef TK_BWD_ROTATE
 #define TK_BWD_ROTATE 1
 #endif
@@ -309,7 +312,7 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
 // dQ partial of one query block: (dS K) for this warp's tile of the BM x D output, contracted over
 // the CTA's 128 keys, added into this head's slice of dq_accum, either with fp32 red.add instructions
 // into the row-major layout (BULK = false; rows >= T skipped) or, on sm_90 (BULK = true), as one 4 KB
-// TMA bulk reduction of the warp's 32 x 32 tile, staged in shared memory (`stage`: 4 KB per warp) in the
+// TMA bulk reduction of the warp's 32 x 32 tile, staged in shared memory (`stage`: this warp's 4 KB) in the
 // xor32 block layout that dq_accum then has too (rows >= T are zero: their dS is). The bulk path takes
 // the atomics out of the warp's instruction stream: red.add bursts fill the load/store queue and keep
 // their source registers busy until it drains (ncu: ~15% of the D = 64 kernel's stall samples).
@@ -334,7 +337,7 @@ __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_h
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (BULK) {
     static_assert(TM == 32 && TN == 32, "the bulk dQ path stages 32 x 32 warp tiles");
-    float *warp_stage = stage + warpid() * 1024;
+    float *warp_stage = stage;
     bulk_wait_group_read<0>();                    // the previous block's reduction has read the staging block
     __syncwarp();
     store_xor32(warp_stage, acc);
@@ -433,7 +436,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
   wait_group<0>();                                // the next block has landed (this thread's copies)
   __syncthreads();                                // all copies and all warps' dS^T rows are visible
   if constexpr (ATOMIC_DQ)
-    dq_partial_atomic<T, D, BM, cfg::dq_warps_m, BULK>(cur.dsT, sm.k, c.dq_head, a.seq, m0, sm.dq_stage);
+    dq_partial_atomic<T, D, BM, cfg::dq_warps_m, BULK>(cur.dsT, sm.k, c.dq_head, a.seq, m0, sm.dq_stage + w * 1024);
 }
 
 // Epilogue copy of this warp's 16 staged dK / dV rows (in its own rows of sK / sV) to global memory,
@@ -564,6 +567,7 @@ template <int D> constexpr bool split_kv_in_registers = D == 64 && split_block_m
 // Both pipelines run the same arithmetic in the same order, so dK / dV stay bitwise equal.
 template <typename T, int D> using split_kv_tile = st<T, KV_BLOCK_N, D>;
 
+#pragma nv_diag_suppress 177  // (members used by only some of the pipelines)
 template <typename T, int D, bool ONE_BAR>
 struct split_smem {
   static_assert(!ONE_BAR || split_block_m<D> == 64, "the one-barrier pipeline needs 64-query blocks");
@@ -575,6 +579,7 @@ struct split_smem {
   struct stage_tiles {
     q_tile q, dout;
     vec lse, delta;
+    static constexpr int q_cols = D;
   };
   struct ps_tiles {
     pt_tile p, ds;  // P^T, dS^T
@@ -582,11 +587,13 @@ struct split_smem {
   static constexpr int n_buf = ONE_BAR ? 3 : 2;  // query-side buffers
   static constexpr int n_ps = ONE_BAR ? 2 : 1;   // P^T / dS^T buffers
   static constexpr int bytes = shared_bytes<kv_tile, kv_tile, stage_tiles[n_buf], ps_tiles[n_ps]>();
+  // bulk dQ path: the two-barrier pipeline adds a 4 KB staging block per warp; the one-barrier pipeline
+  // stages in the query buffer it is about to refill (see bwd_dkdv_split_kernel), so it needs nothing more
   using dq_stage = float[dq_tiling<BM, D, dkdv_config<D>::dq_warps_m>::stage_floats];
-#pragma nv_diag_suppress 177  // (unused by the one-barrier variant, which has no room for the staging)
-  static constexpr int bytes_bulk = shared_bytes<kv_tile, kv_tile, stage_tiles[n_buf], ps_tiles[n_ps], dq_stage>();
-#pragma nv_diag_default 177
+  static constexpr int bytes_bulk =
+      ONE_BAR ? bytes : shared_bytes<kv_tile, kv_tile, stage_tiles[n_buf], ps_tiles[n_ps], dq_stage>();
 };
+#pragma nv_diag_default 177
 
 // Issue the cp.async copies of query block `mb` into one buffer (split variant).
 template <typename T, int D, typename Buf>
@@ -687,6 +694,27 @@ __device__ __noinline__ void store_dkdv_split(const bwd_args<T> &a, const split_
   store<WARP_THREADS>(a.dv, subtile<32, D / 2>(sV, g, half), c);
 }
 
+// The same copies split by warp (D = 128, 64-query blocks): warp w loads rows [16 (w % 4), 16 (w % 4) + 16) of
+// Q (w < 4) or dO (w >= 4), a contiguous 4 KB of the buffer, which is also the block the one-barrier bulk
+// pipeline uses as that warp's dQ staging (so a warp only waits for its own bulk reduction before refilling).
+template <typename T, int D, typename Buf>
+__device__ __forceinline__ void fetch_query_block_split_warp(Buf &buf, const head_inputs<T> &in, int mb) {
+  static_assert(D == 128 && split_block_m<D> == 64, "per-warp query-block fetch: D = 128, 64-query blocks");
+  const int m0 = mb * split_block_m<D>;
+  const int w = warpid(), r = 16 * (w & 3), seq = in.q.seq;
+  if (w < 4) load_async<WARP_THREADS>(subtile<16, D>(buf.q, w & 3, 0), in.q, {0, 0, m0 + r, 0});
+  else load_async<WARP_THREADS>(subtile<16, D>(buf.dout, w & 3, 0), in.dout, {0, 0, m0 + r, 0});
+  if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, in.lse + m0, seq - m0);
+  else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, in.delta + m0, seq - m0);
+}
+// This warp's 4 KB of a query buffer in that split (its dQ staging block in the one-barrier bulk pipeline).
+template <typename Buf>
+__device__ __forceinline__ float *warp_share(Buf &buf) {
+  const int w = warpid();
+  auto *tile = w < 4 ? buf.q.data : buf.dout.data;
+  return reinterpret_cast<float *>(tile + 16 * (w & 3) * Buf::q_cols);
+}
+
 template <typename T, int D, bool ATOMIC_DQ, bool ONE_BAR, bool BULK = false>
 __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __grid_constant__ bwd_args<T> a) {
   using S = split_smem<T, D, ONE_BAR>;
@@ -696,8 +724,9 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   typename S::kv_tile &sV = al.allocate<typename S::kv_tile>();
   typename S::stage_tiles(&buf)[S::n_buf] = al.allocate<typename S::stage_tiles[S::n_buf]>();
   typename S::ps_tiles(&ps)[S::n_ps] = al.allocate<typename S::ps_tiles[S::n_ps]>();
-  float *dq_stage = nullptr;
-  if constexpr (BULK) dq_stage = al.allocate<typename S::dq_stage>();
+  constexpr bool STAGED = ONE_BAR && BULK;         // one-barrier pipeline, dQ staged in the query buffers
+  float *dq_stage = nullptr;                      // this warp's 4 KB staging block (two-barrier bulk path)
+  if constexpr (BULK && !ONE_BAR) dq_stage = al.allocate<typename S::dq_stage>() + warpid() * 1024;
 
   const int seq = a.seq;
   const int n_kv_blocks = cdiv(seq, KV_BLOCK_N);
@@ -719,7 +748,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
   fetch_query_block_split<T, D>(buf[0], in, order.start);
   commit_group();
-  if constexpr (ONE_BAR) {                        // two blocks in flight
+  if constexpr (ONE_BAR && !STAGED) {             // two blocks in flight
     if (order.count() > 1) fetch_query_block_split<T, D>(buf[1], in, order.next(order.start));
     commit_group();
     wait_group<1>();
@@ -737,7 +766,33 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   zero(dk);
   zero(dv);
 
-  if constexpr (ONE_BAR) {
+  if constexpr (STAGED) {
+    // One-barrier pipeline with bulk dQ: 3 query buffers = block i (cur), block i + 1 (being fetched),
+    // and the one block i - 1 used, now free: warps stage their dQ partial of block i in their own 4 KB
+    // of it, and at the top of step i + 1 each warp waits for the TMA to have read its staging block and
+    // refills exactly that 4 KB with its share of block i + 2... i.e. the prefetch distance is one block
+    // (the copies issued at the top of step i land during phase 1 and are waited for before its barrier).
+    int cur_buf = 0, cur_ps = 0;
+    for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb)) {
+      const int m0 = mb * BM;
+      const int next_buf = cur_buf == 2 ? 0 : cur_buf + 1, free_buf = next_buf == 2 ? 0 : next_buf + 1;
+      bulk_wait_group_read<0>();                  // the TMA has read this warp's dQ staging of block i - 2
+      __syncwarp();
+      if (i + 1 < order.count()) fetch_query_block_split_warp<T, D>(buf[next_buf], in, order.next(mb));
+      commit_group();
+      auto &cur = buf[cur_buf];
+      split_phase1<T, D>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
+      wait_group<0>();                            // block i + 1 has landed (this thread's copies)
+      __syncthreads();                            // P^T / dS^T of i and block i + 1 visible; i - 1 done
+      mma_AB_shared<T, D, BM>(dv, ps[cur_ps].p, cur.dout, g, half);   // dV += P^T dO
+      mma_AB_shared<T, D, BM>(dk, ps[cur_ps].ds, cur.q, g, half);     // dK += dS^T Q
+      dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m, true>(ps[cur_ps].ds, sK, dq_head, seq, m0,
+                                                                     warp_share(buf[free_buf]));
+      cur_buf = next_buf;
+      cur_ps ^= 1;
+    }
+    __syncthreads();                              // all warps' phase-2 reads of sK are done
+  } else if constexpr (ONE_BAR) {
     int cur_buf = 0, next2_buf = 2, cur_ps = 0;   // buffers of blocks i, i + 2; P/dS buffer of i
     for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb)) {
       const int m0 = mb * BM;
@@ -997,15 +1052,19 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
   if constexpr (split_enabled<D>) {
     constexpr int smem = split_smem<T, D, false>::bytes;
-    // the one-barrier pipeline (atomic dQ path, 64-query blocks) where the device's smem fits it; with
-    // TK_BWD_DQ_BULK=1 the two-barrier pipeline with bulk dQ is preferred (the one-barrier one has no room
-    // for the staging)
+    // the one-barrier pipeline (atomic dQ path, 64-query blocks) where the device's smem fits it; the bulk
+    // dQ path (sm_90) with the one-barrier pipeline (TK_BWD_D128_BULK_PIPE=1) or the two-barrier one (=2)
     bool one_bar = false;
     if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64)
       one_bar = !p.deterministic && split_smem<T, D, true>::bytes <= optin;
-    const bool bulk = bulk_ok && TK_BWD_DQ_BULK == 1 && split_smem<T, D, false>::bytes_bulk <= optin;
-    if (bulk) {
-      a.dq_xor32 = true;
+    const bool bulk1 = bulk_ok && one_bar && TK_BWD_D128_BULK_PIPE == 1;
+    const bool bulk2 = bulk_ok && !bulk1 && split_smem<T, D, false>::bytes_bulk <= optin;
+    if (bulk1 || bulk2) a.dq_xor32 = true;
+    if (bulk1) {
+      if constexpr (split_block_m<D> == 64)
+        err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true, true>, kv_grid, KV_THREADS,
+                               split_smem<T, D, true>::bytes, stream, a);
+    } else if (bulk2) {
       err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false, true>, kv_grid, KV_THREADS,
                              split_smem<T, D, false>::bytes_bulk, stream, a);
     } else if (one_bar) {

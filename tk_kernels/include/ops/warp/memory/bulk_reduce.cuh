@@ -15,7 +15,7 @@
 // The order a warp needs: wait_group_read (the previous reduction has read the staging block) ->
 // __syncwarp -> store_xor32 -> fence_proxy_async_shared -> __syncwarp -> bulk_reduce_add by one lane ->
 // bulk_commit_group; and bulk_wait_group<0> before the CTA exits. Addresses 16-byte aligned, bytes a
-// multiple of 16. The bulk ops are sm_90+ only: call them under `#if __CUDA_ARCH__ >= 900`.
+// multiple of 16. The bulk ops are sm_90+ only (see below).
 #pragma once
 #include "../../../types/register/rt.cuh"
 
@@ -47,25 +47,34 @@ __device__ __forceinline__ void store_xor32(float *dst, const RT &src) {
       }
 }
 
+// (Declared for every architecture so kernels that pick the path at run time compile everywhere; before
+// sm_90 the waits and the fence do nothing and bulk_reduce_add traps: launchers must not take the bulk
+// path there.)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
+#define TK_BULK_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define TK_BULK_ASM(...) ((void)0)
+#endif
+__device__ __forceinline__ void fence_proxy_async_shared() { TK_BULK_ASM("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_reduce_add(float *dst, const float *src, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
                    __cvta_generic_to_global(dst)),
                "r"(smem_u32(src)), "r"(bytes)
                : "memory");
+#else
+  __trap();
+#endif
 }
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_commit_group() { TK_BULK_ASM("cp.async.bulk.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void bulk_wait_group_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+  TK_BULK_ASM("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 template <int N>
 __device__ __forceinline__ void bulk_wait_group() {
-  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+  TK_BULK_ASM("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
-#endif
+#undef TK_BULK_ASM
 
 }  // namespace tk
