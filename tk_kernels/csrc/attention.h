@@ -45,4 +45,10 @@ struct BwdParams {
 cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream);
 cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream);
 
+// Shared memory per block (bytes) that the forward / backward need at least (their smallest
+// configurations); a GPU whose opt-in limit per block is smaller cannot run them. The backward picks
+// its configuration at launch from the device's limit, capped by $TK_SMEM_LIMIT if set (testing).
+int attention_forward_min_smem_bytes();
+int attention_backward_min_smem_bytes();
+
 }  // namespace tk_attn

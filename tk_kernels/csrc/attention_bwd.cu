@@ -19,6 +19,7 @@
 //                          accumulates dQ in registers, so dQ is bitwise reproducible (no atomics).
 // Convention: dq_accum holds the UNSCALED sum of dS K; the scale is applied by the convert kernel.
 #include <cmath>
+#include <cstdlib>
 
 #include "attention.h"
 #include "tk.cuh"
@@ -136,9 +137,14 @@ constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
 #endif
 // (Each build uses one kernel per head dim, so some knobs of the other kernel stay unreferenced.)
 #pragma nv_diag_suppress 177
-template <int D> struct dkdv_config;
-template <> struct dkdv_config<64> {
-  static constexpr int block_m = TK_BWD_D64_BLOCK_M;  // queries per block (one barrier + dQ partial each)
+// block_m (queries per block; one barrier + dQ partial each) is a template parameter: the default
+// (dkdv_block_m) runs where the device's opt-in shared memory fits it, the small one
+// (dkdv_small_block_m) on 99 KB parts (RTX 30xx / 40xx: sm_86 / sm_89); the launcher picks.
+template <int D> constexpr int dkdv_block_m = D == 64 ? TK_BWD_D64_BLOCK_M : 64;
+template <int D> constexpr int dkdv_small_block_m = D == 64 ? 64 : 16;
+template <int D, int BM = dkdv_block_m<D>> struct dkdv_config;
+template <int BM> struct dkdv_config<64, BM> {
+  static constexpr int block_m = BM;                  // queries per block (one barrier + dQ partial each)
   static constexpr int min_blocks = TK_BWD_D64_MIN_BLOCKS;
   static constexpr bool kv_in_registers = TK_BWD_D64_KV_REGS;
   static constexpr int q_step = TK_BWD_D64_Q_STEP;    // queries per S^T / dP^T register tile
@@ -146,20 +152,21 @@ template <> struct dkdv_config<64> {
   static_assert((block_m == 64 || block_m == 128) && (q_step == 32 || q_step == 64) && block_m % q_step == 0,
                 "TK_BWD_D64_BLOCK_M must be 64 or 128 and TK_BWD_D64_Q_STEP 32 or 64 (dividing it)");
 };
-template <> struct dkdv_config<128> {
-  static constexpr int block_m = 64;    // (128 would need > 227 KB of shared memory)
+template <int BM> struct dkdv_config<128, BM> {
+  static constexpr int block_m = BM;    // default 64 (128 would need > 227 KB of shared memory); small: 16
   static constexpr int min_blocks = 1;
   static constexpr bool kv_in_registers = false;
-  static constexpr int q_step = TK_BWD_D128_Q_STEP;  // queries per S^T / dP^T register tile
-  static_assert(q_step == 32 || q_step == 64, "TK_BWD_D128_Q_STEP must be 32 or 64");
-  static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
+  static constexpr int q_step = TK_BWD_D128_Q_STEP < BM ? TK_BWD_D128_Q_STEP : BM;  // S^T / dP^T tile width
+  static_assert(TK_BWD_D128_Q_STEP == 32 || TK_BWD_D128_Q_STEP == 64, "TK_BWD_D128_Q_STEP must be 32 or 64");
+  static_assert(BM == 16 || BM == 32 || BM == 64, "D = 128: block_m must be 16, 32 or 64");
+  static constexpr int dq_warps_m = BM >= 32 ? 2 : 1;  // dQ partial (BM x 128): warp tile BM/2 x 32 (16 x 16)
 };
 #pragma nv_diag_default 177
 
-template <typename T, int D>
+template <typename T, int D, int BLOCK_M = dkdv_block_m<D>>
 struct dkdv_smem {
   using kv_tile = st<T, KV_BLOCK_N, D>;
-  static constexpr int BM = dkdv_config<D>::block_m;
+  static constexpr int BM = dkdv_config<D, BLOCK_M>::block_m;
   using q_tile = st<T, BM, D>;
   using ds_tile = st<T, KV_BLOCK_N, BM>;  // dS^T: [key][query]
   using vec = sv<float, BM>;
@@ -228,10 +235,10 @@ struct query_block_order {
 
 // Issue the cp.async copies of query block `mb` (Q, dO rows; lse, delta entries) into one buffer.
 // (Head-local gls / pointers: the per-head offsets are computed once per CTA, not kept per thread.)
-template <typename T, int D>
-__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::stage_tiles &buf, const head_inputs<T> &in,
-                                                  int mb) {
-  const int m0 = mb * dkdv_config<D>::block_m;
+template <typename T, int D, int BLOCK_M = dkdv_block_m<D>>
+__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D, BLOCK_M>::stage_tiles &buf,
+                                                  const head_inputs<T> &in, int mb) {
+  const int m0 = mb * BLOCK_M;
   load_async<KV_THREADS>(buf.q, in.q, {0, 0, m0, 0});
   load_async<KV_THREADS>(buf.dout, in.dout, {0, 0, m0, 0});
   const int w = warpid(), seq = in.q.seq;
@@ -308,9 +315,9 @@ __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_h
 }
 
 // The CTA's shared tiles.
-template <typename T, int D>
+template <typename T, int D, int BLOCK_M = dkdv_block_m<D>>
 struct dkdv_tiles {
-  using S = dkdv_smem<T, D>;
+  using S = dkdv_smem<T, D, BLOCK_M>;
   typename S::kv_tile &k, &v;
   typename S::stage_tiles (&buf)[2];
 };
@@ -331,15 +338,15 @@ struct kv_block_pos {
 // of buffer `stage` are only read before it, so the next step may refill that buffer right away; dS^T
 // is double-buffered, so its next overwrite (two steps on) comes after the next step's barrier, which
 // every warp reaches only once its dQ reads of this step are done.
-template <typename T, int D, bool ATOMIC_DQ>
-__device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos<T> &c,
+template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M = dkdv_block_m<D>>
+__device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, const bwd_args<T> &a, const kv_block_pos<T> &c,
                                           int mb, int mb_next, int stage, const rt<T, 16, D> &k_reg,
                                           const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk, rt<float, 16, D> &dv) {
-  using cfg = dkdv_config<D>;
+  using cfg = dkdv_config<D, BLOCK_M>;
   constexpr int QS = cfg::q_step, BM = cfg::block_m;
   const int m0 = mb * BM;
   const int w = warpid();
-  if (mb_next >= 0) fetch_query_block<T, D>(sm.buf[stage ^ 1], c.in, mb_next);
+  if (mb_next >= 0) fetch_query_block<T, D, BLOCK_M>(sm.buf[stage ^ 1], c.in, mb_next);
   auto &cur = sm.buf[stage];
   commit_group();                                 // (possibly empty) group for the next block
 
@@ -399,10 +406,11 @@ __device__ __noinline__ void store_dkdv_rows(const bwd_args<T> &a, const typenam
   store<WARP_THREADS>(a.dv, subtile<16, D>(sV, w, 0), {b, h, key0, 0});
 }
 
-template <typename T, int D, bool ATOMIC_DQ>
-__global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
-  using cfg = dkdv_config<D>;
-  using S = dkdv_smem<T, D>;
+template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M = dkdv_block_m<D>>
+__global__ void __launch_bounds__(KV_THREADS, dkdv_config<D, BLOCK_M>::min_blocks)
+bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
+  using cfg = dkdv_config<D, BLOCK_M>;
+  using S = dkdv_smem<T, D, BLOCK_M>;
   extern __shared__ __align__(128) char smem[];
   shared_allocator al(smem);
   typename S::kv_tile &sK = al.allocate<typename S::kv_tile>();
@@ -427,7 +435,7 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
   const head_inputs<T> in{a.q.head(b, h), a.dout.head(b, h), a.lse + int64_t(bh) * seq, a.delta + int64_t(bh) * seq};
   const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
-  fetch_query_block<T, D>(buf[0], in, order.start);
+  fetch_query_block<T, D, BLOCK_M>(buf[0], in, order.start);
   commit_group();
   wait_group<0>();
   __syncthreads();
@@ -441,12 +449,12 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
   zero(dk);
   zero(dv);
 
-  const dkdv_tiles<T, D> sm{sK, sV, buf};
+  const dkdv_tiles<T, D, BLOCK_M> sm{sK, sV, buf};
   float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * seq * D : nullptr;
   const kv_block_pos<T> pos{in, dq_head, n0, key0, kv_tail};
   for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb))
-    dkdv_step<T, D, ATOMIC_DQ>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1, i & 1, k_reg, v_reg,
-                               dk, dv);
+    dkdv_step<T, D, ATOMIC_DQ, BLOCK_M>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1, i & 1, k_reg,
+                                        v_reg, dk, dv);
 
   // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (after the barrier no
   // warp reads K any more), then 16-byte stores; keys >= T are skipped.
@@ -890,6 +898,37 @@ cudaError_t launch_with_smem(K kernel, unsigned grid, int threads, int smem, cud
   return cudaGetLastError();
 }
 
+// Shared memory per block that the configuration choice below may use: the device's opt-in limit,
+// capped by the environment variable TK_SMEM_LIMIT (bytes) when it is set to a positive number. The
+// cap is a testing override (read on every call): TK_SMEM_LIMIT=101376 makes an A100 / H100 / H200
+// run the configurations of a 99 KB GPU (RTX 30xx / 40xx).
+cudaError_t smem_budget(int &bytes) {
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return err;
+  if (const char *env = std::getenv("TK_SMEM_LIMIT")) {
+    const long cap = std::strtol(env, nullptr, 10);
+    if (cap > 0 && cap < bytes) bytes = int(cap);
+  }
+  return cudaSuccess;
+}
+
+// The dK / dV kernel's smallest configuration (the one for 99 KB GPUs): its shared-memory bytes.
+template <typename T, int D>
+constexpr int dkdv_small_bytes = dkdv_smem<T, D, dkdv_small_block_m<D>>::bytes;
+// The most shared memory per block the backward needs in its smallest configuration (both dtypes
+// have 16-bit elements, so bf16 stands for both).
+constexpr int bwd_min_smem_bytes() {
+  int m = 0;
+  for (int b : {dkdv_small_bytes<bf16, 64>, dkdv_small_bytes<bf16, 128>, dq_smem<bf16, 64>::bytes,
+                dq_smem<bf16, 128>::bytes})
+    m = b > m ? b : m;
+  return m;
+}
+constexpr int SMALL_GPU_SMEM = 101376;  // opt-in shared memory per block of sm_86 / sm_89 GPUs (99 KB)
+static_assert(bwd_min_smem_bytes() <= SMALL_GPU_SMEM, "the small configurations must fit 99 KB GPUs");
+
 template <typename T, int D>
 cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   bwd_args<T> a;
@@ -921,20 +960,22 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
-  // 2. dK, dV (+ dQ partials)
+  // 2. dK, dV (+ dQ partials): the largest configuration that fits the shared-memory budget
   const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
-  if constexpr (split_enabled<D>) {
+  int budget = 0;
+  if ((err = smem_budget(budget)) != cudaSuccess) return err;
+  constexpr int small_bm = dkdv_small_block_m<D>;
+  constexpr int small_smem = dkdv_small_bytes<T, D>;
+  if (budget < (split_enabled<D> ? split_smem<T, D, false>::bytes : dkdv_smem<T, D>::bytes)) {
+    // 99 KB GPUs: the transposed kernel with small query blocks (see its header)
+    err = p.deterministic
+              ? launch_with_smem(bwd_dkdv_kernel<T, D, false, small_bm>, kv_grid, KV_THREADS, small_smem, stream, a)
+              : launch_with_smem(bwd_dkdv_kernel<T, D, true, small_bm>, kv_grid, KV_THREADS, small_smem, stream, a);
+  } else if constexpr (split_enabled<D>) {
     // the one-barrier pipeline (atomic dQ path, 64-query blocks) where the device's smem fits it
     bool one_bar = false;
-    if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64) {
-      if (!p.deterministic) {
-        int dev = 0, optin = 0;
-        if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
-        if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
-          return err;
-        one_bar = split_smem<T, D, true>::bytes <= optin;
-      }
-    }
+    if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64)
+      one_bar = !p.deterministic && split_smem<T, D, true>::bytes <= budget;
     constexpr int smem = split_smem<T, D, false>::bytes;
     if (one_bar) {
       if constexpr (split_block_m<D> == 64)
@@ -970,6 +1011,8 @@ cudaError_t dispatch(const BwdParams &p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+int attention_backward_min_smem_bytes() { return bwd_min_smem_bytes(); }
 
 cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;

@@ -297,6 +297,10 @@ cudaError_t dispatch(const FwdParams &p, cudaStream_t stream) {
 
 }  // namespace
 
+int attention_forward_min_smem_bytes() {
+  return fwd_smem<bf16, 64>::bytes > fwd_smem<bf16, 128>::bytes ? fwd_smem<bf16, 64>::bytes : fwd_smem<bf16, 128>::bytes;
+}
+
 cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
   // The running max is taken on raw scores and the scale folded into exp2, which needs scale > 0.
