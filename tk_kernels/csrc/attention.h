@@ -50,5 +50,8 @@ cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream);
 // its configuration at launch from the device's limit, capped by $TK_SMEM_LIMIT if set (testing).
 int attention_forward_min_smem_bytes();
 int attention_backward_min_smem_bytes();
+// Shared memory of the dK / dV configuration the backward would launch now on the current device
+// for head dim D (in {64, 128}; -1 otherwise or on a CUDA error): which configuration runs, for tests.
+int attention_backward_dkdv_smem_bytes(int D, bool deterministic);
 
 }  // namespace tk_attn

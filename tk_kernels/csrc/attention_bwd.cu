@@ -396,9 +396,8 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
 // keys >= T skipped. Not inlined on purpose: its address math then starts from scratch instead of
 // reusing values the compiler would otherwise keep alive (or spill) across the whole main loop.
 template <typename T, int D>
-__device__ __noinline__ void store_dkdv_rows(const bwd_args<T> &a, const typename dkdv_smem<T, D>::kv_tile &sK,
-                                             const typename dkdv_smem<T, D>::kv_tile &sV, int n_kv_blocks,
-                                             int bh_count) {
+__device__ __noinline__ void store_dkdv_rows(const bwd_args<T> &a, const st<T, KV_BLOCK_N, D> &sK,
+                                             const st<T, KV_BLOCK_N, D> &sV, int n_kv_blocks, int bh_count) {
   int kb, bh;
   kv_block_coords(n_kv_blocks, bh_count, a.causal, kb, bh);
   const int b = bh / a.heads, h = bh % a.heads, w = warpid(), key0 = kb * KV_BLOCK_N + 16 * w;
@@ -929,6 +928,37 @@ constexpr int bwd_min_smem_bytes() {
 constexpr int SMALL_GPU_SMEM = 101376;  // opt-in shared memory per block of sm_86 / sm_89 GPUs (99 KB)
 static_assert(bwd_min_smem_bytes() <= SMALL_GPU_SMEM, "the small configurations must fit 99 KB GPUs");
 
+// The dK / dV kernel configurations: the first one (in this order) that the budget fits runs.
+//   split_one_bar  split kernel, one-barrier pipeline (atomic dQ only)     D = 128: 231,040 B
+//   split          split kernel, two-barrier pipeline                      D = 128: 164,992 B
+//   transposed     transposed kernel, default block_m                      D = 64:  166,016 B
+//   small          transposed kernel, dkdv_small_block_m (99 KB GPUs)      D = 64: 99,456 B, D = 128: 90,496 B
+// (split_* for the head dims where split_enabled, else transposed.)
+enum class dkdv_choice { split_one_bar, split, transposed, small };
+
+template <typename T, int D>
+dkdv_choice choose_dkdv(int budget, bool deterministic) {
+  if constexpr (split_enabled<D>) {
+    if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64)
+      if (!deterministic && split_smem<T, D, true>::bytes <= budget) return dkdv_choice::split_one_bar;
+    if (split_smem<T, D, false>::bytes <= budget) return dkdv_choice::split;
+  } else {
+    if (dkdv_smem<T, D>::bytes <= budget) return dkdv_choice::transposed;
+  }
+  return dkdv_choice::small;
+}
+
+template <typename T, int D>
+int dkdv_choice_bytes(dkdv_choice c) {
+  if constexpr (split_enabled<D>) {
+    if constexpr (split_block_m<D> == 64)
+      if (c == dkdv_choice::split_one_bar) return split_smem<T, D, true>::bytes;
+    if (c == dkdv_choice::split) return split_smem<T, D, false>::bytes;
+  }
+  if (c == dkdv_choice::transposed) return dkdv_smem<T, D>::bytes;
+  return dkdv_small_bytes<T, D>;
+}
+
 template <typename T, int D>
 cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   bwd_args<T> a;
@@ -964,18 +994,17 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
   int budget = 0;
   if ((err = smem_budget(budget)) != cudaSuccess) return err;
+  const dkdv_choice choice = choose_dkdv<T, D>(budget, p.deterministic);
   constexpr int small_bm = dkdv_small_block_m<D>;
   constexpr int small_smem = dkdv_small_bytes<T, D>;
-  if (budget < (split_enabled<D> ? split_smem<T, D, false>::bytes : dkdv_smem<T, D>::bytes)) {
+  if (choice == dkdv_choice::small) {
     // 99 KB GPUs: the transposed kernel with small query blocks (see its header)
     err = p.deterministic
               ? launch_with_smem(bwd_dkdv_kernel<T, D, false, small_bm>, kv_grid, KV_THREADS, small_smem, stream, a)
               : launch_with_smem(bwd_dkdv_kernel<T, D, true, small_bm>, kv_grid, KV_THREADS, small_smem, stream, a);
   } else if constexpr (split_enabled<D>) {
     // the one-barrier pipeline (atomic dQ path, 64-query blocks) where the device's smem fits it
-    bool one_bar = false;
-    if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64)
-      one_bar = !p.deterministic && split_smem<T, D, true>::bytes <= budget;
+    const bool one_bar = choice == dkdv_choice::split_one_bar;
     constexpr int smem = split_smem<T, D, false>::bytes;
     if (one_bar) {
       if constexpr (split_block_m<D> == 64)
@@ -1013,6 +1042,14 @@ cudaError_t dispatch(const BwdParams &p, cudaStream_t stream) {
 }  // namespace
 
 int attention_backward_min_smem_bytes() { return bwd_min_smem_bytes(); }
+
+int attention_backward_dkdv_smem_bytes(int D, bool deterministic) {
+  int budget = 0;
+  if (smem_budget(budget) != cudaSuccess) return -1;
+  if (D == 64) return dkdv_choice_bytes<bf16, 64>(choose_dkdv<bf16, 64>(budget, deterministic));
+  if (D == 128) return dkdv_choice_bytes<bf16, 128>(choose_dkdv<bf16, 128>(budget, deterministic));
+  return -1;
+}
 
 cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
