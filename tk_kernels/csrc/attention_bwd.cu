@@ -11,13 +11,18 @@
 // Kernels (one launch each, every launch checked):
 //   bwd_delta_kernel       delta = rowsum(dO * O), fp32, into p.delta.
 //   bwd_dkdv_kernel        FlashAttention-2 style, parallel over key blocks: dK, dV (and, on the default
-//                          path, dQ partial sums atomically added into p.dq_accum). Used for D = 64.
+//                          path, dQ partial sums atomically added into p.dq_accum). Used for D = 64, and
+//                          with small query blocks on 99 KB GPUs for both head dims.
 //   bwd_dkdv_split_kernel  the same job with a different warp tiling (P^T / dS^T staged in shared
 //                          memory); used for D = 128 (faster there on H200; -D knobs below).
 //   bwd_dq_convert_kernel  dq = scale * dq_accum, cast and stored with dq's strides (default path).
 //   bwd_dq_kernel          deterministic path only: parallel over query blocks, recomputes P and dS and
 //                          accumulates dQ in registers, so dQ is bitwise reproducible (no atomics).
 // Convention: dq_accum holds the UNSCALED sum of dS K; the scale is applied by the convert kernel.
+// Shared memory: the dK / dV kernels have several configurations; each launch runs the largest that
+// the device's opt-in shared memory per block fits (dkdv_choice, near the launchers), so the backward
+// runs on 99 KB GPUs (RTX 30xx / 40xx) too; TK_SMEM_LIMIT=<bytes> lowers that budget (testing).
+// bwd_dq_kernel needs 49,792 B (D = 64) / 98,944 B (D = 128), which fits everywhere.
 #include <cmath>
 #include <cstdlib>
 
@@ -101,12 +106,18 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 //
 // Shared memory: K, V (128 x D), and double-buffered Q, dO (block_m x D), dS^T (128 x block_m), lse,
 // delta, all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
-// D = 64: ~162 KB; K_w and V_w are also kept in registers. D = 128: ~161 KB; K_w / V_w are re-read
-// from shared memory per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators).
-// S^T / dP^T are computed q_step queries at a time (a rolled loop over the block). Both head dims run
-// at <= 255 registers with no spills on sm_80 / sm_90a. (Both need the > 99 KB opt-in of
-// A100 / H100 / H200; on 99 KB parts (sm_86 / sm_89) the launcher returns the attribute error.
-// -DTK_BWD_D64_BLOCK_M=64 brings D = 64 down to ~97 KB.)
+// K_w and V_w are also kept in registers at D = 64; at D = 128 they are re-read from shared memory
+// per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators). S^T / dP^T are
+// computed q_step queries at a time (a rolled loop over the block).
+// block_m is a template parameter; the launcher runs the largest configuration that the device's
+// opt-in shared memory per block fits (see dkdv_choice):
+//   D = 64,  block_m 128, q_step 64: 166,016 B  default (A100 / H100 / H200)
+//   D = 64,  block_m  64, q_step 64:  99,456 B  99 KB GPUs (RTX 30xx / 40xx: sm_86 / sm_89)
+//   D = 128, block_m  16, q_step 16:  90,496 B  99 KB GPUs (the larger GPUs run the split kernel below)
+// The D = 128 small configuration keeps the 128-key block (K and V alone take 64 KB), so 16 queries
+// per block is what fits double-buffered; its dQ partial is a 16 x 128 tile, one 16 x 16 tile per warp.
+// On those GPUs the tensor cores (half rate with fp32 accumulation) rather than ldmatrix bound it.
+// All run at <= 255 registers with no spills on sm_80 / sm_86 / sm_89 / sm_90a.
 // Pipeline: the next Q / dO / lse / delta tile is fetched with cp.async at the top of an iteration
 // and waited for just before the iteration's single __syncthreads (see dkdv_step).
 //
