@@ -170,7 +170,7 @@ template <int BM> struct dkdv_config<128, BM> {
   static constexpr int q_step = TK_BWD_D128_Q_STEP < BM ? TK_BWD_D128_Q_STEP : BM;  // S^T / dP^T tile width
   static_assert(TK_BWD_D128_Q_STEP == 32 || TK_BWD_D128_Q_STEP == 64, "TK_BWD_D128_Q_STEP must be 32 or 64");
   static_assert(BM == 16 || BM == 32 || BM == 64, "D = 128: block_m must be 16, 32 or 64");
-  static constexpr int dq_warps_m = BM >= 32 ? 2 : 1;  // dQ partial (BM x 128): warp tile BM/2 x 32 (16 x 16)
+  static constexpr int dq_warps_m = BM >= 32 ? 2 : 1;  // dQ partial (BM x 128): warp tile BM/2 x 32, or 16 x 16
 };
 #pragma nv_diag_default 177
 
@@ -350,9 +350,10 @@ struct kv_block_pos {
 // is double-buffered, so its next overwrite (two steps on) comes after the next step's barrier, which
 // every warp reaches only once its dQ reads of this step are done.
 template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M = dkdv_block_m<D>>
-__device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, const bwd_args<T> &a, const kv_block_pos<T> &c,
-                                          int mb, int mb_next, int stage, const rt<T, 16, D> &k_reg,
-                                          const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk, rt<float, 16, D> &dv) {
+__device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, const bwd_args<T> &a,
+                                          const kv_block_pos<T> &c, int mb, int mb_next, int stage,
+                                          const rt<T, 16, D> &k_reg, const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk,
+                                          rt<float, 16, D> &dv) {
   using cfg = dkdv_config<D, BLOCK_M>;
   constexpr int QS = cfg::q_step, BM = cfg::block_m;
   const int m0 = mb * BM;

@@ -300,7 +300,8 @@ cudaError_t dispatch(const FwdParams &p, cudaStream_t stream) {
 }  // namespace
 
 int attention_forward_min_smem_bytes() {
-  return fwd_smem<bf16, 64>::bytes > fwd_smem<bf16, 128>::bytes ? fwd_smem<bf16, 64>::bytes : fwd_smem<bf16, 128>::bytes;
+  constexpr int d64 = fwd_smem<bf16, 64>::bytes, d128 = fwd_smem<bf16, 128>::bytes;
+  return d64 > d128 ? d64 : d128;
 }
 
 cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream) {

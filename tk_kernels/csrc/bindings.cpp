@@ -139,7 +139,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
         pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("deterministic"));
   m.def("min_smem_bytes",
-        [] { return std::max(tk_attn::attention_forward_min_smem_bytes(), tk_attn::attention_backward_min_smem_bytes()); },
+        [] {
+          return std::max(tk_attn::attention_forward_min_smem_bytes(), tk_attn::attention_backward_min_smem_bytes());
+        },
         "opt-in shared memory per block (bytes) the kernels need at least (their smallest configurations)");
   m.def("backward_dkdv_smem_bytes", &tk_attn::attention_backward_dkdv_smem_bytes,
         "(D, deterministic) -> shared memory (bytes) of the dK/dV configuration the backward would run now "
