@@ -116,7 +116,8 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 //   D = 128, block_m  16, q_step 16:  90,496 B  99 KB GPUs (the larger GPUs run the split kernel below)
 // The D = 128 small configuration keeps the 128-key block (K and V alone take 64 KB), so 16 queries
 // per block is what fits double-buffered; its dQ partial is a 16 x 128 tile, one 16 x 16 tile per warp.
-// On those GPUs the tensor cores (half rate with fp32 accumulation) rather than ldmatrix bound it.
+// Per warp and block it issues 80 mma for 64 ldmatrix.x4; GeForce parts run fp32-accumulate mma at half
+// rate, so by that count the tensor cores, not shared memory, should bound it (estimate; not timed).
 // All run at <= 255 registers with no spills on sm_80 / sm_86 / sm_89 / sm_90a.
 // Pipeline: the next Q / dO / lse / delta tile is fetched with cp.async at the top of an iteration
 // and waited for just before the iteration's single __syncthreads (see dkdv_step).
