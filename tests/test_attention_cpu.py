@@ -88,6 +88,34 @@ def test_tensor_reason_accepts_supported_inputs():
         assert tka._tensor_reason(q, k, v, True, None) is None
 
 
+# The GPU checks with a made-up GPU: capability and opt-in shared memory per block as a real
+# device reports them (RTX 3090 / 4090: 101,376 bytes), the extension build mocked away.
+@pytest.mark.parametrize("capability,smem,expect", [
+    ((8, 0), 166_912, None),                    # A100
+    ((9, 0), 232_448, None),                    # H100 / H200
+    ((8, 6), 101_376, None),                    # RTX 3090: the small-smem configurations
+    ((8, 9), 101_376, None),                    # RTX 4090
+    ((8, 6), tka.MIN_SMEM_BYTES, None),         # exactly enough
+    ((8, 6), tka.MIN_SMEM_BYTES - 1, "shared memory per block"),
+    ((8, 7), 49_152, "shared memory per block"),
+    ((7, 5), 65_536, "compute capability >= 8.0"),
+])
+def test_environment_reason_capability_and_shared_memory(monkeypatch, capability, smem, expect):
+    monkeypatch.setattr(tka, "_env_reasons", {})
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index=None: types.SimpleNamespace(shared_memory_per_block_optin=smem))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "Made-up GPU")
+    monkeypatch.setattr(tka, "_build_reason", lambda major, minor: None)
+    reason = tka._environment_reason(torch.device("cuda", 0))
+    if expect is None:
+        assert reason is None
+    else:
+        assert reason is not None and expect in reason and "Made-up GPU" in reason, reason
+        if "shared memory" in expect:
+            assert str(tka.MIN_SMEM_BYTES) in reason and str(smem) in reason
+
+
 def test_non_tensor_input():
     reason = tka.check_supported([1.0], torch.randn(1), torch.randn(1))
     assert "must be a torch.Tensor" in reason

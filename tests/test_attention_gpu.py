@@ -383,6 +383,94 @@ def test_unsupported_inputs_raise_value_error():
 
 
 # -----------------------------------------------------------------------------
+# the small-shared-memory configurations (99 KB GPUs: RTX 30xx / 40xx), forced on a large GPU with
+# TK_SMEM_LIMIT, which the launcher reads on every call (csrc/attention_bwd.cu, smem_budget)
+
+SMALL_GPU_SMEM = 101_376  # opt-in shared memory per block of sm_86 / sm_89
+# dK/dV shared memory of the small configurations (csrc/attention_bwd.cu, dkdv_choice)
+SMALL_DKDV_BYTES = {64: 99_456, 128: 90_496}
+
+
+@pytest.fixture
+def small_smem(monkeypatch):
+    """Make the backward choose the configurations of a 99 KB GPU, and check that it does."""
+    ext = tka._ext()
+    monkeypatch.setenv("TK_SMEM_LIMIT", str(SMALL_GPU_SMEM))
+    for D in (64, 128):
+        for det in (False, True):
+            assert ext.backward_dkdv_smem_bytes(D, det) == SMALL_DKDV_BYTES[D]
+
+
+def test_smem_limit_override_is_read_per_call(monkeypatch):
+    ext = tka._ext()
+    assert ext.min_smem_bytes() == tka.MIN_SMEM_BYTES <= SMALL_GPU_SMEM
+    monkeypatch.delenv("TK_SMEM_LIMIT", raising=False)
+    optin = torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin
+    unlimited = {D: ext.backward_dkdv_smem_bytes(D, False) for D in (64, 128)}
+    assert all(SMALL_DKDV_BYTES[D] <= b <= optin for D, b in unlimited.items()), unlimited
+    monkeypatch.setenv("TK_SMEM_LIMIT", str(SMALL_GPU_SMEM))
+    assert {D: ext.backward_dkdv_smem_bytes(D, False) for D in (64, 128)} == SMALL_DKDV_BYTES
+    monkeypatch.setenv("TK_SMEM_LIMIT", "0")  # not a positive number: no cap
+    assert {D: ext.backward_dkdv_smem_bytes(D, False) for D in (64, 128)} == unlimited
+    monkeypatch.delenv("TK_SMEM_LIMIT")
+    assert {D: ext.backward_dkdv_smem_bytes(D, False) for D in (64, 128)} == unlimited
+
+
+@pytest.mark.parametrize("dtype_name", ["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("T", [1, 17, 100, 255, 1000, 2048])
+def test_small_smem_forward_backward_vs_float64(T, D, causal, dtype_name, small_smem):
+    """The accuracy matrix above, on the 99 KB configurations (non-contiguous qkv views, B*H odd)."""
+    dtype = DTYPES[dtype_name]
+    B, H = batch_heads(T, D)
+    seed = new_seed()
+    q, k, v = qkv_split(B, H, T, D, dtype, gen(seed))
+    run_case(q, k, v, causal, None, seed, f"small-smem B={B} H={H} T={T} D={D} causal={causal} {dtype_name}")
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_small_smem_layouts_and_scale(D, small_smem):
+    """A batch-strided layout and a peaked softmax (scale 0.4) on the 99 KB configurations."""
+    B, H, T, dtype = 3, 3, 257, torch.bfloat16
+    seed = new_seed()
+    g = gen(seed)
+    pad = 8 * 37
+    def padded():
+        flat = randn((B * (H * T * D + pad),), g, dtype)
+        return flat.as_strided((B, H, T, D), (H * T * D + pad, T * D, D, 1))
+    q, k, v = padded(), padded(), padded()
+    for causal in (True, False):
+        run_case(q, k, v, causal, None, seed, f"small-smem batch_stride D={D} causal={causal}")
+        run_case(q, k, v, causal, 0.4, seed, f"small-smem scale=0.4 D={D} causal={causal}")
+
+
+@pytest.mark.parametrize("B,H,T,D,causal", [(3, 1, 777, 64, True), (1, 3, 1000, 64, False),
+                                            (3, 1, 777, 128, True), (1, 3, 1000, 128, False)])
+def test_small_smem_deterministic(B, H, T, D, causal, small_smem, monkeypatch):
+    """Deterministic mode on the 99 KB configurations: accurate (float64 reference), bitwise
+    repeatable, and dK/dV bitwise equal to the default (atomic dQ) mode's."""
+    seed = new_seed()
+    monkeypatch.setenv("TK_DETERMINISTIC", "1")
+    q, k, v = qkv_split(B, H, T, D, torch.bfloat16, gen(seed))
+    run_case(q, k, v, causal, None, seed, f"small-smem deterministic B={B} H={H} T={T} D={D} causal={causal}")
+    q, k, v, o, lse, dout, scale = _bwd_inputs(B, H, T, D, causal, seed)
+    runs = []
+    for _ in range(2):
+        poison_bwd(q)
+        runs.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, True))
+    for name, a, b in zip(("dq", "dk", "dv"), *runs):
+        assert not torch.isnan(a).any(), f"deterministic {name}: NaN"
+        assert torch.equal(a, b), f"deterministic {name} differs between runs"
+    poison_bwd(q)
+    fast = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, False)
+    assert torch.equal(fast[1], runs[0][1]) and torch.equal(fast[2], runs[0][2]), \
+        "dK/dV differ between deterministic and default modes"
+    e = rel_err(fast[0], runs[0][0].double())
+    assert e < 2e-3, f"atomic dQ differs from deterministic dQ by {e:.3e}"
+
+
+# -----------------------------------------------------------------------------
 # the GPT model under torch.compile
 
 def _gpt_step(model, idx, targets):

@@ -2,6 +2,7 @@
 tiny extension (success, failure, concurrent builders), and the real ahead-of-time build
 `python -m tk_kernels.build --arch sm_80 --arch sm_90a` (needs nvcc; takes minutes on 2 cores)."""
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -264,3 +265,9 @@ def test_cli_builds_real_kernels_for_sm80_and_sm90a(tmp_path):
     assert lib.is_file(), r.stdout
     assert str(lib).startswith(str(tmp_path / "ext"))
     assert "this takes a few minutes" in r.stderr
+    # attention.py's shared-memory gate uses the number the kernels compute (no GPU needed to ask)
+    spec = importlib.util.spec_from_file_location(lib.stem, lib)
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)  # loads without a GPU (torch's CUDA build brings the runtime)
+    from tk_kernels.attention import MIN_SMEM_BYTES
+    assert ext.min_smem_bytes() == MIN_SMEM_BYTES

@@ -27,9 +27,14 @@ from torch import Tensor
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 SUPPORTED_HEAD_DIMS = (64, 128)
 MIN_CAPABILITY = (8, 0)
-# Shared memory per block that the backward's dK/dV kernels need (csrc/attention_bwd.cu: the D=64
-# kernel, 166,016 B, is the largest; the D=128 one-barrier variant is used only where it fits).
-BWD_SMEM_BYTES = 166_016
+# Opt-in shared memory per block that the kernels need at least: the largest of their smallest
+# configurations (csrc/attention_bwd.cu: the D=64 backward with 64-query blocks, 99,456 B). The
+# backward picks its configuration at launch: the faster large ones (up to ~225 KB) where the GPU
+# offers them (A100, H100, H200), the small ones on 99 KB GPUs (RTX 30xx/40xx, 101,376 B).
+# The extension's min_smem_bytes() computes the same number from the kernels (a GPU test checks).
+# TK_SMEM_LIMIT=<bytes> caps what the launcher may use (a testing override: TK_SMEM_LIMIT=101376
+# makes an H100/H200 run the RTX configurations).
+MIN_SMEM_BYTES = 99_456
 
 
 # -----------------------------------------------------------------------------
@@ -120,10 +125,10 @@ def _environment_reason(device: torch.device) -> str | None:
     if (major, minor) < MIN_CAPABILITY:
         reason = (f"tk attention needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
                   f"got {torch.cuda.get_device_name(index)} with {major}.{minor}")
-    elif smem is not None and smem < BWD_SMEM_BYTES:
-        reason = (f"tk attention's backward needs {BWD_SMEM_BYTES // 1024} KB of shared memory per block; "
-                  f"{torch.cuda.get_device_name(index)} offers {smem // 1024} KB (A100/H100/H200-class "
-                  f"GPUs have enough; RTX 30xx/40xx-class ones do not yet)")
+    elif smem is not None and smem < MIN_SMEM_BYTES:
+        reason = (f"tk attention needs {MIN_SMEM_BYTES} bytes ({MIN_SMEM_BYTES / 1024:.1f} KB) of shared memory "
+                  f"per block; {torch.cuda.get_device_name(index)} offers {smem} bytes (GPUs of compute "
+                  f"capability 8.0, 8.6, 8.9, 9.0 such as A100, RTX 3090, RTX 4090, H100 have enough)")
     else:
         reason = _build_reason(major, minor)
     _env_reasons[index] = reason

@@ -49,4 +49,13 @@ constexpr int64_t dq_accum_rows(int64_t T) { return (T + 127) / 128 * 128; }
 cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream);
 cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream);
 
+// Shared memory per block (bytes) that the forward / backward need at least (their smallest
+// configurations); a GPU whose opt-in limit per block is smaller cannot run them. The backward picks
+// its configuration at launch from the device's limit, capped by $TK_SMEM_LIMIT if set (testing).
+int attention_forward_min_smem_bytes();
+int attention_backward_min_smem_bytes();
+// Shared memory of the dK / dV configuration the backward would launch now on the current device
+// for head dim D (in {64, 128}; -1 otherwise or on a CUDA error): which configuration runs, for tests.
+int attention_backward_dkdv_smem_bytes(int D, bool deterministic);
+
 }  // namespace tk_attn

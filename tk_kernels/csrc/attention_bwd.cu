@@ -11,14 +11,20 @@
 // Kernels (one launch each, every launch checked):
 //   bwd_delta_kernel       delta = rowsum(dO * O), fp32, into p.delta.
 //   bwd_dkdv_kernel        FlashAttention-2 style, parallel over key blocks: dK, dV (and, on the default
-//                          path, dQ partial sums atomically added into p.dq_accum). Used for D = 64.
+//                          path, dQ partial sums atomically added into p.dq_accum). Used for D = 64, and
+//                          with small query blocks on 99 KB GPUs for both head dims.
 //   bwd_dkdv_split_kernel  the same job with a different warp tiling (P^T / dS^T staged in shared
 //                          memory); used for D = 128 (faster there on H200; -D knobs below).
 //   bwd_dq_convert_kernel  dq = scale * dq_accum, cast and stored with dq's strides (default path).
 //   bwd_dq_kernel          deterministic path only: parallel over query blocks, recomputes P and dS and
 //                          accumulates dQ in registers, so dQ is bitwise reproducible (no atomics).
 // Convention: dq_accum holds the UNSCALED sum of dS K; the scale is applied by the convert kernel.
+// Shared memory: the dK / dV kernels have several configurations; each launch runs the largest that
+// the device's opt-in shared memory per block fits (dkdv_choice, near the launchers), so the backward
+// runs on 99 KB GPUs (RTX 30xx / 40xx) too; TK_SMEM_LIMIT=<bytes> lowers that budget (testing).
+// bwd_dq_kernel needs 49,792 B (D = 64) / 98,944 B (D = 128), which fits everywhere.
 #include <cmath>
+#include <cstdlib>
 
 #include "attention.h"
 #include "tk.cuh"
@@ -100,12 +106,19 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 //
 // Shared memory: K, V (128 x D), and double-buffered Q, dO (block_m x D), dS^T (128 x block_m), lse,
 // delta, all swizzled (conflict-free cp.async / ldmatrix / fragment stores).
-// D = 64: ~162 KB; K_w and V_w are also kept in registers. D = 128: ~161 KB; K_w / V_w are re-read
-// from shared memory per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators).
-// S^T / dP^T are computed q_step queries at a time (a rolled loop over the block). Both head dims run
-// at <= 255 registers with no spills on sm_80 / sm_90a. (Both need the > 99 KB opt-in of
-// A100 / H100 / H200; on 99 KB parts (sm_86 / sm_89) the launcher returns the attribute error.
-// -DTK_BWD_D64_BLOCK_M=64 brings D = 64 down to ~97 KB.)
+// K_w and V_w are also kept in registers at D = 64; at D = 128 they are re-read from shared memory
+// per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators). S^T / dP^T are
+// computed q_step queries at a time (a rolled loop over the block).
+// block_m is a template parameter; the launcher runs the largest configuration that the device's
+// opt-in shared memory per block fits (see dkdv_choice):
+//   D = 64,  block_m 128, q_step 64: 166,016 B  default (A100 / H100 / H200)
+//   D = 64,  block_m  64, q_step 64:  99,456 B  99 KB GPUs (RTX 30xx / 40xx: sm_86 / sm_89)
+//   D = 128, block_m  16, q_step 16:  90,496 B  99 KB GPUs (the larger GPUs run the split kernel below)
+// The D = 128 small configuration keeps the 128-key block (K and V alone take 64 KB), so 16 queries
+// per block is what fits double-buffered; its dQ partial is a 16 x 128 tile, one 16 x 16 tile per warp.
+// Per warp and block it issues 80 mma for 64 ldmatrix.x4; GeForce parts run fp32-accumulate mma at half
+// rate, so by that count the tensor cores, not shared memory, should bound it (estimate; not timed).
+// All run at <= 255 registers with no spills on sm_80 / sm_86 / sm_89 / sm_90a.
 // Pipeline: the next Q / dO / lse / delta tile is fetched with cp.async at the top of an iteration
 // and waited for just before the iteration's single __syncthreads (see dkdv_step).
 //
@@ -136,9 +149,14 @@ constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
 #endif
 // (Each build uses one kernel per head dim, so some knobs of the other kernel stay unreferenced.)
 #pragma nv_diag_suppress 177
-template <int D> struct dkdv_config;
-template <> struct dkdv_config<64> {
-  static constexpr int block_m = TK_BWD_D64_BLOCK_M;  // queries per block (one barrier + dQ partial each)
+// block_m (queries per block; one barrier + dQ partial each) is a template parameter: the default
+// (dkdv_block_m) runs where the device's opt-in shared memory fits it, the small one
+// (dkdv_small_block_m) on 99 KB parts (RTX 30xx / 40xx: sm_86 / sm_89); the launcher picks.
+template <int D> constexpr int dkdv_block_m = D == 64 ? TK_BWD_D64_BLOCK_M : 64;
+template <int D> constexpr int dkdv_small_block_m = D == 64 ? 64 : 16;
+template <int D, int BM = dkdv_block_m<D>> struct dkdv_config;
+template <int BM> struct dkdv_config<64, BM> {
+  static constexpr int block_m = BM;                  // queries per block (one barrier + dQ partial each)
   static constexpr int min_blocks = TK_BWD_D64_MIN_BLOCKS;
   static constexpr bool kv_in_registers = TK_BWD_D64_KV_REGS;
   static constexpr int q_step = TK_BWD_D64_Q_STEP;    // queries per S^T / dP^T register tile
@@ -146,13 +164,14 @@ template <> struct dkdv_config<64> {
   static_assert((block_m == 64 || block_m == 128) && (q_step == 32 || q_step == 64) && block_m % q_step == 0,
                 "TK_BWD_D64_BLOCK_M must be 64 or 128 and TK_BWD_D64_Q_STEP 32 or 64 (dividing it)");
 };
-template <> struct dkdv_config<128> {
-  static constexpr int block_m = 64;    // (128 would need > 227 KB of shared memory)
+template <int BM> struct dkdv_config<128, BM> {
+  static constexpr int block_m = BM;    // default 64 (128 would need > 227 KB of shared memory); small: 16
   static constexpr int min_blocks = 1;
   static constexpr bool kv_in_registers = false;
-  static constexpr int q_step = TK_BWD_D128_Q_STEP;  // queries per S^T / dP^T register tile
-  static_assert(q_step == 32 || q_step == 64, "TK_BWD_D128_Q_STEP must be 32 or 64");
-  static constexpr int dq_warps_m = 2;  // dQ partial (64 x 128): warp tile 32 x 32
+  static constexpr int q_step = TK_BWD_D128_Q_STEP < BM ? TK_BWD_D128_Q_STEP : BM;  // S^T / dP^T tile width
+  static_assert(TK_BWD_D128_Q_STEP == 32 || TK_BWD_D128_Q_STEP == 64, "TK_BWD_D128_Q_STEP must be 32 or 64");
+  static_assert(BM == 16 || BM == 32 || BM == 64, "D = 128: block_m must be 16, 32 or 64");
+  static constexpr int dq_warps_m = BM >= 32 ? 2 : 1;  // dQ partial (BM x 128): warp tile BM/2 x 32, or 16 x 16
 };
 #pragma nv_diag_default 177
 
@@ -165,10 +184,11 @@ struct dq_tiling {
   static constexpr int stage_floats = KV_WARPS * 32 * 32;  // bulk path: one 32 x 32 xor32 block per warp
 };
 
-template <typename T, int D>
+#pragma nv_diag_suppress 177  // (bytes_bulk: only the default block_m has a bulk variant)
+template <typename T, int D, int BLOCK_M = dkdv_block_m<D>>
 struct dkdv_smem {
   using kv_tile = st<T, KV_BLOCK_N, D>;
-  static constexpr int BM = dkdv_config<D>::block_m;
+  static constexpr int BM = dkdv_config<D, BLOCK_M>::block_m;
   using q_tile = st<T, BM, D>;
   using ds_tile = st<T, KV_BLOCK_N, BM>;  // dS^T: [key][query]
   using vec = sv<float, BM>;
@@ -180,9 +200,10 @@ struct dkdv_smem {
     vec lse, delta;
   };
   static constexpr int bytes = shared_bytes<kv_tile, kv_tile, stage_tiles[2]>();
-  using dq_stage = float[dq_tiling<BM, D, dkdv_config<D>::dq_warps_m>::stage_floats];
+  using dq_stage = float[dq_tiling<BM, D, dkdv_config<D, BLOCK_M>::dq_warps_m>::stage_floats];
   static constexpr int bytes_bulk = shared_bytes<kv_tile, kv_tile, stage_tiles[2], dq_stage>();
 };
+#pragma nv_diag_default 177
 
 template <typename T>
 struct bwd_args {
@@ -251,10 +272,10 @@ struct query_block_order {
 
 // Issue the cp.async copies of query block `mb` (Q, dO rows; lse, delta entries) into one buffer.
 // (Head-local gls / pointers: the per-head offsets are computed once per CTA, not kept per thread.)
-template <typename T, int D>
-__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D>::stage_tiles &buf, const head_inputs<T> &in,
-                                                  int mb) {
-  const int m0 = mb * dkdv_config<D>::block_m;
+template <typename T, int D, int BLOCK_M = dkdv_block_m<D>>
+__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D, BLOCK_M>::stage_tiles &buf,
+                                                  const head_inputs<T> &in, int mb) {
+  const int m0 = mb * BLOCK_M;
   load_async<KV_THREADS>(buf.q, in.q, {0, 0, m0, 0});
   load_async<KV_THREADS>(buf.dout, in.dout, {0, 0, m0, 0});
   const int w = warpid(), seq = in.q.seq;
@@ -360,9 +381,9 @@ __device__ __forceinline__ void dq_bulk_drain() {
 }
 
 // The CTA's shared tiles.
-template <typename T, int D>
+template <typename T, int D, int BLOCK_M = dkdv_block_m<D>>
 struct dkdv_tiles {
-  using S = dkdv_smem<T, D>;
+  using S = dkdv_smem<T, D, BLOCK_M>;
   typename S::kv_tile &k, &v;
   typename S::stage_tiles (&buf)[2];
   float *dq_stage;  // fp32 staging of the bulk dQ path (nullptr otherwise)
@@ -384,15 +405,16 @@ struct kv_block_pos {
 // of buffer `stage` are only read before it, so the next step may refill that buffer right away; dS^T
 // is double-buffered, so its next overwrite (two steps on) comes after the next step's barrier, which
 // every warp reaches only once its dQ reads of this step are done.
-template <typename T, int D, bool ATOMIC_DQ, bool BULK>
-__device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos<T> &c,
-                                          int mb, int mb_next, int stage, const rt<T, 16, D> &k_reg,
-                                          const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk, rt<float, 16, D> &dv) {
-  using cfg = dkdv_config<D>;
+template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M, bool BULK>
+__device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, const bwd_args<T> &a,
+                                          const kv_block_pos<T> &c, int mb, int mb_next, int stage,
+                                          const rt<T, 16, D> &k_reg, const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk,
+                                          rt<float, 16, D> &dv) {
+  using cfg = dkdv_config<D, BLOCK_M>;
   constexpr int QS = cfg::q_step, BM = cfg::block_m;
   const int m0 = mb * BM;
   const int w = warpid();
-  if (mb_next >= 0) fetch_query_block<T, D>(sm.buf[stage ^ 1], c.in, mb_next);
+  if (mb_next >= 0) fetch_query_block<T, D, BLOCK_M>(sm.buf[stage ^ 1], c.in, mb_next);
   auto &cur = sm.buf[stage];
   commit_group();                                 // (possibly empty) group for the next block
 
@@ -443,9 +465,8 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
 // keys >= T skipped. Not inlined on purpose: its address math then starts from scratch instead of
 // reusing values the compiler would otherwise keep alive (or spill) across the whole main loop.
 template <typename T, int D>
-__device__ __noinline__ void store_dkdv_rows(const bwd_args<T> &a, const typename dkdv_smem<T, D>::kv_tile &sK,
-                                             const typename dkdv_smem<T, D>::kv_tile &sV, int n_kv_blocks,
-                                             int bh_count) {
+__device__ __noinline__ void store_dkdv_rows(const bwd_args<T> &a, const st<T, KV_BLOCK_N, D> &sK,
+                                             const st<T, KV_BLOCK_N, D> &sV, int n_kv_blocks, int bh_count) {
   int kb, bh;
   kv_block_coords(n_kv_blocks, bh_count, a.causal, kb, bh);
   const int b = bh / a.heads, h = bh % a.heads, w = warpid(), key0 = kb * KV_BLOCK_N + 16 * w;
@@ -453,10 +474,11 @@ __device__ __noinline__ void store_dkdv_rows(const bwd_args<T> &a, const typenam
   store<WARP_THREADS>(a.dv, subtile<16, D>(sV, w, 0), {b, h, key0, 0});
 }
 
-template <typename T, int D, bool ATOMIC_DQ, bool BULK = false>
-__global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
-  using cfg = dkdv_config<D>;
-  using S = dkdv_smem<T, D>;
+template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M = dkdv_block_m<D>, bool BULK = false>
+__global__ void __launch_bounds__(KV_THREADS, dkdv_config<D, BLOCK_M>::min_blocks)
+bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
+  using cfg = dkdv_config<D, BLOCK_M>;
+  using S = dkdv_smem<T, D, BLOCK_M>;
   extern __shared__ __align__(128) char smem[];
   shared_allocator al(smem);
   typename S::kv_tile &sK = al.allocate<typename S::kv_tile>();
@@ -483,7 +505,7 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
   const head_inputs<T> in{a.q.head(b, h), a.dout.head(b, h), a.lse + int64_t(bh) * seq, a.delta + int64_t(bh) * seq};
   const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
-  fetch_query_block<T, D>(buf[0], in, order.start);
+  fetch_query_block<T, D, BLOCK_M>(buf[0], in, order.start);
   commit_group();
   wait_group<0>();
   __syncthreads();
@@ -497,12 +519,12 @@ __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D>::min_blocks) bwd_dk
   zero(dk);
   zero(dv);
 
-  const dkdv_tiles<T, D> sm{sK, sV, buf, dq_stage};
+  const dkdv_tiles<T, D, BLOCK_M> sm{sK, sV, buf, dq_stage};
   float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * (BULK ? a.dq_rows : seq) * D : nullptr;
   const kv_block_pos<T> pos{in, dq_head, n0, key0, kv_tail};
   for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb))
-    dkdv_step<T, D, ATOMIC_DQ, BULK>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1, i & 1, k_reg, v_reg,
-                               dk, dv);
+    dkdv_step<T, D, ATOMIC_DQ, BLOCK_M, BULK>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1, i & 1,
+                                              k_reg, v_reg, dk, dv);
 
   // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (after the barrier no
   // warp reads K any more), then 16-byte stores; keys >= T are skipped.
@@ -1010,6 +1032,91 @@ cudaError_t launch_with_smem(K kernel, unsigned grid, int threads, int smem, cud
   return cudaGetLastError();
 }
 
+// Shared memory per block that the configuration choice below may use: the device's opt-in limit,
+// capped by the environment variable TK_SMEM_LIMIT (bytes) when it is set to a positive number. The
+// cap is a testing override (read on every call): TK_SMEM_LIMIT=101376 makes an A100 / H100 / H200
+// run the configurations of a 99 KB GPU (RTX 30xx / 40xx).
+cudaError_t smem_budget(int &bytes) {
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return err;
+  if (const char *env = std::getenv("TK_SMEM_LIMIT")) {
+    const long cap = std::strtol(env, nullptr, 10);
+    if (cap > 0 && cap < bytes) bytes = int(cap);
+  }
+  return cudaSuccess;
+}
+
+// The dK / dV kernel's smallest configuration (the one for 99 KB GPUs): its shared-memory bytes.
+template <typename T, int D>
+constexpr int dkdv_small_bytes = dkdv_smem<T, D, dkdv_small_block_m<D>>::bytes;
+// The most shared memory per block the backward needs in its smallest configuration (both dtypes
+// have 16-bit elements, so bf16 stands for both).
+constexpr int bwd_min_smem_bytes() {
+  int m = 0;
+  for (int b : {dkdv_small_bytes<bf16, 64>, dkdv_small_bytes<bf16, 128>, dq_smem<bf16, 64>::bytes,
+                dq_smem<bf16, 128>::bytes})
+    m = b > m ? b : m;
+  return m;
+}
+constexpr int SMALL_GPU_SMEM = 101376;  // opt-in shared memory per block of sm_86 / sm_89 GPUs (99 KB)
+static_assert(bwd_min_smem_bytes() <= SMALL_GPU_SMEM, "the small configurations must fit 99 KB GPUs");
+
+// The dK / dV kernel configurations: the first one (in this order) that the budget fits runs.
+//   split_one_bar_bulk  split kernel, one-barrier pipeline, TMA bulk dQ (sm_90)  D = 128: 231,040 B
+//   split_one_bar       split kernel, one-barrier pipeline (atomic dQ only)     D = 128: 231,040 B
+//   split_bulk          split kernel, two-barrier pipeline, TMA bulk dQ (sm_90) D = 128: 197,760 B
+//   split               split kernel, two-barrier pipeline                      D = 128: 164,992 B
+//   transposed_bulk     transposed kernel, default block_m, TMA bulk dQ (sm_90) D = 64:  198,784 B
+//   transposed          transposed kernel, default block_m                      D = 64:  166,016 B
+//   small               transposed kernel, dkdv_small_block_m (99 KB GPUs)      D = 64: 99,456 B, D = 128: 90,496 B
+// (split_* for the head dims where split_enabled, else transposed; *_bulk only on sm_90+, with atomic
+// dQ, and when TK_BWD_DQ_BULK is on; split_bulk instead of split_one_bar_bulk with TK_BWD_D128_BULK_PIPE=2.)
+enum class dkdv_choice { split_one_bar_bulk, split_one_bar, split_bulk, split, transposed_bulk, transposed, small };
+
+template <typename T, int D>
+dkdv_choice choose_dkdv(int budget, bool deterministic, bool sm90) {
+  const bool bulk = TK_BWD_DQ_BULK != 0 && sm90 && !deterministic;
+  if constexpr (split_enabled<D>) {
+    if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64) {
+      if (!deterministic && split_smem<T, D, true>::bytes <= budget) {
+        if (bulk && TK_BWD_D128_BULK_PIPE == 1) return dkdv_choice::split_one_bar_bulk;
+        if (!bulk) return dkdv_choice::split_one_bar;
+      }
+    }
+    if (bulk && split_smem<T, D, false>::bytes_bulk <= budget) return dkdv_choice::split_bulk;
+    if (split_smem<T, D, false>::bytes <= budget) return dkdv_choice::split;
+  } else {
+    if (bulk && dkdv_smem<T, D>::bytes_bulk <= budget) return dkdv_choice::transposed_bulk;
+    if (dkdv_smem<T, D>::bytes <= budget) return dkdv_choice::transposed;
+  }
+  return dkdv_choice::small;
+}
+
+template <typename T, int D>
+int dkdv_choice_bytes(dkdv_choice c) {
+  if constexpr (split_enabled<D>) {
+    if constexpr (split_block_m<D> == 64)
+      if (c == dkdv_choice::split_one_bar || c == dkdv_choice::split_one_bar_bulk) return split_smem<T, D, true>::bytes;
+    if (c == dkdv_choice::split_bulk) return split_smem<T, D, false>::bytes_bulk;
+    if (c == dkdv_choice::split) return split_smem<T, D, false>::bytes;
+  }
+  if (c == dkdv_choice::transposed_bulk) return dkdv_smem<T, D>::bytes_bulk;
+  if (c == dkdv_choice::transposed) return dkdv_smem<T, D>::bytes;
+  return dkdv_small_bytes<T, D>;
+}
+
+// Whether the current device is sm_90+ (TMA bulk operations).
+cudaError_t device_is_sm90(bool &sm90) {
+  int dev = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return err;
+  sm90 = major >= 9;
+  return cudaSuccess;
+}
+
 template <typename T, int D>
 cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   bwd_args<T> a;
@@ -1043,46 +1150,39 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
 
-  // 2. dK, dV (+ dQ partials). The shared memory the device allows per block decides between pipelines.
-  int dev = 0, optin = 0, cc_major = 0;
-  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
-  if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return err;
-  if ((err = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return err;
-  const bool bulk_ok = TK_BWD_DQ_BULK != 0 && cc_major >= 9 && !p.deterministic;  // TMA bulk dQ path (sm_90)
+  // 2. dK, dV (+ dQ partials): the largest configuration that fits the shared-memory budget
   const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
-  if constexpr (split_enabled<D>) {
-    constexpr int smem = split_smem<T, D, false>::bytes;
-    // the one-barrier pipeline (atomic dQ path, 64-query blocks) where the device's smem fits it; the bulk
-    // dQ path (sm_90) with the one-barrier pipeline (TK_BWD_D128_BULK_PIPE=1) or the two-barrier one (=2)
-    bool one_bar = false;
-    if constexpr (TK_BWD_SPLIT_ONE_BARRIER && split_block_m<D> == 64)
-      one_bar = !p.deterministic && split_smem<T, D, true>::bytes <= optin;
-    const bool bulk1 = bulk_ok && one_bar && TK_BWD_D128_BULK_PIPE == 1;
-    const bool bulk2 = bulk_ok && !bulk1 && split_smem<T, D, false>::bytes_bulk <= optin;
-    if (bulk1 || bulk2) a.dq_xor32 = true;
-    if (bulk1) {
+  int budget = 0;
+  bool sm90 = false;
+  if ((err = smem_budget(budget)) != cudaSuccess) return err;
+  if ((err = device_is_sm90(sm90)) != cudaSuccess) return err;
+  const dkdv_choice choice = choose_dkdv<T, D>(budget, p.deterministic, sm90);
+  const int smem = dkdv_choice_bytes<T, D>(choice);
+  a.dq_xor32 = choice == dkdv_choice::split_one_bar_bulk || choice == dkdv_choice::split_bulk ||
+               choice == dkdv_choice::transposed_bulk;  // the bulk path's dq_accum layout
+  constexpr int small_bm = dkdv_small_block_m<D>;
+  if (choice == dkdv_choice::small) {
+    // 99 KB GPUs: the transposed kernel with small query blocks (see its header)
+    err = p.deterministic ? launch_with_smem(bwd_dkdv_kernel<T, D, false, small_bm>, kv_grid, KV_THREADS, smem, stream, a)
+                          : launch_with_smem(bwd_dkdv_kernel<T, D, true, small_bm>, kv_grid, KV_THREADS, smem, stream, a);
+  } else if constexpr (split_enabled<D>) {
+    if (choice == dkdv_choice::split_one_bar_bulk || choice == dkdv_choice::split_one_bar) {
       if constexpr (split_block_m<D> == 64)
-        err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true, true>, kv_grid, KV_THREADS,
-                               split_smem<T, D, true>::bytes, stream, a);
-    } else if (bulk2) {
-      err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false, true>, kv_grid, KV_THREADS,
-                             split_smem<T, D, false>::bytes_bulk, stream, a);
-    } else if (one_bar) {
-      if constexpr (split_block_m<D> == 64)
-        err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true>, kv_grid, KV_THREADS,
-                               split_smem<T, D, true>::bytes, stream, a);
+        err = choice == dkdv_choice::split_one_bar_bulk
+                  ? launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true, true>, kv_grid, KV_THREADS, smem, stream, a)
+                  : launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true>, kv_grid, KV_THREADS, smem, stream, a);
+    } else if (choice == dkdv_choice::split_bulk) {
+      err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false, true>, kv_grid, KV_THREADS, smem, stream, a);
     } else if (!p.deterministic) {
       err = launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false>, kv_grid, KV_THREADS, smem, stream, a);
     } else {
       err = launch_with_smem(bwd_dkdv_split_kernel<T, D, false, false>, kv_grid, KV_THREADS, smem, stream, a);
     }
   } else {
-    constexpr int smem = dkdv_smem<T, D>::bytes;
     if (p.deterministic)
       err = launch_with_smem(bwd_dkdv_kernel<T, D, false>, kv_grid, KV_THREADS, smem, stream, a);
-    else if (bulk_ok && dkdv_smem<T, D>::bytes_bulk <= optin)
-      err = launch_with_smem(bwd_dkdv_kernel<T, D, true, true>, kv_grid, KV_THREADS, dkdv_smem<T, D>::bytes_bulk,
-                             stream, (a.dq_xor32 = true, a));
+    else if (choice == dkdv_choice::transposed_bulk)
+      err = launch_with_smem(bwd_dkdv_kernel<T, D, true, dkdv_block_m<D>, true>, kv_grid, KV_THREADS, smem, stream, a);
     else
       err = launch_with_smem(bwd_dkdv_kernel<T, D, true>, kv_grid, KV_THREADS, smem, stream, a);
   }
@@ -1106,6 +1206,17 @@ cudaError_t dispatch(const BwdParams &p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+int attention_backward_min_smem_bytes() { return bwd_min_smem_bytes(); }
+
+int attention_backward_dkdv_smem_bytes(int D, bool deterministic) {
+  int budget = 0;
+  bool sm90 = false;
+  if (smem_budget(budget) != cudaSuccess || device_is_sm90(sm90) != cudaSuccess) return -1;
+  if (D == 64) return dkdv_choice_bytes<bf16, 64>(choose_dkdv<bf16, 64>(budget, deterministic, sm90));
+  if (D == 128) return dkdv_choice_bytes<bf16, 128>(choose_dkdv<bf16, 128>(budget, deterministic, sm90));
+  return -1;
+}
 
 cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;

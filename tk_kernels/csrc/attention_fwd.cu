@@ -97,6 +97,8 @@ struct fwd_smem {
   using kv_tile = st<T, fwd_config<D>::block_n, D>;
   static constexpr int bytes = shared_bytes<q_tile, kv_tile, kv_tile, kv_tile, kv_tile>();
 };
+// Default knobs: D = 64 82,048 B, D = 128 98,432 B; both fit the 101,376 B per block of 99 KB GPUs
+// (sm_86 / sm_89), so the forward has a single configuration per head dim.
 
 template <typename T>
 struct fwd_args {
@@ -296,6 +298,11 @@ cudaError_t dispatch(const FwdParams &p, cudaStream_t stream) {
 }
 
 }  // namespace
+
+int attention_forward_min_smem_bytes() {
+  constexpr int d64 = fwd_smem<bf16, 64>::bytes, d128 = fwd_smem<bf16, 128>::bytes;
+  return d64 > d128 ? d64 : d128;
+}
 
 cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;

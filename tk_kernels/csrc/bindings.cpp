@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/python.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "attention.h"
@@ -137,4 +138,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(q, k, v, o, lse, dout, causal, scale, deterministic) -> (dq, dk, dv)",
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
         pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("deterministic"));
+  m.def("min_smem_bytes",
+        [] {
+          return std::max(tk_attn::attention_forward_min_smem_bytes(), tk_attn::attention_backward_min_smem_bytes());
+        },
+        "opt-in shared memory per block (bytes) the kernels need at least (their smallest configurations)");
+  m.def("backward_dkdv_smem_bytes", &tk_attn::attention_backward_dkdv_smem_bytes,
+        "(D, deterministic) -> shared memory (bytes) of the dK/dV configuration the backward would run now "
+        "on the current device (after TK_SMEM_LIMIT); which configuration runs, for tests",
+        pybind11::arg("D"), pybind11::arg("deterministic"));
 }
