@@ -3,6 +3,13 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+// Shared-memory address generation of ldmatrix loads / fragment stores (bitwise-identical addresses):
+// 0: swizzle XOR applied to (tile base + row offset + lane offset);
+// 1: XOR applied to the lane offset only, tile / sub-tile offsets (multiples of 128 bytes) added after.
+#ifndef TK_SWIZZLE_LANE_XOR
+#define TK_SWIZZLE_LANE_XOR 0
+#endif
+
 namespace tk {
 
 constexpr int WARP_THREADS = 32;
