@@ -286,6 +286,10 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
   }
 }
 
+#ifndef TK_BWD_DQ_UNROLL
+#define TK_BWD_DQ_UNROLL 4  // unroll of the 8-step key loop of the dQ partial (8: fully unrolled)
+#endif
+constexpr int dq_unroll = TK_BWD_DQ_UNROLL;
 // dQ partial of one query block: (dS K) for this warp's tile of the BM x D output, contracted over
 // the CTA's 128 keys, added atomically into this head's (T, D) slice of dq_accum (rows >= T skipped).
 template <typename T, int D, int BM, int WM, typename DSS, typename KS>
@@ -295,7 +299,7 @@ __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_h
   const int wm = warpid() % WM, wn = warpid() / WM;
   rt<float, TM, TN> acc;
   zero(acc);
-#pragma unroll 4
+#pragma unroll dq_unroll
   for (int kk = 0; kk < KV_BLOCK_N / 16; kk++) {
     rt<T, 16, TM, col_l> ds_frag;   // dS^T rows = keys 16kk.., cols = this warp's queries
     rt<T, 16, TN, col_l> k_frag;    // K rows = keys 16kk.., cols = this warp's d slice
