@@ -134,6 +134,17 @@ constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
 #ifndef TK_BWD_D64_KV_REGS
 #define TK_BWD_D64_KV_REGS 1      // keep the warp's K / V rows in registers
 #endif
+// Instruction-overhead knobs (all default 0 / off = the code measured so far; results bitwise unchanged
+// except for the usual atomic-order nondeterminism of dQ). SASS per query block, see the commit log:
+//   TK_SWIZZLE_LANE_XOR=1|2 (DSL, util.cuh)  ldmatrix / fragment-store addresses: swizzle XOR on the lane
+//                           offset only, tile offsets added after (2: sm_90+ only; on sm_80 it costs an
+//                           8-byte spill in the two-barrier split kernel).
+//   TK_RED_IMM=1 (DSL)      dQ reds as inline PTX with immediate offsets from one 64-bit lane base.
+//   TK_RED_V4=1  (DSL)      lane-pair shuffle + red.global.add.v4.f32 (half the reds; 4-byte spill in
+//                           the one-barrier split kernel).
+//   TK_BWD_DQ_UNROLL=8      fully unrolled key loop in the dQ partial (immediate ldmatrix offsets).
+//   TK_BWD_LDS64=1          lse / delta column pairs read with 8-byte shared loads.
+//   TK_LOAD_ASYNC_FULL_TILE=1 (DSL) cp.async tile loads without row guards when the tile is in range.
 // (Each build uses one kernel per head dim, so some knobs of the other kernel stay unreferenced.)
 #pragma nv_diag_suppress 177
 template <int D> struct dkdv_config;
@@ -259,6 +270,17 @@ __device__ __forceinline__ void scores_t(rt<float, 16, QS> &s, const rt<T, 16, D
   }
 }
 
+// Columns [offset, offset + QS) of a block's lse / delta vector (one value per query) into registers.
+// TK_BWD_LDS64=1: 8-byte shared loads of the column pairs (same values, half the LDS instructions).
+#ifndef TK_BWD_LDS64
+#define TK_BWD_LDS64 0
+#endif
+template <int QS, int BM>
+__device__ __forceinline__ void load_query_vec(row_vec<QS> &v, const sv<float, BM> &src, int offset) {
+  if constexpr (TK_BWD_LDS64) load(v, src, offset);
+  else load(v, src.data + offset, QS);
+}
+
 // P^T = 2^(S^T c - lse2) in place, with lse2 = lse * log2(e) per query (column). `masked` selects
 // the element mask: causal (key > query -> 0) and keys past the sequence end (-> 0).
 // The exponent is an explicit fmaf so every kernel variant rounds it identically (the dK / dV of
@@ -289,17 +311,18 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
 #ifndef TK_BWD_DQ_UNROLL
 #define TK_BWD_DQ_UNROLL 4  // unroll of the 8-step key loop of the dQ partial (8: fully unrolled)
 #endif
-constexpr int dq_unroll = TK_BWD_DQ_UNROLL;
+// (The two-barrier split kernel, the A100 path, keeps 4: with 8 it spills in some knob combinations.)
+template <bool TWO_BARRIER_SPLIT> constexpr int dq_unroll = TWO_BARRIER_SPLIT ? 4 : TK_BWD_DQ_UNROLL;
 // dQ partial of one query block: (dS K) for this warp's tile of the BM x D output, contracted over
 // the CTA's 128 keys, added atomically into this head's (T, D) slice of dq_accum (rows >= T skipped).
-template <typename T, int D, int BM, int WM, typename DSS, typename KS>
+template <typename T, int D, int BM, int WM, int UNROLL = dq_unroll<false>, typename DSS, typename KS>
 __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_head, int seq, int m0) {
   constexpr int WN = KV_WARPS / WM;  // WM x WN warp grid over the BM x D output
   constexpr int TM = BM / WM, TN = D / WN;
   const int wm = warpid() % WM, wn = warpid() / WM;
   rt<float, TM, TN> acc;
   zero(acc);
-#pragma unroll dq_unroll
+#pragma unroll UNROLL
   for (int kk = 0; kk < KV_BLOCK_N / 16; kk++) {
     rt<T, 16, TM, col_l> ds_frag;   // dS^T rows = keys 16kk.., cols = this warp's queries
     rt<T, 16, TN, col_l> k_frag;    // K rows = keys 16kk.., cols = this warp's d slice
@@ -362,7 +385,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
     rt<float, 16, QS> p;
     scores_t<cfg::kv_in_registers, T, QS>(p, k_reg, sm.k, cur.q, hq);
     row_vec<QS> lse2;
-    load(lse2, cur.lse.data + hq * QS, QS);
+    load_query_vec(lse2, cur.lse, hq * QS);
     mul(lse2, lse2, LOG2E);
     const bool masked = (a.causal && q0 < c.n0 + KV_BLOCK_N) || c.kv_tail;
     probs_t(p, lse2, a.scale_log2, masked, a.causal, c.key0, q0, a.seq);
@@ -371,7 +394,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
     rt<float, 16, QS> ds;
     scores_t<cfg::kv_in_registers, T, QS>(ds, v_reg, sm.v, cur.dout, hq);
     row_vec<QS> delta;
-    load(delta, cur.delta.data + hq * QS, QS);
+    load_query_vec(delta, cur.delta, hq * QS);
     sub_col(ds, ds, delta);
     mul(ds, ds, p);
 
@@ -602,7 +625,7 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
   rt<float, 32, QP> p, ds;
   scores_t_split<REGS, T, D, QP>(p, k_reg, sK, cur.q, g, qh);
   row_vec<QP> lse2;
-  load(lse2, cur.lse.data + QP * qh, QP);
+  load_query_vec(lse2, cur.lse, QP * qh);
   mul(lse2, lse2, LOG2E);
   const bool masked = (a.causal && q0 < n0 + KV_BLOCK_N) || kv_tail;
   col_map(p, p, lse2, [c = a.scale_log2](float x, float l) { return fmaf(x, c, -l); });
@@ -614,7 +637,7 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
 
   scores_t_split<REGS, T, D, QP>(ds, v_reg, sV, cur.dout, g, qh);
   row_vec<QP> delta;
-  load(delta, cur.delta.data + QP * qh, QP);
+  load_query_vec(delta, cur.delta, QP * qh);
   sub_col(ds, ds, delta);
   mul(ds, ds, p);
   store(pt, p);                                   // fp32 -> 16-bit on the way
@@ -715,7 +738,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       mma_AB_shared<T, D, BM>(dv, ps[0].p, cur.dout, g, half);   // dV += P^T dO
       mma_AB_shared<T, D, BM>(dk, ps[0].ds, cur.q, g, half);     // dK += dS^T Q
       if constexpr (ATOMIC_DQ)
-        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m>(ps[0].ds, sK, dq_head, seq, m0);
+        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m, dq_unroll<true>>(ps[0].ds, sK, dq_head, seq, m0);
 
       wait_group<0>();                            // block i + 1 has landed ...
       __syncthreads();                            // ... for everyone; P^T / dS^T / buffer reads are done

@@ -32,10 +32,10 @@ __device__ __forceinline__ void store(ST &&dst, const RT &src) {
     constexpr int RB = SC * int(sizeof(U));
     const int g = laneid() >> 2, t = laneid() & 3;
     const int r0 = dst.row_offset(), jt0 = dst.col_offset() / 16;
-    // TK_SWIZZLE_LANE_XOR: XOR only the lane's offset (bits 4..6), add the 128-byte multiples after it
+    // swizzle_lane_xor (TK_SWIZZLE_LANE_XOR, util.cuh): XOR only the lane's offset (bits 4..6), add the 128-byte multiples after it
     // (same addresses; see load() in shared_to_register.cuh).
     uint32_t p, post;
-    if constexpr (TK_SWIZZLE_LANE_XOR) {
+    if constexpr (swizzle_lane_xor) {
       p = uint32_t(g * RB) + uint32_t((g << 4) | (4 * t));
       post = smem_u32(dst.base()) + uint32_t(r0 * RB);
     } else {

@@ -57,8 +57,8 @@ __device__ __forceinline__ void load_frags(RT &dst, const ST &src) {
   // (P's 128-byte-aligned part plus an offset < 128 lets the XOR act on the low 7 bits only.)
   constexpr int SC = ST::storage_cols;
   uint32_t quad[RT::height][RT::width];
-  if constexpr (SC >= 64 && TK_SWIZZLE_LANE_XOR) {
-    // Same addresses, XOR applied to the lane's part only: the XOR touches bits 5..6, and the tile base
+  if constexpr (SC >= 64 && swizzle_lane_xor) {
+    // swizzle_lane_xor (TK_SWIZZLE_LANE_XOR, util.cuh). Same addresses, XOR applied to the lane's part only: the XOR touches bits 5..6, and the tile base
     // (128-byte aligned), the sub-tile's row offset (a multiple of 16 rows) and 128-byte column blocks
     // are multiples of 128, so they can be added after it. The XORed lane offsets then do not depend
     // on the tile or the sub-tile (loop-invariant, 4 values), and every runtime offset is one add.
