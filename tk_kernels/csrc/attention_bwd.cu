@@ -21,6 +21,12 @@
 #include <cmath>
 
 #include "attention.h"
+// The DSL's address-generation knob (common/util.cuh) for this file only: 2 would switch the backward
+// to lane-only swizzle XORs on sm_90+ (see the knob list below); the forward keeps its own setting
+// (with 2 its causal D = 64 kernel spills 8 bytes on sm_90a).
+#ifndef TK_SWIZZLE_LANE_XOR
+#define TK_SWIZZLE_LANE_XOR 0
+#endif
 #include "tk.cuh"
 
 namespace tk_attn {
