@@ -151,6 +151,9 @@ constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
 //   TK_BWD_DQ_UNROLL=8      fully unrolled key loop in the dQ partial (immediate ldmatrix offsets).
 //   TK_BWD_LDS64=1          lse / delta column pairs read with 8-byte shared loads.
 //   TK_LOAD_ASYNC_FULL_TILE=1 (DSL) cp.async tile loads without row guards when the tile is in range.
+//   TK_LOAD_ASYNC_NO_SELECT=1 (DSL) zero-filled cp.async copies keep their computed source address
+//                           (-20 instructions per D = 64 block; 8-byte spill in the D = 128 one-barrier
+//                           kernel together with the other knobs).
 // (Each build uses one kernel per head dim, so some knobs of the other kernel stay unreferenced.)
 #pragma nv_diag_suppress 177
 template <int D> struct dkdv_config;
