@@ -150,6 +150,8 @@ constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
 //                           the one-barrier split kernel).
 //   TK_BWD_DQ_UNROLL=8      fully unrolled key loop in the dQ partial (immediate ldmatrix offsets).
 //   TK_BWD_LDS64=1          lse / delta column pairs read with 8-byte shared loads.
+//   TK_BWD_HQ_UNROLL=2      both query steps of a D = 64 block unrolled in bwd_dkdv_kernel (offsets become
+//                           immediates; the lane offsets are not rebuilt for the second step).
 //   TK_LOAD_ASYNC_FULL_TILE=1 (DSL) cp.async tile loads without row guards when the tile is in range.
 //   TK_LOAD_ASYNC_NO_SELECT=1 (DSL) zero-filled cp.async copies keep their computed source address
 //                           (-20 instructions per D = 64 block; 8-byte spill in the D = 128 one-barrier
@@ -367,6 +369,10 @@ struct kv_block_pos {
 // of buffer `stage` are only read before it, so the next step may refill that buffer right away; dS^T
 // is double-buffered, so its next overwrite (two steps on) comes after the next step's barrier, which
 // every warp reaches only once its dQ reads of this step are done.
+#ifndef TK_BWD_HQ_UNROLL
+#define TK_BWD_HQ_UNROLL 1  // unroll of the query-step loop in dkdv_step (1: rolled; 2: both steps of a D = 64 block)
+#endif
+constexpr int hq_unroll = TK_BWD_HQ_UNROLL;
 template <typename T, int D, bool ATOMIC_DQ>
 __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_args<T> &a, const kv_block_pos<T> &c,
                                           int mb, int mb_next, int stage, const rt<T, 16, D> &k_reg,
@@ -379,7 +385,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D> &sm, const bwd_
   auto &cur = sm.buf[stage];
   commit_group();                                 // (possibly empty) group for the next block
 
-#pragma unroll 1
+#pragma unroll hq_unroll
   for (int hq = 0; hq < BM / QS; hq++) {          // query steps of QS within the block
     const int q0 = m0 + hq * QS;
     if (a.causal && c.key0 > q0 + QS - 1) {         // all of this warp's keys are after all queries: P = 0
