@@ -27,6 +27,12 @@
 #include <cstdlib>
 
 #include "attention.h"
+// The DSL's address-generation knob (common/util.cuh) for this file only: 2 would switch the backward
+// to lane-only swizzle XORs on sm_90+ (see the knob list below); the forward keeps its own setting
+// (with 2 its causal D = 64 kernel spills 8 bytes on sm_90a).
+#ifndef TK_SWIZZLE_LANE_XOR
+#define TK_SWIZZLE_LANE_XOR 0
+#endif
 #include "tk.cuh"
 
 namespace tk_attn {
@@ -147,6 +153,22 @@ constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
 #ifndef TK_BWD_D64_KV_REGS
 #define TK_BWD_D64_KV_REGS 1      // keep the warp's K / V rows in registers
 #endif
+// Instruction-overhead knobs (all default 0 / off = the code measured so far; results bitwise unchanged
+// except for the usual atomic-order nondeterminism of dQ). SASS per query block, see the commit log:
+//   TK_SWIZZLE_LANE_XOR=1|2 (DSL, util.cuh)  ldmatrix / fragment-store addresses: swizzle XOR on the lane
+//                           offset only, tile offsets added after (2: sm_90+ only; on sm_80 it costs an
+//                           8-byte spill in the two-barrier split kernel).
+//   TK_RED_IMM=1 (DSL)      dQ reds as inline PTX with immediate offsets from one 64-bit lane base.
+//   TK_RED_V4=1  (DSL)      lane-pair shuffle + red.global.add.v4.f32 (half the reds; 4-byte spill in
+//                           the one-barrier split kernel).
+//   TK_BWD_DQ_UNROLL=8      fully unrolled key loop in the dQ partial (immediate ldmatrix offsets).
+//   TK_BWD_LDS64=1          lse / delta column pairs read with 8-byte shared loads.
+//   TK_BWD_HQ_UNROLL=2      both query steps of a D = 64 block unrolled in bwd_dkdv_kernel (offsets become
+//                           immediates; the lane offsets are not rebuilt for the second step).
+//   TK_LOAD_ASYNC_FULL_TILE=1 (DSL) cp.async tile loads without row guards when the tile is in range.
+//   TK_LOAD_ASYNC_NO_SELECT=1 (DSL) zero-filled cp.async copies keep their computed source address
+//                           (-20 instructions per D = 64 block; 8-byte spill in the D = 128 one-barrier
+//                           kernel together with the other knobs).
 // (Each build uses one kernel per head dim, so some knobs of the other kernel stay unreferenced.)
 #pragma nv_diag_suppress 177
 // block_m (queries per block; one barrier + dQ partial each) is a template parameter: the default
@@ -303,6 +325,17 @@ __device__ __forceinline__ void scores_t(rt<float, 16, QS> &s, const rt<T, 16, D
   }
 }
 
+// Columns [offset, offset + QS) of a block's lse / delta vector (one value per query) into registers.
+// TK_BWD_LDS64=1: 8-byte shared loads of the column pairs (same values, half the LDS instructions).
+#ifndef TK_BWD_LDS64
+#define TK_BWD_LDS64 0
+#endif
+template <int QS, int BM>
+__device__ __forceinline__ void load_query_vec(row_vec<QS> &v, const sv<float, BM> &src, int offset) {
+  if constexpr (TK_BWD_LDS64) load(v, src, offset);
+  else load(v, src.data + offset, QS);
+}
+
 // P^T = 2^(S^T c - lse2) in place, with lse2 = lse * log2(e) per query (column). `masked` selects
 // the element mask: causal (key > query -> 0) and keys past the sequence end (-> 0).
 // The exponent is an explicit fmaf so every kernel variant rounds it identically (the dK / dV of
@@ -330,6 +363,11 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
   }
 }
 
+#ifndef TK_BWD_DQ_UNROLL
+#define TK_BWD_DQ_UNROLL 4  // unroll of the 8-step key loop of the dQ partial (8: fully unrolled)
+#endif
+// (The two-barrier split kernel, the A100 path, keeps 4: with 8 it spills in some knob combinations.)
+template <bool TWO_BARRIER_SPLIT> constexpr int dq_unroll = TWO_BARRIER_SPLIT ? 4 : TK_BWD_DQ_UNROLL;
 // dQ partial of one query block: (dS K) for this warp's tile of the BM x D output, contracted over
 // the CTA's 128 keys, added into this head's slice of dq_accum, either with fp32 red.add instructions
 // into the row-major layout (BULK = false; rows >= T skipped) or, on sm_90 (BULK = true), as one 4 KB
@@ -337,8 +375,8 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
 // xor32 block layout that dq_accum then has too (rows >= T are zero: their dS is). The bulk path takes
 // the atomics out of the warp's instruction stream: red.add bursts fill the load/store queue and keep
 // their source registers busy until it drains (ncu: ~15% of the D = 64 kernel's stall samples).
-
-template <typename T, int D, int BM, int WM, bool BULK = false, typename DSS, typename KS>
+template <typename T, int D, int BM, int WM, bool BULK = false, int UNROLL = dq_unroll<false>, typename DSS,
+          typename KS>
 __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_head, int seq, int m0,
                                                   float *stage = nullptr) {
   using tiling = dq_tiling<BM, D, WM>;
@@ -346,7 +384,7 @@ __device__ __forceinline__ void dq_partial_atomic(DSS &sdsT, KS &sK, float *dq_h
   const int wm = warpid() % WM, wn = warpid() / WM;
   rt<float, TM, TN> acc;
   zero(acc);
-#pragma unroll 4
+#pragma unroll UNROLL
   for (int kk = 0; kk < KV_BLOCK_N / 16; kk++) {
     rt<T, 16, TM, col_l> ds_frag;   // dS^T rows = keys 16kk.., cols = this warp's queries
     rt<T, 16, TN, col_l> k_frag;    // K rows = keys 16kk.., cols = this warp's d slice
@@ -405,6 +443,10 @@ struct kv_block_pos {
 // of buffer `stage` are only read before it, so the next step may refill that buffer right away; dS^T
 // is double-buffered, so its next overwrite (two steps on) comes after the next step's barrier, which
 // every warp reaches only once its dQ reads of this step are done.
+#ifndef TK_BWD_HQ_UNROLL
+#define TK_BWD_HQ_UNROLL 1  // unroll of the query-step loop in dkdv_step (1: rolled; 2: both steps of a D = 64 block)
+#endif
+constexpr int hq_unroll = TK_BWD_HQ_UNROLL;
 template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M, bool BULK>
 __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, const bwd_args<T> &a,
                                           const kv_block_pos<T> &c, int mb, int mb_next, int stage,
@@ -418,7 +460,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
   auto &cur = sm.buf[stage];
   commit_group();                                 // (possibly empty) group for the next block
 
-#pragma unroll 1
+#pragma unroll hq_unroll
   for (int hq = 0; hq < BM / QS; hq++) {          // query steps of QS within the block
     const int q0 = m0 + hq * QS;
     if (a.causal && c.key0 > q0 + QS - 1) {         // all of this warp's keys are after all queries: P = 0
@@ -433,7 +475,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
     rt<float, 16, QS> p;
     scores_t<cfg::kv_in_registers, T, QS>(p, k_reg, sm.k, cur.q, hq);
     row_vec<QS> lse2;
-    load(lse2, cur.lse.data + hq * QS, QS);
+    load_query_vec(lse2, cur.lse, hq * QS);
     mul(lse2, lse2, LOG2E);
     const bool masked = (a.causal && q0 < c.n0 + KV_BLOCK_N) || c.kv_tail;
     probs_t(p, lse2, a.scale_log2, masked, a.causal, c.key0, q0, a.seq);
@@ -442,7 +484,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
     rt<float, 16, QS> ds;
     scores_t<cfg::kv_in_registers, T, QS>(ds, v_reg, sm.v, cur.dout, hq);
     row_vec<QS> delta;
-    load(delta, cur.delta.data + hq * QS, QS);
+    load_query_vec(delta, cur.delta, hq * QS);
     sub_col(ds, ds, delta);
     mul(ds, ds, p);
 
@@ -685,7 +727,7 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
   rt<float, 32, QP> p, ds;
   scores_t_split<REGS, T, D, QP>(p, k_reg, sK, cur.q, g, qh);
   row_vec<QP> lse2;
-  load(lse2, cur.lse.data + QP * qh, QP);
+  load_query_vec(lse2, cur.lse, QP * qh);
   mul(lse2, lse2, LOG2E);
   const bool masked = (a.causal && q0 < n0 + KV_BLOCK_N) || kv_tail;
   col_map(p, p, lse2, [c = a.scale_log2](float x, float l) { return fmaf(x, c, -l); });
@@ -697,7 +739,7 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
 
   scores_t_split<REGS, T, D, QP>(ds, v_reg, sV, cur.dout, g, qh);
   row_vec<QP> delta;
-  load(delta, cur.delta.data + QP * qh, QP);
+  load_query_vec(delta, cur.delta, QP * qh);
   sub_col(ds, ds, delta);
   mul(ds, ds, p);
   store(pt, p);                                   // fp32 -> 16-bit on the way
@@ -848,7 +890,8 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       mma_AB_shared<T, D, BM>(dv, ps[0].p, cur.dout, g, half);   // dV += P^T dO
       mma_AB_shared<T, D, BM>(dk, ps[0].ds, cur.q, g, half);     // dK += dS^T Q
       if constexpr (ATOMIC_DQ)
-        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m, BULK>(ps[0].ds, sK, dq_head, seq, m0, dq_stage);
+        dq_partial_atomic<T, D, BM, dkdv_config<D>::dq_warps_m, BULK, dq_unroll<true>>(ps[0].ds, sK, dq_head, seq, m0,
+                                                                                     dq_stage);
 
       wait_group<0>();                            // block i + 1 has landed ...
       __syncthreads();                            // ... for everyone; P^T / dS^T / buffer reads are done

@@ -3,7 +3,21 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+// Shared-memory address generation of ldmatrix loads / fragment stores (bitwise-identical addresses):
+// 0: swizzle XOR applied to (tile base + row offset + lane offset);
+// 1: XOR applied to the lane offset only, tile / sub-tile offsets (multiples of 128 bytes) added after;
+// 2: 1 on sm_90+, 0 on older GPUs.
+#ifndef TK_SWIZZLE_LANE_XOR
+#define TK_SWIZZLE_LANE_XOR 0
+#endif
+
 namespace tk {
+
+#if TK_SWIZZLE_LANE_XOR == 2 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr bool swizzle_lane_xor = false;
+#else
+constexpr bool swizzle_lane_xor = TK_SWIZZLE_LANE_XOR != 0;
+#endif
 
 constexpr int WARP_THREADS = 32;
 constexpr int TILE_DIM = 16;          // register tiles are made of 16x16 fragments

@@ -32,7 +32,16 @@ __device__ __forceinline__ void store(ST &&dst, const RT &src) {
     constexpr int RB = SC * int(sizeof(U));
     const int g = laneid() >> 2, t = laneid() & 3;
     const int r0 = dst.row_offset(), jt0 = dst.col_offset() / 16;
-    const uint32_t p = smem_u32(dst.base()) + uint32_t((r0 + g) * RB) + uint32_t((g << 4) | (4 * t));
+    // swizzle_lane_xor (TK_SWIZZLE_LANE_XOR, util.cuh): XOR only the lane's offset (bits 4..6), add the 128-byte multiples after it
+    // (same addresses; see load() in shared_to_register.cuh).
+    uint32_t p, post;
+    if constexpr (swizzle_lane_xor) {
+      p = uint32_t(g * RB) + uint32_t((g << 4) | (4 * t));
+      post = smem_u32(dst.base()) + uint32_t(r0 * RB);
+    } else {
+      p = smem_u32(dst.base()) + uint32_t((r0 + g) * RB) + uint32_t((g << 4) | (4 * t));
+      post = 0u;
+    }
 #pragma unroll
     for (int i = 0; i < RT::height; i++)
 #pragma unroll
@@ -40,7 +49,7 @@ __device__ __forceinline__ void store(ST &&dst, const RT &src) {
 #pragma unroll
         for (int k = 0; k < 4; k++) {
           const int jt = jt0 + j;
-          const uint32_t addr = (p ^ uint32_t(32 * (jt & 3) + 16 * (k >> 1))) +
+          const uint32_t addr = (p ^ uint32_t(32 * (jt & 3) + 16 * (k >> 1))) + post +
                                 uint32_t((16 * i + 8 * (k & 1)) * RB + 128 * (jt >> 2));
           const U2 v = convert_pair<U2>(src.tiles[i][j][k]);
           st_shared_b32(addr, as_u32<U>(v));

@@ -57,7 +57,23 @@ __device__ __forceinline__ void load_frags(RT &dst, const ST &src) {
   // (P's 128-byte-aligned part plus an offset < 128 lets the XOR act on the low 7 bits only.)
   constexpr int SC = ST::storage_cols;
   uint32_t quad[RT::height][RT::width];
-  if constexpr (SC >= 64) {
+  if constexpr (SC >= 64 && swizzle_lane_xor) {
+    // swizzle_lane_xor (TK_SWIZZLE_LANE_XOR, util.cuh). Same addresses, XOR applied to the lane's part only: the XOR touches bits 5..6, and the tile base
+    // (128-byte aligned), the sub-tile's row offset (a multiple of 16 rows) and 128-byte column blocks
+    // are multiples of 128, so they can be added after it. The XORed lane offsets then do not depend
+    // on the tile or the sub-tile (loop-invariant, 4 values), and every runtime offset is one add.
+    constexpr int RB = SC * int(sizeof(T));
+    const int r0 = src.row_offset(), jt0 = src.col_offset() / 16;
+    const uint32_t lane = uint32_t(lr * RB) + uint32_t((2 * lc) ^ ((lr & 7) << 4));
+    const uint32_t off = smem_u32(src.base()) + uint32_t(r0 * RB);
+#pragma unroll
+    for (int i = 0; i < RT::height; i++)
+#pragma unroll
+      for (int j = 0; j < RT::width; j++) {
+        const int jt = jt0 + j;
+        quad[i][j] = (lane ^ uint32_t(32 * (jt & 3))) + off + uint32_t(16 * i * RB + 128 * (jt >> 2));
+      }
+  } else if constexpr (SC >= 64) {
     constexpr int RB = SC * int(sizeof(T));
     const int r0 = src.row_offset(), jt0 = src.col_offset() / 16;
     const uint32_t p = smem_u32(src.base()) + uint32_t((r0 + lr) * RB) + uint32_t((2 * lc) ^ ((lr & 7) << 4));

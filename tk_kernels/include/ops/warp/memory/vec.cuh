@@ -30,6 +30,17 @@ __device__ __forceinline__ void load(row_vec<N> &dst, const float *src, int n_va
       dst.data[j][h].y = idx + 1 < n_valid ? src[idx + 1] : fill;
     }
 }
+// load(v, sv, offset): v = src[offset, offset + N) of a shared fp32 vector with one 8-byte load per
+// column pair (a row_vec lane's columns 2t, 2t+1 are adjacent); offset must be even.
+template <int N, int M>
+__device__ __forceinline__ void load(row_vec<N> &dst, const sv<float, M> &src, int offset) {
+  static_assert(N <= M, "load(row_vec, sv, offset): vector longer than the shared vector");
+#pragma unroll
+  for (int j = 0; j < row_vec<N>::width; j++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      dst.data[j][h] = *reinterpret_cast<const float2 *>(src.data + offset + row_vec<N>::index(j, h));
+}
 template <any_rv V, int N>
 __device__ __forceinline__ void load(V &dst, const sv<float, N> &src) {
   static_assert(V::length == N, "load(rv, sv): lengths differ");
