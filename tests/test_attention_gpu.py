@@ -521,3 +521,25 @@ def test_compiled_gpt_matches_eager(n_head):
     assert abs(loss_t.item() - loss_e.item()) < 1e-2
     assert all_c < 3e-2 and worst_c < 1e-1, "compiled vs eager grads differ"
     assert all_t < 3e-2 and worst_t < 1e-1, "tk vs torch (SDPA) grads differ"
+
+
+# -----------------------------------------------------------------------------
+# the configurations between the small ones and the H100/H200 defaults: an A100-sized budget makes the
+# launcher pick the red.add dQ path (the TMA bulk dQ path of sm_90 needs more shared memory), so an
+# H200 also tests what an A100 runs
+
+A100_SMEM = 170_000  # fits the transposed (D=64, 166,016 B) and two-barrier split (D=128, 164,992 B) kernels
+A100_DKDV_BYTES = {64: 166_016, 128: 164_992}
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("T", [1, 100, 1000, 2048])
+def test_atomic_dq_configs_vs_float64(T, D, causal, monkeypatch):
+    ext = tka._ext()
+    monkeypatch.setenv("TK_SMEM_LIMIT", str(A100_SMEM))
+    assert ext.backward_dkdv_smem_bytes(D, False) == A100_DKDV_BYTES[D]
+    B, H = batch_heads(T, D)
+    seed = new_seed()
+    q, k, v = qkv_split(B, H, T, D, torch.bfloat16, gen(seed))
+    run_case(q, k, v, causal, None, seed, f"A100-budget B={B} H={H} T={T} D={D} causal={causal}")

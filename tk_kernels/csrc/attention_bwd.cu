@@ -11,8 +11,13 @@
 // Kernels (one launch each, every launch checked):
 //   bwd_delta_kernel       delta = rowsum(dO * O), fp32, into p.delta.
 //   bwd_dkdv_kernel        FlashAttention-2 style, parallel over key blocks: dK, dV (and, on the default
-//                          path, dQ partial sums atomically added into p.dq_accum). Used for D = 64, and
-//                          with small query blocks on 99 KB GPUs for both head dims.
+//                          path, dQ partial sums added into p.dq_accum). Used for D = 64, and with small
+//                          query blocks on 99 KB GPUs for both head dims.
+//   dQ partial sums: on sm_90 each warp stages its 32 x 32 fp32 block in shared memory and hands it to
+//                          the TMA unit as one 4 KB bulk reduction (cp.reduce.async.bulk .add.f32; see
+//                          dq_partial_atomic; TK_BWD_DQ_BULK); elsewhere (and in configurations without
+//                          room for the staging) fp32 red.add instructions. Measured on H200: +5-10% for
+//                          the whole backward (the red.add bursts stalled the warps).
 //   bwd_dkdv_split_kernel  the same job with a different warp tiling (P^T / dS^T staged in shared
 //                          memory); used for D = 128 (faster there on H200; -D knobs below).
 //   bwd_dq_convert_kernel  dq = scale * dq_accum, cast and stored with dq's strides (default path).
@@ -27,11 +32,11 @@
 #include <cstdlib>
 
 #include "attention.h"
-// The DSL's address-generation knob (common/util.cuh) for this file only: 2 would switch the backward
-// to lane-only swizzle XORs on sm_90+ (see the knob list below); the forward keeps its own setting
-// (with 2 its causal D = 64 kernel spills 8 bytes on sm_90a).
+// The DSL's address-generation knob (common/util.cuh) for this file only: 2 = lane-only swizzle XORs on
+// sm_90+ (see the knob list below); the forward keeps its own setting (with 2 its causal D = 64 kernel
+// spills 8 bytes on sm_90a).
 #ifndef TK_SWIZZLE_LANE_XOR
-#define TK_SWIZZLE_LANE_XOR 0
+#define TK_SWIZZLE_LANE_XOR 2
 #endif
 #include "tk.cuh"
 
@@ -153,8 +158,10 @@ constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
 #ifndef TK_BWD_D64_KV_REGS
 #define TK_BWD_D64_KV_REGS 1      // keep the warp's K / V rows in registers
 #endif
-// Instruction-overhead knobs (all default 0 / off = the code measured so far; results bitwise unchanged
-// except for the usual atomic-order nondeterminism of dQ). SASS per query block, see the commit log:
+// Instruction-overhead knobs (results bitwise unchanged except for the usual atomic-order nondeterminism
+// of dQ). On by default since 2026-11-29 (measured together with TK_BWD_DQ_BULK, bench/RESULTS.md):
+// TK_SWIZZLE_LANE_XOR=2, TK_BWD_DQ_UNROLL=8, TK_BWD_LDS64=1, TK_BWD_HQ_UNROLL=2; the others are off.
+// SASS per query block, see the commit log:
 //   TK_SWIZZLE_LANE_XOR=1|2 (DSL, util.cuh)  ldmatrix / fragment-store addresses: swizzle XOR on the lane
 //                           offset only, tile offsets added after (2: sm_90+ only; on sm_80 it costs an
 //                           8-byte spill in the two-barrier split kernel).
@@ -273,7 +280,7 @@ __device__ __forceinline__ void kv_block_coords(int n_kv_blocks, int bh_count, b
 // TK_BWD_DQ_BULK=1: on sm_90, dQ partials go through shared memory and TMA bulk reductions instead of
 // red.add instructions (dq_partial_atomic below), where the kernel's shared memory has room for the staging.
 #ifndef TK_BWD_DQ_BULK
-#define TK_BWD_DQ_BULK 0
+#define TK_BWD_DQ_BULK 1
 #endif
 #ifndef TK_BWD_D128_BULK_PIPE
 #define TK_BWD_D128_BULK_PIPE 1  // D = 128 bulk dQ: 1 = one-barrier pipeline (staging in a free query buffer), 2 = two-barrier
@@ -328,7 +335,7 @@ __device__ __forceinline__ void scores_t(rt<float, 16, QS> &s, const rt<T, 16, D
 // Columns [offset, offset + QS) of a block's lse / delta vector (one value per query) into registers.
 // TK_BWD_LDS64=1: 8-byte shared loads of the column pairs (same values, half the LDS instructions).
 #ifndef TK_BWD_LDS64
-#define TK_BWD_LDS64 0
+#define TK_BWD_LDS64 1
 #endif
 template <int QS, int BM>
 __device__ __forceinline__ void load_query_vec(row_vec<QS> &v, const sv<float, BM> &src, int offset) {
@@ -364,7 +371,7 @@ __device__ __forceinline__ void mma_AB_streamed(rt<float, 16, D> &acc, const rt<
 }
 
 #ifndef TK_BWD_DQ_UNROLL
-#define TK_BWD_DQ_UNROLL 4  // unroll of the 8-step key loop of the dQ partial (8: fully unrolled)
+#define TK_BWD_DQ_UNROLL 8  // unroll of the 8-step key loop of the dQ partial (8: fully unrolled)
 #endif
 // (The two-barrier split kernel, the A100 path, keeps 4: with 8 it spills in some knob combinations.)
 template <bool TWO_BARRIER_SPLIT> constexpr int dq_unroll = TWO_BARRIER_SPLIT ? 4 : TK_BWD_DQ_UNROLL;
@@ -444,7 +451,7 @@ struct kv_block_pos {
 // is double-buffered, so its next overwrite (two steps on) comes after the next step's barrier, which
 // every warp reaches only once its dQ reads of this step are done.
 #ifndef TK_BWD_HQ_UNROLL
-#define TK_BWD_HQ_UNROLL 1  // unroll of the query-step loop in dkdv_step (1: rolled; 2: both steps of a D = 64 block)
+#define TK_BWD_HQ_UNROLL 2  // unroll of the query-step loop in dkdv_step (1: rolled; 2: both steps of a D = 64 block)
 #endif
 constexpr int hq_unroll = TK_BWD_HQ_UNROLL;
 template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M, bool BULK>
