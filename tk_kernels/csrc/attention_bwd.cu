@@ -299,24 +299,30 @@ struct query_block_order {
   __device__ __forceinline__ int next(int mb) const { return mb + 1 == end ? first : mb + 1; }
 };
 
-// Issue the cp.async copies of query block `mb` (Q, dO rows; lse, delta entries) into one buffer.
+// Issue the cp.async copies of query block `mb` of BLOCK_M rows (Q, dO rows; lse, delta entries) into one
+// buffer (any struct with q, dout tiles and lse, delta vectors; used by both dK / dV kernels).
 // (Head-local gls / pointers: the per-head offsets are computed once per CTA, not kept per thread.)
-template <typename T, int D, int BLOCK_M = dkdv_block_m<D>>
-__device__ __forceinline__ void fetch_query_block(typename dkdv_smem<T, D, BLOCK_M>::stage_tiles &buf,
-                                                  const head_inputs<T> &in, int mb) {
+// The lse / delta entries of the block (warps 0-1 and 2-3).
+template <int BLOCK_M, typename T, typename Buf>
+__device__ __forceinline__ void fetch_query_stats(Buf &buf, const head_inputs<T> &in, int mb) {
   const int m0 = mb * BLOCK_M;
-  load_async<KV_THREADS>(buf.q, in.q, {0, 0, m0, 0});
-  load_async<KV_THREADS>(buf.dout, in.dout, {0, 0, m0, 0});
   const int w = warpid(), seq = in.q.seq;
   if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, in.lse + m0, seq - m0);
   else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, in.delta + m0, seq - m0);
 }
+template <int BLOCK_M, typename T, typename Buf>
+__device__ __forceinline__ void fetch_query_block(Buf &buf, const head_inputs<T> &in, int mb) {
+  const int m0 = mb * BLOCK_M;
+  load_async<KV_THREADS>(buf.q, in.q, {0, 0, m0, 0});
+  load_async<KV_THREADS>(buf.dout, in.dout, {0, 0, m0, 0});
+  fetch_query_stats<BLOCK_M>(buf, in, mb);
+}
 
-// S^T = X_w Y_h^T for this warp's 16 rows X_w of a 128 x D key-side tile (K or V) and rows
-// [QS h, QS h + QS) of a block_m x D query-side tile Y (Q or dO), one 16-wide slice of D at a time.
-// X_w comes from registers (x_reg, D = 64) or from shared memory (D = 128).
-template <bool X_IN_REGS, typename T, int QS, int D, typename XS, typename YS>
-__device__ __forceinline__ void scores_t(rt<float, 16, QS> &s, const rt<T, 16, D> &x_reg, XS &xs, YS &ys, int h) {
+// S^T = X_g Y_h^T: rows [R g, R g + R) of a 128 x D key-side tile X (K or V; this warp's R = 16 or 32
+// keys) against rows [QS h, QS h + QS) of a query-side tile Y (Q or dO), one 16-wide slice of D at a
+// time. X_g comes from registers (x_reg) or from shared memory. Used by both dK / dV kernels.
+template <bool X_IN_REGS, typename T, int R, int QS, int D, typename XS, typename YS>
+__device__ __forceinline__ void scores_t(rt<float, R, QS> &s, const rt<T, R, D> &x_reg, XS &xs, YS &ys, int g, int h) {
   zero(s);
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
@@ -325,8 +331,8 @@ __device__ __forceinline__ void scores_t(rt<float, 16, QS> &s, const rt<T, 16, D
     if constexpr (X_IN_REGS) {
       mma_ABt(s, col_slice<16>(x_reg, kk), y_frag, s);
     } else {
-      rt<T, 16, 16> x_frag;
-      load(x_frag, subtile<16, 16>(xs, warpid(), kk));
+      rt<T, R, 16> x_frag;
+      load(x_frag, subtile<R, 16>(xs, g, kk));
       mma_ABt(s, x_frag, y_frag, s);
     }
   }
@@ -463,7 +469,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
   constexpr int QS = cfg::q_step, BM = cfg::block_m;
   const int m0 = mb * BM;
   const int w = warpid();
-  if (mb_next >= 0) fetch_query_block<T, D, BLOCK_M>(sm.buf[stage ^ 1], c.in, mb_next);
+  if (mb_next >= 0) fetch_query_block<BLOCK_M>(sm.buf[stage ^ 1], c.in, mb_next);
   auto &cur = sm.buf[stage];
   commit_group();                                 // (possibly empty) group for the next block
 
@@ -480,7 +486,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
     }
     // P^T
     rt<float, 16, QS> p;
-    scores_t<cfg::kv_in_registers, T, QS>(p, k_reg, sm.k, cur.q, hq);
+    scores_t<cfg::kv_in_registers, T>(p, k_reg, sm.k, cur.q, w, hq);
     row_vec<QS> lse2;
     load_query_vec(lse2, cur.lse, hq * QS);
     mul(lse2, lse2, LOG2E);
@@ -489,7 +495,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
 
     // dS^T = P^T * (dP^T - delta)
     rt<float, 16, QS> ds;
-    scores_t<cfg::kv_in_registers, T, QS>(ds, v_reg, sm.v, cur.dout, hq);
+    scores_t<cfg::kv_in_registers, T>(ds, v_reg, sm.v, cur.dout, w, hq);
     row_vec<QS> delta;
     load_query_vec(delta, cur.delta, hq * QS);
     sub_col(ds, ds, delta);
@@ -554,7 +560,7 @@ bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
   const head_inputs<T> in{a.q.head(b, h), a.dout.head(b, h), a.lse + int64_t(bh) * seq, a.delta + int64_t(bh) * seq};
   const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
-  fetch_query_block<T, D, BLOCK_M>(buf[0], in, order.start);
+  fetch_query_block<BLOCK_M>(buf[0], in, order.start);
   commit_group();
   wait_group<0>();
   __syncthreads();
@@ -666,37 +672,6 @@ struct split_smem {
 };
 #pragma nv_diag_default 177
 
-// Issue the cp.async copies of query block `mb` into one buffer (split variant).
-template <typename T, int D, typename Buf>
-__device__ __forceinline__ void fetch_query_block_split(Buf &buf, const head_inputs<T> &in, int mb) {
-  const int m0 = mb * split_block_m<D>;
-  load_async<KV_THREADS>(buf.q, in.q, {0, 0, m0, 0});
-  load_async<KV_THREADS>(buf.dout, in.dout, {0, 0, m0, 0});
-  const int w = warpid(), seq = in.q.seq;
-  if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, in.lse + m0, seq - m0);
-  else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, in.delta + m0, seq - m0);
-}
-
-// S^T tile (32 keys x QP queries) = X_g Y_h^T over D: X = K or V (key group g, registers or
-// shared), Y = Q or dO (query half h).
-template <bool X_IN_REGS, typename T, int D, int QP, typename XS, typename YS>
-__device__ __forceinline__ void scores_t_split(rt<float, 32, QP> &s, const rt<T, 32, D> &x_reg, XS &xs, YS &ys,
-                                               int g, int h) {
-  zero(s);
-#pragma unroll
-  for (int kk = 0; kk < D / 16; kk++) {
-    rt<T, QP, 16> y_frag;
-    load_B(y_frag, subtile<QP, 16>(ys, h, kk));
-    if constexpr (X_IN_REGS) {
-      mma_ABt(s, col_slice<16>(x_reg, kk), y_frag, s);
-    } else {
-      rt<T, 32, 16> x_frag;
-      load(x_frag, subtile<32, 16>(xs, g, kk));
-      mma_ABt(s, x_frag, y_frag, s);
-    }
-  }
-}
-
 // acc (32 keys x D/2) += A_g Y[:, half] with A_g rows [32 g, 32 g + 32) of a [key][query] shared
 // tile (P^T or dS^T; ldmatrix, row layout = A operand) and Y the BM x D query-side tile (dO or Q;
 // ldmatrix.trans, col layout = B operand), 16 queries at a time.
@@ -732,7 +707,7 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
     return;
   }
   rt<float, 32, QP> p, ds;
-  scores_t_split<REGS, T, D, QP>(p, k_reg, sK, cur.q, g, qh);
+  scores_t<REGS, T>(p, k_reg, sK, cur.q, g, qh);
   row_vec<QP> lse2;
   load_query_vec(lse2, cur.lse, QP * qh);
   mul(lse2, lse2, LOG2E);
@@ -744,7 +719,7 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
   }
   exp2(p, p);
 
-  scores_t_split<REGS, T, D, QP>(ds, v_reg, sV, cur.dout, g, qh);
+  scores_t<REGS, T>(ds, v_reg, sV, cur.dout, g, qh);
   row_vec<QP> delta;
   load_query_vec(delta, cur.delta, QP * qh);
   sub_col(ds, ds, delta);
@@ -772,11 +747,10 @@ template <typename T, int D, typename Buf>
 __device__ __forceinline__ void fetch_query_block_split_warp(Buf &buf, const head_inputs<T> &in, int mb) {
   static_assert(D == 128 && split_block_m<D> == 64, "per-warp query-block fetch: D = 128, 64-query blocks");
   const int m0 = mb * split_block_m<D>;
-  const int w = warpid(), r = 16 * (w & 3), seq = in.q.seq;
+  const int w = warpid(), r = 16 * (w & 3);
   if (w < 4) load_async<WARP_THREADS>(subtile<16, D>(buf.q, w & 3, 0), in.q, {0, 0, m0 + r, 0});
   else load_async<WARP_THREADS>(subtile<16, D>(buf.dout, w & 3, 0), in.dout, {0, 0, m0 + r, 0});
-  if (w < 2) load_async<2 * WARP_THREADS>(buf.lse, in.lse + m0, seq - m0);
-  else if (w < 4) load_async<2 * WARP_THREADS>(buf.delta, in.delta + m0, seq - m0);
+  fetch_query_stats<split_block_m<D>>(buf, in, mb);
 }
 // This warp's 4 KB of a query buffer in that split (its dQ staging block in the one-barrier bulk pipeline).
 template <typename Buf>
@@ -817,10 +791,10 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   load_async<KV_THREADS>(sK, a.k, {b, h, n0, 0});
   load_async<KV_THREADS>(sV, a.v, {b, h, n0, 0});
   const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
-  fetch_query_block_split<T, D>(buf[0], in, order.start);
+  fetch_query_block<BM>(buf[0], in, order.start);
   commit_group();
   if constexpr (ONE_BAR && !STAGED) {             // two blocks in flight
-    if (order.count() > 1) fetch_query_block_split<T, D>(buf[1], in, order.next(order.start));
+    if (order.count() > 1) fetch_query_block<BM>(buf[1], in, order.next(order.start));
     commit_group();
     wait_group<1>();
   } else {
@@ -871,7 +845,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       split_phase1<T, D>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
       wait_group<0>();                            // block i + 1 has landed (this thread's copies)
       __syncthreads();                            // P^T / dS^T of i and block i + 1 visible; i - 1 done
-      if (i + 2 < order.count()) fetch_query_block_split<T, D>(buf[next2_buf], in, order.next(order.next(mb)));
+      if (i + 2 < order.count()) fetch_query_block<BM>(buf[next2_buf], in, order.next(order.next(mb)));
       commit_group();
       mma_AB_shared<T, D, BM>(dv, ps[cur_ps].p, cur.dout, g, half);   // dV += P^T dO
       mma_AB_shared<T, D, BM>(dk, ps[cur_ps].ds, cur.q, g, half);     // dK += dS^T Q
@@ -887,7 +861,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       const int stage = i & 1;
       const int m0 = mb * BM;
       // Buffer stage ^ 1 held block i - 1, whose last reads (phase 2) precede the previous barrier.
-      if (i + 1 < order.count()) fetch_query_block_split<T, D>(buf[stage ^ 1], in, order.next(mb));
+      if (i + 1 < order.count()) fetch_query_block<BM>(buf[stage ^ 1], in, order.next(mb));
       commit_group();
       auto &cur = buf[stage];
 
