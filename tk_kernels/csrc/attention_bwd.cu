@@ -271,6 +271,23 @@ __device__ __forceinline__ void kv_block_coords(int n_kv_blocks, int bh_count, b
   }
 }
 
+// Everything a dK / dV CTA derives from its block index: the grid's shape, its key block kb and head
+// bh = b * H + h, and its first key n0.
+struct kv_cta {
+  int n_kv_blocks, bh_count, kb, bh, b, h, n0;
+};
+template <typename T>
+__device__ __forceinline__ kv_cta locate_kv_cta(const bwd_args<T> &a) {
+  kv_cta c;
+  c.n_kv_blocks = cdiv(a.seq, KV_BLOCK_N);
+  c.bh_count = a.q.batch * a.heads;
+  kv_block_coords(c.n_kv_blocks, c.bh_count, a.causal, c.kb, c.bh);
+  c.b = c.bh / a.heads;
+  c.h = c.bh % a.heads;
+  c.n0 = c.kb * KV_BLOCK_N;
+  return c;
+}
+
 // The order in which a CTA visits its query blocks. Without a causal mask every key block of a head
 // walks the same blocks; in lock-step they would all add their dQ partials into the same dq_accum rows
 // (and read the same Q / dO lines) at the same moment. So non-causal CTAs start at a block proportional
@@ -543,12 +560,7 @@ bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
   if constexpr (BULK) dq_stage = al.allocate<typename S::dq_stage>();
 
   const int seq = a.seq;
-  const int n_kv_blocks = cdiv(seq, KV_BLOCK_N);
-  const int bh_count = a.q.batch * a.heads;
-  int kb, bh;
-  kv_block_coords(n_kv_blocks, bh_count, a.causal, kb, bh);
-  const int b = bh / a.heads, h = bh % a.heads;
-  const int n0 = kb * KV_BLOCK_N;                 // first key of the CTA
+  const auto [n_kv_blocks, bh_count, kb, bh, b, h, n0] = locate_kv_cta(a);  // n0: first key of the CTA
   const int w = warpid();
   const int key0 = n0 + 16 * w;                   // first key of this warp
   const int mb_first = a.causal ? n0 / cfg::block_m : 0;
@@ -774,12 +786,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   if constexpr (BULK && !ONE_BAR) dq_stage = al.allocate<typename S::dq_stage>() + warpid() * 1024;
 
   const int seq = a.seq;
-  const int n_kv_blocks = cdiv(seq, KV_BLOCK_N);
-  const int bh_count = a.q.batch * a.heads;
-  int kb, bh;
-  kv_block_coords(n_kv_blocks, bh_count, a.causal, kb, bh);
-  const int b = bh / a.heads, h = bh % a.heads;
-  const int n0 = kb * KV_BLOCK_N;
+  const auto [n_kv_blocks, bh_count, kb, bh, b, h, n0] = locate_kv_cta(a);
   const int g = warpid() >> 1, half = warpid() & 1;
   constexpr int BM = split_block_m<D>;
   const int mb_first = a.causal ? n0 / BM : 0;
