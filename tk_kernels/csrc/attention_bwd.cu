@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 //     dS^T -> shared (16-bit) ; __syncthreads (the only barrier per query block)
 //     dQ_part = dS K           (block_m x D), warps tile it 4x2 (D=64) or 2x4 (D=128);
 //                              A: dS^T tile read with ldmatrix.trans, B: K with ldmatrix.trans;
-//                              added into dq_accum with fp32 red.add (float2 on sm_90).
+//                              added into dq_accum with fp32 red.add, or on sm_90 as one TMA bulk
+//                              reduction per warp (dq_partial_atomic).
 // Causal: a warp whose 16 keys all come after every query of a step has P = 0 there; it skips the
 // step and writes zeros to its dS^T rows.
 // Computing the TRANSPOSED scores is what lets P^T and dS^T feed the dV / dK products directly as
@@ -122,7 +123,8 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // computed q_step queries at a time (a rolled loop over the block).
 // block_m is a template parameter; the launcher runs the largest configuration that the device's
 // opt-in shared memory per block fits (see dkdv_choice):
-//   D = 64,  block_m 128, q_step 64: 166,016 B  default (A100 / H100 / H200)
+//   D = 64,  block_m 128, q_step 64: 198,784 B  H100 / H200 (sm_90: + 32 KB staging for the bulk dQ path)
+//   D = 64,  block_m 128, q_step 64: 166,016 B  A100 (red.add dQ)
 //   D = 64,  block_m  64, q_step 64:  99,456 B  99 KB GPUs (RTX 30xx / 40xx: sm_86 / sm_89)
 //   D = 128, block_m  16, q_step 16:  90,496 B  99 KB GPUs (the larger GPUs run the split kernel below)
 // The D = 128 small configuration keeps the 128-key block (K and V alone take 64 KB), so 16 queries
@@ -627,7 +629,7 @@ bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
 // Two-barrier pipeline: because phase 2 still reads Q / dO, the next block is prefetched only after
 // the previous block's second barrier (into the buffer that block used); P^T / dS^T need a single
 // buffer. The one-barrier pipeline below trades shared memory for the second barrier.
-// Shared memory: D = 64 ~97 KB (BM 128: ~162 KB), D = 128 ~161 KB.
+// Shared memory: D = 64 ~97 KB (BM 128: ~162 KB), D = 128 ~161 KB (+ 32 KB dQ staging with bulk dQ).
 #ifndef TK_BWD_D64_SPLIT
 #define TK_BWD_D64_SPLIT 0    // measured on H200: -3-4% vs the transposed kernel at D = 64
 #endif
