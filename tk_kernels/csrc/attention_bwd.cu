@@ -162,22 +162,15 @@ constexpr int KV_BLOCK_N = 128;  // keys per CTA (16 per warp)
 #endif
 // Instruction-overhead knobs (results bitwise unchanged except for the usual atomic-order nondeterminism
 // of dQ). On by default since 2026-11-29 (measured together with TK_BWD_DQ_BULK, bench/RESULTS.md):
-// TK_SWIZZLE_LANE_XOR=2, TK_BWD_DQ_UNROLL=8, TK_BWD_LDS64=1, TK_BWD_HQ_UNROLL=2; the others are off.
+// TK_SWIZZLE_LANE_XOR=2, TK_BWD_DQ_UNROLL=8, TK_BWD_LDS64=1, TK_BWD_HQ_UNROLL=2.
 // SASS per query block, see the commit log:
 //   TK_SWIZZLE_LANE_XOR=1|2 (DSL, util.cuh)  ldmatrix / fragment-store addresses: swizzle XOR on the lane
 //                           offset only, tile offsets added after (2: sm_90+ only; on sm_80 it costs an
 //                           8-byte spill in the two-barrier split kernel).
-//   TK_RED_IMM=1 (DSL)      dQ reds as inline PTX with immediate offsets from one 64-bit lane base.
-//   TK_RED_V4=1  (DSL)      lane-pair shuffle + red.global.add.v4.f32 (half the reds; 4-byte spill in
-//                           the one-barrier split kernel).
 //   TK_BWD_DQ_UNROLL=8      fully unrolled key loop in the dQ partial (immediate ldmatrix offsets).
 //   TK_BWD_LDS64=1          lse / delta column pairs read with 8-byte shared loads.
 //   TK_BWD_HQ_UNROLL=2      both query steps of a D = 64 block unrolled in bwd_dkdv_kernel (offsets become
 //                           immediates; the lane offsets are not rebuilt for the second step).
-//   TK_LOAD_ASYNC_FULL_TILE=1 (DSL) cp.async tile loads without row guards when the tile is in range.
-//   TK_LOAD_ASYNC_NO_SELECT=1 (DSL) zero-filled cp.async copies keep their computed source address
-//                           (-20 instructions per D = 64 block; 8-byte spill in the D = 128 one-barrier
-//                           kernel together with the other knobs).
 // (Each build uses one kernel per head dim, so some knobs of the other kernel stay unreferenced.)
 #pragma nv_diag_suppress 177
 // block_m (queries per block; one barrier + dQ partial each) is a template parameter: the default

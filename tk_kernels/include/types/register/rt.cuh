@@ -62,6 +62,19 @@ struct rt {
   }
 };
 
+// f(i, j, k) for pair k of every 16x16 fragment (i, j) of an RT tile: the one loop nest behind the
+// element-wise maps, fills, copies, masks and register -> shared / global stores (fully unrolled, so
+// i, j, k are constants once inlined).
+template <typename RT, typename F>
+__device__ __forceinline__ void for_each_pair(F &&f) {
+#pragma unroll
+  for (int i = 0; i < RT::height; i++)
+#pragma unroll
+    for (int j = 0; j < RT::width; j++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) f(i, j, k);
+}
+
 // Handy aliases.
 template <int R, int C, tile_layout L = row_l> using rt_fl = rt<float, R, C, L>;
 template <int R, int C, tile_layout L = row_l> using rt_bf = rt<bf16, R, C, L>;

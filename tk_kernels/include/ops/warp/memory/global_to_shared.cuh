@@ -11,18 +11,6 @@
 #include "../../../types/shared/sv.cuh"
 #include "async.cuh"
 
-// TK_LOAD_ASYNC_FULL_TILE=1: the fast path of load_async(st, gl, coord) branches (CTA-uniformly) to a
-// copy loop without row guards when the whole tile lies inside the sequence.
-#ifndef TK_LOAD_ASYNC_FULL_TILE
-#define TK_LOAD_ASYNC_FULL_TILE 0
-#endif
-
-// TK_LOAD_ASYNC_NO_SELECT=1: a zero-filled copy (src-size 0, nothing is read) keeps its computed, possibly
-// out-of-range source address instead of selecting the tensor's base pointer (2 fewer instructions per copy).
-#ifndef TK_LOAD_ASYNC_NO_SELECT
-#define TK_LOAD_ASYNC_NO_SELECT 0
-#endif
-
 namespace tk {
 
 template <int NT = WARP_THREADS, any_st ST, typename T>
@@ -39,20 +27,11 @@ __device__ __forceinline__ void load_async(ST &&dst, const gl<T> &src, const coo
     const int r_first = tid / CPR, cc = (tid % CPR) * 8;
     const T *g = src.at(c.b, c.h, c.row + r_first, c.col + cc);
     const int64_t g_step = int64_t(ROW_STEP) * src.t_stride;
-    if (TK_LOAD_ASYNC_FULL_TILE && c.row + S::rows <= src.seq) {
-      // Every row in range (uniform branch): no per-row compare / select.
-#pragma unroll
-      for (int i = 0; i < CHUNKS / NT; i++) {
-        cp_async_16(dst.ptr(r_first + i * ROW_STEP, cc), g, true);
-        g += g_step;
-      }
-      return;
-    }
 #pragma unroll
     for (int i = 0; i < CHUNKS / NT; i++) {
       const int r = r_first + i * ROW_STEP;
       const bool valid = c.row + r < src.seq;
-      cp_async_16(dst.ptr(r, cc), (TK_LOAD_ASYNC_NO_SELECT || valid) ? g : src.ptr, valid);
+      cp_async_16(dst.ptr(r, cc), valid ? g : src.ptr, valid);
       g += g_step;
     }
   } else {
@@ -76,7 +55,7 @@ __device__ __forceinline__ void load_async(sv<float, N> &dst, const float *src, 
 #pragma unroll
   for (int i = tid; i < N; i += NT) {
     const bool valid = i < n_valid;
-    cp_async_4(&dst.data[i], (TK_LOAD_ASYNC_NO_SELECT || valid) ? src + i : src, valid);
+    cp_async_4(&dst.data[i], valid ? src + i : src, valid);
   }
 }
 

@@ -22,69 +22,44 @@ namespace tk {
 // f(float) -> float applied to every element of an fp32 tile.
 template <fp32_rt RT, typename F>
 __device__ __forceinline__ void unary_map(RT &dst, const RT &src, F f) {
-#pragma unroll
-  for (int i = 0; i < RT::height; i++)
-#pragma unroll
-    for (int j = 0; j < RT::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        dst.tiles[i][j][k].x = f(src.tiles[i][j][k].x);
-        dst.tiles[i][j][k].y = f(src.tiles[i][j][k].y);
-      }
+  for_each_pair<RT>([&](int i, int j, int k) {
+    dst.tiles[i][j][k].x = f(src.tiles[i][j][k].x);
+    dst.tiles[i][j][k].y = f(src.tiles[i][j][k].y);
+  });
 }
 template <fp32_rt RT, typename F>
 __device__ __forceinline__ void binary_map(RT &dst, const RT &a, const RT &b, F f) {
-#pragma unroll
-  for (int i = 0; i < RT::height; i++)
-#pragma unroll
-    for (int j = 0; j < RT::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        dst.tiles[i][j][k].x = f(a.tiles[i][j][k].x, b.tiles[i][j][k].x);
-        dst.tiles[i][j][k].y = f(a.tiles[i][j][k].y, b.tiles[i][j][k].y);
-      }
+  for_each_pair<RT>([&](int i, int j, int k) {
+    dst.tiles[i][j][k].x = f(a.tiles[i][j][k].x, b.tiles[i][j][k].x);
+    dst.tiles[i][j][k].y = f(a.tiles[i][j][k].y, b.tiles[i][j][k].y);
+  });
 }
 // f(x, v) where v is the col_vec entry of x's row (row_l tile).
 template <fp32_rt RT, typename F>
 __device__ __forceinline__ void row_map(RT &dst, const RT &src, const col_vec<RT::rows> &v, F f) {
   static_assert(RT::is_row, "row ops (sub_row, mul_row, ...) need a row_l tile");
-#pragma unroll
-  for (int i = 0; i < RT::height; i++)
-#pragma unroll
-    for (int j = 0; j < RT::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const float r = v.data[i][k & 1];  // row_l: data[k] sits in row g + 8*(k & 1)
-        dst.tiles[i][j][k].x = f(src.tiles[i][j][k].x, r);
-        dst.tiles[i][j][k].y = f(src.tiles[i][j][k].y, r);
-      }
+  for_each_pair<RT>([&](int i, int j, int k) {
+    const float r = v.data[i][k & 1];  // row_l: data[k] sits in row g + 8*(k & 1)
+    dst.tiles[i][j][k].x = f(src.tiles[i][j][k].x, r);
+    dst.tiles[i][j][k].y = f(src.tiles[i][j][k].y, r);
+  });
 }
 // f(x, v) where v is the row_vec entry of x's column (row_l tile).
 template <fp32_rt RT, typename F>
 __device__ __forceinline__ void col_map(RT &dst, const RT &src, const row_vec<RT::cols> &v, F f) {
   static_assert(RT::is_row, "column ops (sub_col, mul_col, ...) need a row_l tile");
-#pragma unroll
-  for (int i = 0; i < RT::height; i++)
-#pragma unroll
-    for (int j = 0; j < RT::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const float2 c = v.data[j][k >> 1];  // row_l: data[k] sits in cols 2t + 8*(k >> 1) + {0, 1}
-        dst.tiles[i][j][k].x = f(src.tiles[i][j][k].x, c.x);
-        dst.tiles[i][j][k].y = f(src.tiles[i][j][k].y, c.y);
-      }
+  for_each_pair<RT>([&](int i, int j, int k) {
+    const float2 c = v.data[j][k >> 1];  // row_l: data[k] sits in cols 2t + 8*(k >> 1) + {0, 1}
+    dst.tiles[i][j][k].x = f(src.tiles[i][j][k].x, c.x);
+    dst.tiles[i][j][k].y = f(src.tiles[i][j][k].y, c.y);
+  });
 }
 
 // ---------------- tiles ----------------
 template <any_rt RT> __device__ __forceinline__ void fill(RT &t, float v) {
   using T2 = typename RT::dtype2;
   const T2 p = convert_pair<T2>(make_float2(v, v));
-#pragma unroll
-  for (int i = 0; i < RT::height; i++)
-#pragma unroll
-    for (int j = 0; j < RT::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) t.tiles[i][j][k] = p;
+  for_each_pair<RT>([&](int i, int j, int k) { t.tiles[i][j][k] = p; });
 }
 template <any_rt RT> __device__ __forceinline__ void zero(RT &t) { fill(t, 0.f); }
 template <any_rt RT> __device__ __forceinline__ void neg_infty(RT &t) { fill(t, neg_infty()); }
@@ -94,12 +69,9 @@ __device__ __forceinline__ void copy(RD &dst, const RS &src) {
   static_assert(same_shape<RD, RS>, "copy(rt, rt): tiles must have the same shape");
   static_assert(std::same_as<typename RD::layout, typename RS::layout>,
                 "copy(rt, rt): layouts differ (use swap_layout to change layout)");
-#pragma unroll
-  for (int i = 0; i < RD::height; i++)
-#pragma unroll
-    for (int j = 0; j < RD::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) dst.tiles[i][j][k] = convert_pair<typename RD::dtype2>(src.tiles[i][j][k]);
+  for_each_pair<RD>([&](int i, int j, int k) {
+    dst.tiles[i][j][k] = convert_pair<typename RD::dtype2>(src.tiles[i][j][k]);
+  });
 }
 
 template <fp32_rt RT> __device__ __forceinline__ void exp2(RT &dst, const RT &src) {

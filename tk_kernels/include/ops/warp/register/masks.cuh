@@ -16,15 +16,10 @@ template <any_rt RT, typename P>
 __device__ __forceinline__ void masked_fill(RT &t, P pred, float v) {
   using T = typename RT::dtype;
   const T val = from_float<T>(v);
-#pragma unroll
-  for (int i = 0; i < RT::height; i++)
-#pragma unroll
-    for (int j = 0; j < RT::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        if (pred(16 * i + RT::frag_row(k, 0), 16 * j + RT::frag_col(k, 0))) t.tiles[i][j][k].x = val;
-        if (pred(16 * i + RT::frag_row(k, 1), 16 * j + RT::frag_col(k, 1))) t.tiles[i][j][k].y = val;
-      }
+  for_each_pair<RT>([&](int i, int j, int k) {
+    if (pred(16 * i + RT::frag_row(k, 0), 16 * j + RT::frag_col(k, 0))) t.tiles[i][j][k].x = val;
+    if (pred(16 * i + RT::frag_row(k, 1), 16 * j + RT::frag_col(k, 1))) t.tiles[i][j][k].y = val;
+  });
 }
 
 template <any_rt RT>
