@@ -10,21 +10,9 @@
 // row_l tiles only. On sm_90+ each pair is one vector red.add (atomicAdd(float2 *)); earlier
 // architectures issue two scalar red.add.
 #pragma once
-#include "../../../types/register/rt.cuh"
+#include "register_to_global.cuh"  // detail::red_add_pair
 
 namespace tk {
-
-namespace detail {
-// One pair: dst[0..1] += v (vector red.add on sm_90+, two scalar ones before).
-__device__ __forceinline__ void red_add_pair(float *p, const float2 &v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2 *>(p), v);  // 8-byte aligned: 2t and PITCH are even
-#else
-  atomicAdd(p, v.x);
-  atomicAdd(p + 1, v.y);
-#endif
-}
-}  // namespace detail
 
 template <int PITCH, fp32_rt RT>
 __device__ __forceinline__ void atomic_add(float *dst, const RT &src, int n_rows) {
@@ -34,6 +22,7 @@ __device__ __forceinline__ void atomic_add(float *dst, const RT &src, int n_rows
   float *lane_base = dst + g * PITCH + 2 * t;     // this lane's (row g, col 2t)
   if (n_rows >= RT::rows) {
     // Whole tile in range (the common case): no per-row guards, every address is lane_base + immediate.
+    // (Plain loops here, not for_each_pair: with the lambda ptxas spills in the two-barrier split kernel.)
 #pragma unroll
     for (int i = 0; i < RT::height; i++)
 #pragma unroll

@@ -34,17 +34,12 @@ __device__ __forceinline__ void store_xor32(float *dst, const RT &src) {
   static_assert(RT::is_row && RT::rows == 32 && RT::cols == 32, "store_xor32: 32 x 32 row_l fp32 tiles only");
   const int g = laneid() >> 2, t = laneid() & 3;
   // pair k of fragment (i, j): row 16 i + 8 (k & 1) + g (so r & 3 = g & 3), col 16 j + 8 (k >> 1) + 2 t
-#pragma unroll
-  for (int i = 0; i < 2; i++)
-#pragma unroll
-    for (int j = 0; j < 2; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const int r = 16 * i + 8 * (k & 1) + g, c = 16 * j + 8 * (k >> 1) + 2 * t;
-        const float2 v = src.tiles[i][j][k];  // c is even: an 8-byte aligned pair
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_u32(dst + xor32_offset(r, c))), "f"(v.x), "f"(v.y)
-                     : "memory");
-      }
+  for_each_pair<RT>([&](int i, int j, int k) {
+    const int r = 16 * i + 8 * (k & 1) + g, c = 16 * j + 8 * (k >> 1) + 2 * t;
+    const float2 v = src.tiles[i][j][k];  // c is even: an 8-byte aligned pair
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_u32(dst + xor32_offset(r, c))), "f"(v.x), "f"(v.y)
+                 : "memory");
+  });
 }
 
 // (Declared for every architecture so kernels that pick the path at run time compile everywhere; before

@@ -16,49 +16,43 @@ template <typename T, any_rt RT>
 __device__ __forceinline__ void store(const gl<T> &dst, const RT &src, const coord &c) {
   using T2 = packed_t<T>;
   T *head = dst.at(c.b, c.h, 0, c.col);
-#pragma unroll
-  for (int i = 0; i < RT::height; i++)
-#pragma unroll
-    for (int j = 0; j < RT::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const T2 v = convert_pair<T2>(src.tiles[i][j][k]);
-        const int r = c.row + 16 * i + RT::frag_row(k, 0), col = 16 * j + RT::frag_col(k, 0);
-        if constexpr (RT::is_row) {
-          if (r < dst.seq) *reinterpret_cast<T2 *>(head + int64_t(r) * dst.t_stride + col) = v;
-        } else {
-          if (r < dst.seq) head[int64_t(r) * dst.t_stride + col] = v.x;
-          if (r + 1 < dst.seq) head[int64_t(r + 1) * dst.t_stride + col] = v.y;
-        }
-      }
+  for_each_pair<RT>([&](int i, int j, int k) {
+    const T2 v = convert_pair<T2>(src.tiles[i][j][k]);
+    const int r = c.row + 16 * i + RT::frag_row(k, 0), col = 16 * j + RT::frag_col(k, 0);
+    if constexpr (RT::is_row) {
+      if (r < dst.seq) *reinterpret_cast<T2 *>(head + int64_t(r) * dst.t_stride + col) = v;
+    } else {
+      if (r < dst.seq) head[int64_t(r) * dst.t_stride + col] = v.x;
+      if (r + 1 < dst.seq) head[int64_t(r + 1) * dst.t_stride + col] = v.y;
+    }
+  });
 }
+
+namespace detail {
+// One adjacent pair: p[0..1] += v (one vector red.add on sm_90+, two scalar ones before; p 8-byte aligned).
+__device__ __forceinline__ void red_add_pair(float *p, const float2 &v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2 *>(p), v);
+#else
+  atomicAdd(p, v.x);
+  atomicAdd(p + 1, v.y);
+#endif
+}
+}  // namespace detail
 
 template <fp32_rt RT>
 __device__ __forceinline__ void atomic_add(const gl<float> &dst, const RT &src, const coord &c) {
   float *head = dst.at(c.b, c.h, 0, c.col);
-#pragma unroll
-  for (int i = 0; i < RT::height; i++)
-#pragma unroll
-    for (int j = 0; j < RT::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const float2 v = src.tiles[i][j][k];
-        const int r = c.row + 16 * i + RT::frag_row(k, 0), col = 16 * j + RT::frag_col(k, 0);
-        if constexpr (RT::is_row) {
-          if (r < dst.seq) {
-            float *p = head + int64_t(r) * dst.t_stride + col;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            atomicAdd(reinterpret_cast<float2 *>(p), v);  // 8-byte aligned: col is even, D-stride 1
-#else
-            atomicAdd(p, v.x);
-            atomicAdd(p + 1, v.y);
-#endif
-          }
-        } else {
-          if (r < dst.seq) atomicAdd(head + int64_t(r) * dst.t_stride + col, v.x);
-          if (r + 1 < dst.seq) atomicAdd(head + int64_t(r + 1) * dst.t_stride + col, v.y);
-        }
-      }
+  for_each_pair<RT>([&](int i, int j, int k) {
+    const float2 v = src.tiles[i][j][k];
+    const int r = c.row + 16 * i + RT::frag_row(k, 0), col = 16 * j + RT::frag_col(k, 0);
+    if constexpr (RT::is_row) {
+      if (r < dst.seq) detail::red_add_pair(head + int64_t(r) * dst.t_stride + col, v);  // col even, D-stride 1
+    } else {
+      if (r < dst.seq) atomicAdd(head + int64_t(r) * dst.t_stride + col, v.x);
+      if (r + 1 < dst.seq) atomicAdd(head + int64_t(r + 1) * dst.t_stride + col, v.y);
+    }
+  });
 }
 
 }  // namespace tk

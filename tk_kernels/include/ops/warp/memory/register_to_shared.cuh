@@ -42,35 +42,25 @@ __device__ __forceinline__ void store(ST &&dst, const RT &src) {
       p = smem_u32(dst.base()) + uint32_t((r0 + g) * RB) + uint32_t((g << 4) | (4 * t));
       post = 0u;
     }
-#pragma unroll
-    for (int i = 0; i < RT::height; i++)
-#pragma unroll
-      for (int j = 0; j < RT::width; j++)
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const int jt = jt0 + j;
-          const uint32_t addr = (p ^ uint32_t(32 * (jt & 3) + 16 * (k >> 1))) + post +
-                                uint32_t((16 * i + 8 * (k & 1)) * RB + 128 * (jt >> 2));
-          const U2 v = convert_pair<U2>(src.tiles[i][j][k]);
-          st_shared_b32(addr, as_u32<U>(v));
-        }
+    for_each_pair<RT>([&](int i, int j, int k) {
+      const int jt = jt0 + j;
+      const uint32_t addr = (p ^ uint32_t(32 * (jt & 3) + 16 * (k >> 1))) + post +
+                            uint32_t((16 * i + 8 * (k & 1)) * RB + 128 * (jt >> 2));
+      const U2 v = convert_pair<U2>(src.tiles[i][j][k]);
+      st_shared_b32(addr, as_u32<U>(v));
+    });
   } else {
-#pragma unroll
-    for (int i = 0; i < RT::height; i++)
-#pragma unroll
-      for (int j = 0; j < RT::width; j++)
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const U2 v = convert_pair<U2>(src.tiles[i][j][k]);
-          const int r = 16 * i + RT::frag_row(k, 0), c = 16 * j + RT::frag_col(k, 0);
-          if constexpr (RT::is_row) {
-            st_shared_b32(smem_u32(dst.ptr(r, c)), as_u32<U>(v));
-          } else {  // a col_l pair spans rows r and r + 1
-            const uint32_t bits = as_u32<U>(v);
-            st_shared_b16(smem_u32(dst.ptr(r, c)), uint16_t(bits & 0xffffu));
-            st_shared_b16(smem_u32(dst.ptr(r + 1, c)), uint16_t(bits >> 16));
-          }
-        }
+    for_each_pair<RT>([&](int i, int j, int k) {
+      const U2 v = convert_pair<U2>(src.tiles[i][j][k]);
+      const int r = 16 * i + RT::frag_row(k, 0), c = 16 * j + RT::frag_col(k, 0);
+      if constexpr (RT::is_row) {
+        st_shared_b32(smem_u32(dst.ptr(r, c)), as_u32<U>(v));
+      } else {  // a col_l pair spans rows r and r + 1
+        const uint32_t bits = as_u32<U>(v);
+        st_shared_b16(smem_u32(dst.ptr(r, c)), uint16_t(bits & 0xffffu));
+        st_shared_b16(smem_u32(dst.ptr(r + 1, c)), uint16_t(bits >> 16));
+      }
+    });
   }
 }
 

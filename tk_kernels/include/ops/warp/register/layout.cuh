@@ -17,12 +17,7 @@ __device__ __forceinline__ void transpose(RD &dst, const RS &src) {
   static_assert(std::same_as<typename RD::dtype, typename RS::dtype>, "transpose: dtypes differ");
   static_assert(RD::rows == RS::cols && RD::cols == RS::rows, "transpose: dst must be cols x rows of src");
   static_assert(RD::is_row != RS::is_row, "transpose: dst must have the other layout (free transpose)");
-#pragma unroll
-  for (int i = 0; i < RS::height; i++)
-#pragma unroll
-    for (int j = 0; j < RS::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) dst.tiles[j][i][k] = src.tiles[i][j][k];
+  for_each_pair<RS>([&](int i, int j, int k) { dst.tiles[j][i][k] = src.tiles[i][j][k]; });
 }
 
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
@@ -38,13 +33,9 @@ __device__ __forceinline__ void swap_layout(RD &dst, const RS &src) {
   static_assert(RD::is_row != RS::is_row, "swap_layout: dst must have the other layout");
   using T = typename RS::dtype;
   constexpr int src_k[4] = {0, 2, 1, 3};
-#pragma unroll
-  for (int i = 0; i < RS::height; i++)
-#pragma unroll
-    for (int j = 0; j < RS::width; j++)
-#pragma unroll
-      for (int k = 0; k < 4; k++)
-        dst.tiles[i][j][k] = from_u32<T>(movmatrix_trans(as_u32<T>(src.tiles[i][j][src_k[k]])));
+  for_each_pair<RS>([&](int i, int j, int k) {
+    dst.tiles[i][j][k] = from_u32<T>(movmatrix_trans(as_u32<T>(src.tiles[i][j][src_k[k]])));
+  });
 }
 
 template <int C2, any_rt RT>
