@@ -384,7 +384,7 @@ def test_unsupported_inputs_raise_value_error():
 
 # -----------------------------------------------------------------------------
 # the small-shared-memory configurations (99 KB GPUs: RTX 30xx / 40xx), forced on a large GPU with
-# TK_SMEM_LIMIT, which the launcher reads on every call (csrc/attention_bwd.cu, smem_budget)
+# TK_SMEM_LIMIT, which the launcher reads on every call (csrc/attention_bwd.cu, device_budget)
 
 SMALL_GPU_SMEM = 101_376  # opt-in shared memory per block of sm_86 / sm_89
 # dK/dV shared memory of the small configurations (csrc/attention_bwd.cu, dkdv_choice)

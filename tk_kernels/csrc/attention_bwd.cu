@@ -1058,15 +1058,18 @@ cudaError_t launch_with_smem(K kernel, unsigned grid, int threads, int smem, cud
   return cudaGetLastError();
 }
 
-// Shared memory per block that the configuration choice below may use: the device's opt-in limit,
-// capped by the environment variable TK_SMEM_LIMIT (bytes) when it is set to a positive number. The
-// cap is a testing override (read on every call): TK_SMEM_LIMIT=101376 makes an A100 / H100 / H200
+// What the configuration choice below depends on, for the current device: `bytes`, the shared memory
+// per block it may use (the device's opt-in limit, capped by the environment variable TK_SMEM_LIMIT
+// (bytes) when it is set to a positive number), and `sm90`, whether TMA bulk operations exist (sm_90+).
+// The cap is a testing override (read on every call): TK_SMEM_LIMIT=101376 makes an A100 / H100 / H200
 // run the configurations of a 99 KB GPU (RTX 30xx / 40xx).
-cudaError_t smem_budget(int &bytes) {
-  int dev = 0;
+cudaError_t device_budget(int &bytes, bool &sm90) {
+  int dev = 0, major = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   if ((err = cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return err;
+  sm90 = major >= 9;
   if (const char *env = std::getenv("TK_SMEM_LIMIT")) {
     const long cap = std::strtol(env, nullptr, 10);
     if (cap > 0 && cap < bytes) bytes = int(cap);
@@ -1133,16 +1136,6 @@ int dkdv_choice_bytes(dkdv_choice c) {
   return dkdv_small_bytes<T, D>;
 }
 
-// Whether the current device is sm_90+ (TMA bulk operations).
-cudaError_t device_is_sm90(bool &sm90) {
-  int dev = 0, major = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  if ((err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return err;
-  sm90 = major >= 9;
-  return cudaSuccess;
-}
-
 template <typename T, int D>
 cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   bwd_args<T> a;
@@ -1180,8 +1173,7 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(bh_count);
   int budget = 0;
   bool sm90 = false;
-  if ((err = smem_budget(budget)) != cudaSuccess) return err;
-  if ((err = device_is_sm90(sm90)) != cudaSuccess) return err;
+  if ((err = device_budget(budget, sm90)) != cudaSuccess) return err;
   const dkdv_choice choice = choose_dkdv<T, D>(budget, p.deterministic, sm90);
   const int smem = dkdv_choice_bytes<T, D>(choice);
   a.dq_xor32 = choice == dkdv_choice::split_one_bar_bulk || choice == dkdv_choice::split_bulk ||
@@ -1238,7 +1230,7 @@ int attention_backward_min_smem_bytes() { return bwd_min_smem_bytes(); }
 int attention_backward_dkdv_smem_bytes(int D, bool deterministic) {
   int budget = 0;
   bool sm90 = false;
-  if (smem_budget(budget) != cudaSuccess || device_is_sm90(sm90) != cudaSuccess) return -1;
+  if (device_budget(budget, sm90) != cudaSuccess) return -1;
   if (D == 64) return dkdv_choice_bytes<bf16, 64>(choose_dkdv<bf16, 64>(budget, deterministic, sm90));
   if (D == 128) return dkdv_choice_bytes<bf16, 128>(choose_dkdv<bf16, 128>(budget, deterministic, sm90));
   return -1;
