@@ -24,6 +24,7 @@ checkpoint holds the model, optimizer, grad scaler and every process's RNG
 states, including the generator that picks the training batches.
 """
 
+import gc
 import json
 import math
 import os
@@ -582,4 +583,15 @@ if master_process and best_val_loss < 1e9:
 if wandb_log and master_process:
     wandb.finish()
 if ddp:
+    # A clean exit under DDP. Every backward() stashes a Python object (a contextvars
+    # context) in its thread-local state, and each gradient all-reduce that DDP issues from
+    # inside the backward captures that state. gloo's worker threads release finished work
+    # on their own time and, with no shutdown() for gloo, keep running after
+    # destroy_process_group(). When the last release came after the interpreter had begun
+    # finalizing, the worker's attempt to take the GIL for that object ended the thread with
+    # a forced unwind through a noexcept destructor: std::terminate, SIGABRT, and torchrun
+    # failed a finished run (about 1 run in 3 on a 2-core machine). So, while Python is alive:
+    dist.barrier()  # no process starts exiting while another still has collectives in flight
+    del model  # DDP's reducer holds the last buckets' work; drop it here, not in finalization
+    gc.collect()
     dist.destroy_process_group()
