@@ -52,42 +52,16 @@ namespace {
 using namespace tk;
 
 constexpr int BLOCK_M = 128;                      // query rows per CTA
-#ifndef TK_FWD_RESCALE_THRESHOLD
-#define TK_FWD_RESCALE_THRESHOLD 0.f
-#endif
-// lazy softmax rescaling, in log2 units (e.g. 8 = factor 256); 0 = exact max tracking (see header)
-constexpr float RESCALE_THRESHOLD = TK_FWD_RESCALE_THRESHOLD;
+constexpr int FWD_WARPS = 4;                      // 32 query rows per warp
 
-// Tuning knobs per head dim (the TK_FWD_* macros exist only to benchmark alternatives).
-#ifndef TK_FWD_D64_BLOCK_N
-#define TK_FWD_D64_BLOCK_N 128
-#endif
-#ifndef TK_FWD_D64_Q_IN_REGS
-#define TK_FWD_D64_Q_IN_REGS 0
-#endif
-#ifndef TK_FWD_D64_MIN_BLOCKS
-#define TK_FWD_D64_MIN_BLOCKS 2
-#endif
-#ifndef TK_FWD_D64_WARPS
-#define TK_FWD_D64_WARPS 4
-#endif
-#ifndef TK_FWD_D128_BLOCK_N
-#define TK_FWD_D128_BLOCK_N 64
-#endif
-#ifndef TK_FWD_D128_Q_IN_REGS
-#define TK_FWD_D128_Q_IN_REGS 0
-#endif
+// Keys per tile and CTAs per SM (the register budget: 2 -> <= 255 registers) per head dim.
 template <int D> struct fwd_config;
 template <> struct fwd_config<64> {
-  static constexpr int num_warps = TK_FWD_D64_WARPS;          // BLOCK_M / num_warps query rows per warp
-  static constexpr int block_n = TK_FWD_D64_BLOCK_N;          // keys per tile
-  static constexpr bool q_in_registers = TK_FWD_D64_Q_IN_REGS;
-  static constexpr int min_blocks = TK_FWD_D64_MIN_BLOCKS;     // CTAs per SM (2: register budget 255)
+  static constexpr int block_n = 128;
+  static constexpr int min_blocks = 2;
 };
 template <> struct fwd_config<128> {
-  static constexpr int num_warps = 4;
-  static constexpr int block_n = TK_FWD_D128_BLOCK_N;
-  static constexpr bool q_in_registers = TK_FWD_D128_Q_IN_REGS;
+  static constexpr int block_n = 64;
   static constexpr int min_blocks = 2;
 };
 
@@ -126,16 +100,15 @@ __device__ __forceinline__ block_coord block_coords(const fwd_args<T> &a) {
   return {mb, bh / a.heads, bh % a.heads};
 }
 
-template <int D> constexpr int fwd_threads = fwd_config<D>::num_warps * WARP_THREADS;
+constexpr int FWD_THREADS = FWD_WARPS * WARP_THREADS;
 
 template <typename T, int D, bool CAUSAL>
-__global__ void __launch_bounds__(fwd_threads<D>, fwd_config<D>::min_blocks)
+__global__ void __launch_bounds__(FWD_THREADS, fwd_config<D>::min_blocks)
 attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   using cfg = fwd_config<D>;
   constexpr int BLOCK_N = cfg::block_n;
-  constexpr int NUM_THREADS = fwd_threads<D>;
-  constexpr int WARP_M = BLOCK_M / cfg::num_warps;   // query rows per warp
-  static_assert(WARP_M % 16 == 0, "fwd_config: BLOCK_M / num_warps must be a multiple of 16");
+  constexpr int NUM_THREADS = FWD_THREADS;
+  constexpr int WARP_M = BLOCK_M / FWD_WARPS;        // query rows per warp
   using q_tile = typename fwd_smem<T, D>::q_tile;
   using kv_tile = typename fwd_smem<T, D>::kv_tile;
 
@@ -153,7 +126,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   const int rows_seen = CAUSAL ? min(m0 + BLOCK_M, T_) : T_;
   const int n_tiles = (rows_seen + BLOCK_N - 1) / BLOCK_N;
 
-  const gl<T> q_g = a.q.head(b, h), k_g = a.k.head(b, h), v_g = a.v.head(b, h);
+  const gl<T> q_g = a.q.matrix(b, h), k_g = a.k.matrix(b, h), v_g = a.v.matrix(b, h);
 
   // Prologue: one group {Q, K_0, V_0}.
   load_async<NUM_THREADS>(sQ, q_g, {0, 0, m0, 0});
@@ -161,7 +134,6 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   load_async<NUM_THREADS>(sV[0], v_g, {0, 0, 0, 0});
   commit_group();
 
-  rt<T, WARP_M, D> q_reg;                             // used when cfg::q_in_registers
   rt<float, WARP_M, D> o;                             // output accumulator
   col_vec<WARP_M> m, l;                               // running max (raw score units), running sum
   zero(o);
@@ -182,9 +154,6 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
     }
     commit_group();                                   // (possibly empty) group {K_{j+1}, V_{j+1}}
 
-    if constexpr (cfg::q_in_registers) {
-      if (j == 0) load(q_reg, subtile<WARP_M, D>(sQ, w, 0));
-    }
     const bool warp_active = !CAUSAL || n0 <= r0 + WARP_M - 1;  // some key of the tile visible to some row
 
     if (warp_active) {
@@ -195,26 +164,21 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
       for (int kk = 0; kk < D / 16; kk++) {
         rt<T, BLOCK_N, 16> k_frag;
         load_B(k_frag, subtile<BLOCK_N, 16>(sK[stage], 0, kk));
-        if constexpr (cfg::q_in_registers) {
-          mma_ABt(s, col_slice<16>(q_reg, kk), k_frag, s);
-        } else {
-          rt<T, WARP_M, 16> q_frag;
-          load(q_frag, subtile<WARP_M, 16>(sQ, w, kk));
-          mma_ABt(s, q_frag, k_frag, s);
-        }
+        rt<T, WARP_M, 16> q_frag;
+        load(q_frag, subtile<WARP_M, 16>(sQ, w, kk));
+        mma_ABt(s, q_frag, k_frag, s);
       }
       if (CAUSAL && n0 + BLOCK_N - 1 > r0) make_causal(s, r0, n0);
       // Keys >= T: for causal, every row < T already masks them (key > row); rows >= T are never stored.
       if (!CAUSAL && n0 + BLOCK_N > T_) mask_cols(s, n0, T_);
 
-      // Online softmax (base 2): the reference max m only moves when some row's max grew by more
-      // than RESCALE_THRESHOLD (log2 units; default 0) since m was taken. While it lags,
-      // P = 2^(S c - m c) <= 2^threshold, and O and l carry the same factor, so O / l and
-      // lse = m c + log2 l are unchanged; tiles where no row's max grew skip the O rescale.
+      // Online softmax (base 2): m tracks the row max exactly; tiles where no row's max grew skip
+      // the O rescale for the whole warp. (The comparison is written in scaled units, (m' - m) c > 0,
+      // the form a lazy-rescale threshold would take; see the header for why the threshold is 0.)
       col_vec<WARP_M> m_new, m_scaled, p_sum;
       row_max(m_new, s, m);
       const float c = a.scale_log2;
-      if (warp_any(any_of(m_new, m, [c](float mn, float mo) { return (mn - mo) * c > RESCALE_THRESHOLD; }))) {
+      if (warp_any(any_of(m_new, m, [c](float mn, float mo) { return (mn - mo) * c > 0.f; }))) {
         col_vec<WARP_M> alpha;                        // 2^((m - m') c); 0 on the first tile (m = -inf)
         binary_map(alpha, m, m_new, [c](float mo, float mn) {
           return mn == neg_infty() ? 1.f : fast_exp2(mo * c - mn * c);
@@ -267,7 +231,7 @@ template <typename T, int D, bool CAUSAL>
 cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   fwd_args<T> a;
   const auto make_gl = [&](const void *ptr, const Strides &s) {
-    return gl<T>{static_cast<T *>(const_cast<void *>(ptr)), p.B, p.H, p.T, p.D, s.b, s.h, s.t};
+    return gl<T>{static_cast<T *>(const_cast<void *>(ptr)), {p.B, p.H, p.T, p.D}, {s.b, s.h, s.t}};
   };
   a.q = make_gl(p.q, p.q_s);
   a.k = make_gl(p.k, p.k_s);
@@ -286,7 +250,7 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   const int64_t n_blocks = int64_t((p.T + BLOCK_M - 1) / BLOCK_M) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid{unsigned(n_blocks)};
-  kernel<<<grid, fwd_threads<D>, smem_bytes, stream>>>(a);
+  kernel<<<grid, FWD_THREADS, smem_bytes, stream>>>(a);
   return cudaGetLastError();
 }
 
