@@ -147,8 +147,8 @@ __device__ __forceinline__ kv_cta locate_kv_cta(const bwd_args<T> &a) {
 // The order in which a CTA visits its query blocks. Without a causal mask every key block of a head
 // walks the same blocks; in lock-step they would all add their dQ partials into the same dq_accum rows
 // (and read the same Q / dO lines) at the same moment. So non-causal CTAs start at a block proportional
-// to their key block and wrap around (TK_BWD_ROTATE=0: everyone starts at block 0; 2: rotate causal
-// CTAs too). The visiting order is the same in the atomic and deterministic kernels, so dK / dV keep
+// to their key block and wrap around (measured against starting everyone at block 0 and against rotating
+// causal CTAs too; variants in git history, commit 1674171). The visiting order is the same in the atomic and deterministic kernels, so dK / dV keep
 // the same summation order on both paths.
 struct query_block_order {
   int first, end, start;  // blocks [first, end), visited from `start`, wrapping around to `first`

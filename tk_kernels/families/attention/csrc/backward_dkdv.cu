@@ -32,7 +32,7 @@
 // per 16-column slice (registers go to the 2 x 64 fp32 dK / dV accumulators). S^T / dP^T are
 // computed q_step queries at a time (a rolled loop over the block).
 // block_m is a template parameter; the launcher runs the largest configuration that the device's
-// opt-in shared memory per block fits (see dkdv_choice):
+// opt-in shared memory per block fits (the table in configs.cu):
 //   D = 64,  block_m 128, q_step 64: 198,784 B  H100 / H200 (sm_90: + 32 KB staging for the bulk dQ path)
 //   D = 64,  block_m 128, q_step 64: 166,016 B  A100 (red.add dQ)
 //   D = 64,  block_m  64, q_step 64:  99,456 B  99 KB GPUs (RTX 30xx / 40xx: sm_86 / sm_89)

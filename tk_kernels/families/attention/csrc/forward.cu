@@ -8,21 +8,21 @@
 //   [32w, 32w + 32). The CTA walks the keys in tiles of BLOCK_N = 128 (D = 64) or 64 (D = 128):
 //       S   = Q K_j^T                         (raw scores, fp32 accumulators, 32 x BLOCK_N per warp)
 //       m'  = max(m, rowmax(S))               (running row max, raw units)
-//       if some row's max grew (by > RESCALE_THRESHOLD):  l *= 2^((m - m') c), O *= 2^((m - m') c), m = m'
+//       if some row's max grew:  l *= 2^((m - m') c), O *= 2^((m - m') c), m = m'
 //       P   = 2^(S * c - m * c)               c = scale * log2(e): the scale is folded into the exponent
 //       l  += rowsum(P)                       O += P V_j
 //   and finishes with O / l and lse = (m c + log2 l) * ln 2. The rescale is skipped for the whole
-//   warp when no row's max grew. With a threshold > 0 (FlashAttention-4's lazy rescale) m may lag,
-//   which is exact in real arithmetic, but then a row's dominant P is 2^x rather than exactly 1 when
-//   rounded to 16 bits: on peaky rows (large scale) that measured 1.5-1.9x SDPA's worst-row error on
-//   the H200, so the default threshold is 0 (m always tracks the max, as in FlashAttention-2).
+//   warp when no row's max grew. Measured and removed: FlashAttention-4's lazy rescale (m may lag the
+//   max by a threshold, exact in real arithmetic): a row's dominant P is then 2^x rather than exactly 1
+//   when rounded to 16 bits, and on peaky rows (large scale) that measured 1.5-1.9x SDPA's worst-row
+//   error on the H200, so m always tracks the max, as in FlashAttention-2.
 //   P goes from the fp32 accumulator straight into the A operand of P V_j (the m16n8k16 C layout,
 //   packed pairwise to 16 bits, IS the A layout), so P never touches shared memory.
 //
 // Tiling and data movement:
 //   * Q block (128 x D) is loaded once with cp.async and stays in shared memory; each warp re-reads
 //     its 32 rows with ldmatrix per key tile (registers go to the 32 x BLOCK_N scores and the
-//     32 x D fp32 O accumulator; keeping Q in registers is a knob, measured slower on H200).
+//     32 x D fp32 O accumulator; keeping Q in registers measured slower on H200).
 //   * K_j and V_j (BLOCK_N x D each) live in swizzled shared tiles (conflict-free cp.async/ldmatrix),
 //     double-buffered: K_{j+1} and V_{j+1} are fetched while tile j is computed. One __syncthreads per
 //     key tile, so within a tile the warps drift freely (one warp's softmax overlaps another's mma).
@@ -37,10 +37,14 @@
 //     The first key tile holds key 0, which every row sees, so the running max is finite after it
 //     (the exponent offset is still guarded against -inf).
 //   * O is staged through the warp's own rows of the Q tile and written with 16-byte stores.
-//   * fwd_config<D> holds the tuning knobs: warps per CTA (4 x 32 rows, or 8 x 16 rows: half the
-//     registers, twice the warps per SM, twice the K/V shared-memory reads), BLOCK_N, Q in registers,
-//     and the CTAs-per-SM register budget. The defaults won an H200 sweep of the alternatives
-//     (D = 64: 128 x 128 tiles beat 128 x 64 with Q in registers by 5-8%; 8 warps lost by ~15%).
+//   * Tiling per head dim (fwd_config): 128 x 128 tiles at D = 64, 128 x 64 at D = 128, 4 warps of 32
+//     rows, 2 CTAs per SM (<= 255 registers). They won an H200 sweep of the alternatives (D = 64: 128 x 128
+//     tiles beat 128 x 64 with Q in registers by 5-8%; 8 warps of 16 rows lost by ~15%). Those variants
+//     were TK_FWD_* macros until commit 1674171 (git history).
+//   * Shared memory: D = 64 82,048 B, D = 128 98,432 B; both fit the 101,376 B per block of 99 KB GPUs
+//     (sm_86 / sm_89), so the forward has a single configuration per head dim.
+// Measured (H200, bf16, bench/RESULTS.md, commit 2071b28): 1.04-1.25x SDPA flash at the 10 forward shapes
+// (D = 64: 1.11-1.25x, D = 128: 1.04-1.10x). No spills on sm_80 and sm_90a.
 #include <cmath>
 
 #include "attention.h"
@@ -71,8 +75,6 @@ struct fwd_smem {
   using kv_tile = st<T, fwd_config<D>::block_n, D>;
   static constexpr int bytes = shared_bytes<q_tile, kv_tile, kv_tile, kv_tile, kv_tile>();
 };
-// Default knobs: D = 64 82,048 B, D = 128 98,432 B; both fit the 101,376 B per block of 99 KB GPUs
-// (sm_86 / sm_89), so the forward has a single configuration per head dim.
 
 template <typename T>
 struct fwd_args {
