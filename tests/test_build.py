@@ -1,9 +1,11 @@
-"""CPU tests of tk_kernels/build.py: architecture parsing, the cache key, the build pipeline on a
-tiny extension (success, failure, concurrent builders), and the real ahead-of-time build
+"""CPU tests of tk_kernels/build.py: architecture parsing, the per-family cache key, the build pipeline
+on a tiny extension (success, failure, concurrent builders), the rule that shipped kernel sources and
+DSL headers have no compile-time TK_* tuning macros, and the real ahead-of-time build
 `python -m tk_kernels.build --arch sm_80 --arch sm_90a` (needs nvcc; takes minutes on 2 cores)."""
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,10 +101,15 @@ def test_find_cuda_home_prefers_env(monkeypatch, tmp_path):
 # -----------------------------------------------------------------------------
 # cache key
 
+ATTN_CSRC = tkb.FAMILIES_DIR / "attention" / "csrc"
+
+
 def _copy_pkg(tmp_path) -> Path:
     pkg = tmp_path / "pkg"
     (pkg / "include").mkdir(parents=True)
-    shutil.copytree(tkb.CSRC_DIR, pkg / "csrc")
+    shutil.copytree(ATTN_CSRC, pkg / "families" / "attention" / "csrc")
+    (pkg / "families" / "other" / "csrc").mkdir(parents=True)
+    (pkg / "families" / "other" / "csrc" / "other.cu").write_text("// another family\n")
     if tkb.INCLUDE_DIR.is_dir():
         shutil.copytree(tkb.INCLUDE_DIR, pkg / "include", dirs_exist_ok=True)
     (pkg / "include" / "sub").mkdir(exist_ok=True)
@@ -114,7 +121,6 @@ def _copy_pkg(tmp_path) -> Path:
 def test_cache_key_covers_sources_flags_archs_versions(tmp_path, monkeypatch):
     pkg = _copy_pkg(tmp_path)
     archs = ["sm_80"]
-    monkeypatch.delenv("TK_EXTRA_NVCC_FLAGS", raising=False)
     cflags, cuda_flags = tkb.compile_flags(archs, verbose_ptxas=False)
     key = lambda **kw: tkb.cache_key(kw.pop("archs", archs), kw.pop("cflags", cflags),
                                      kw.pop("cuda_flags", cuda_flags), pkg_dir=pkg, **kw)
@@ -128,14 +134,25 @@ def test_cache_key_covers_sources_flags_archs_versions(tmp_path, monkeypatch):
     assert key() != base
     hdr.write_text("// a nested header\n")
     assert key() == base
-    # the launcher interface header and a new .cu file too
-    (pkg / "csrc" / "attention.h").write_text((pkg / "csrc" / "attention.h").read_text() + "\n// x\n")
+    # the family's launcher interface header and a new .cu file too
+    csrc = pkg / "families" / "attention" / "csrc"
+    (csrc / "attention.h").write_text((csrc / "attention.h").read_text() + "\n// x\n")
     edited = key()
     assert edited != base
-    (pkg / "csrc" / "new_kernel.cu").write_text("// new\n")
+    (csrc / "new_kernel.cu").write_text("// new\n")
     assert key() != edited
-    (pkg / "csrc" / "new_kernel.cu").unlink()
+    (csrc / "new_kernel.cu").unlink()
     assert key() == edited
+    # another family's sources do not (editing one family rebuilds only that family) ...
+    other = lambda: tkb.cache_key(archs, cflags, cuda_flags, pkg_dir=pkg, family="other")
+    other_base = other()
+    assert other_base != edited
+    (pkg / "families" / "other" / "csrc" / "other.cu").write_text("// another family, edited\n")
+    assert key() == edited and other() != other_base
+    # ... while a DSL header is part of every family's key
+    hdr.write_text("// a nested header, edited again\n")
+    assert key() != edited
+    hdr.write_text("// a nested header\n")
     # documentation does not
     (pkg / "include" / "NOTES.md").write_text("edited docs\n")
     assert key() == edited
@@ -145,19 +162,56 @@ def test_cache_key_covers_sources_flags_archs_versions(tmp_path, monkeypatch):
     assert key(cflags=cflags + ["-g"]) != edited
     assert key(torch_version="0.0.1") != edited
     assert key(cuda_version="99.9") != edited
-    # so do extra nvcc flags from the environment
+    # no hidden knobs: the environment adds no nvcc flags
     monkeypatch.setenv("TK_EXTRA_NVCC_FLAGS", "-DTK_TEST_KNOB=1")
-    extra = tkb.compile_flags(archs, verbose_ptxas=False)[1]
-    assert "-DTK_TEST_KNOB=1" in extra and key(cuda_flags=extra) != edited
-    monkeypatch.delenv("TK_EXTRA_NVCC_FLAGS")
+    assert "-DTK_TEST_KNOB=1" not in tkb.compile_flags(archs, verbose_ptxas=False)[1]
     # ptxas verbosity changes no code, so no rebuild
     assert key(cuda_flags=tkb.compile_flags(archs, verbose_ptxas=True)[1]) == edited
 
 
 def test_sources_are_bindings_and_every_cu():
-    files = tkb.source_files()
+    assert "attention" in tkb.families()
+    files = tkb.source_files("attention")
     assert files[0].name == "bindings.cpp"
-    assert sorted(p.name for p in files[1:]) == sorted(p.name for p in tkb.CSRC_DIR.glob("*.cu"))
+    assert sorted(p.name for p in files[1:]) == sorted(p.name for p in ATTN_CSRC.glob("*.cu"))
+    with pytest.raises(tkb.TKBuildError, match="no kernel family 'nope'"):
+        tkb.source_files("nope")
+
+
+def test_only_bindings_include_torch():
+    for f in ATTN_CSRC.iterdir():
+        if f.suffix in tkb.SOURCE_SUFFIXES and f.name != "bindings.cpp":
+            assert not re.search(r"#include\s*[<\"](torch|ATen|c10|pybind11)/", f.read_text()), f
+
+
+# -----------------------------------------------------------------------------
+# shipped kernels are the measured winners: no compile-time tuning macros
+
+_TUNING_MACRO = re.compile(r"^\s*#\s*(?:if|ifdef|ifndef|elif)\b.*\bTK_\w*", re.M)
+
+
+def shipped_sources() -> list[Path]:
+    """Kernel sources of every family and the DSL headers (dev/ experiments are not shipped)."""
+    files = [p for p in tkb.INCLUDE_DIR.rglob("*") if p.suffix in tkb.SOURCE_SUFFIXES]
+    for fam in tkb.families():
+        files += [p for p in (tkb.FAMILIES_DIR / fam / "csrc").rglob("*") if p.suffix in tkb.SOURCE_SUFFIXES]
+    return sorted(files)
+
+
+def test_no_tk_tuning_macros_in_shipped_sources():
+    files = shipped_sources()
+    assert any(p.name == "tk.cuh" for p in files) and any(p.suffix == ".cu" for p in files)
+    hits = [f"{p.relative_to(REPO_ROOT)}:{p.read_text()[:m.start()].count(chr(10)) + 1}: {m.group(0).strip()}"
+            for p in files for m in _TUNING_MACRO.finditer(p.read_text())]
+    assert not hits, "compile-time TK_* switches in shipped sources:\n" + "\n".join(hits)
+
+
+def test_tuning_macro_check_can_fail():
+    assert _TUNING_MACRO.search("x\n  #ifndef TK_BWD_DQ_BULK\n")
+    assert _TUNING_MACRO.search("# if TK_SWIZZLE_LANE_XOR == 2 && defined(__CUDA_ARCH__)")
+    assert _TUNING_MACRO.search("#ifdef TK_X")
+    assert not _TUNING_MACRO.search("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900")
+    assert not _TUNING_MACRO.search('  if (const char *env = std::getenv("TK_SMEM_LIMIT")) {')
 
 
 # -----------------------------------------------------------------------------
@@ -180,11 +234,12 @@ int tiny_answer() { return 42; }
 
 def _tiny_pkg(tmp_path, bindings=TINY_BINDINGS) -> Path:
     pkg = tmp_path / "tiny"
-    (pkg / "csrc").mkdir(parents=True)
+    csrc = pkg / "families" / "tiny" / "csrc"
+    csrc.mkdir(parents=True)
     (pkg / "include").mkdir()
-    (pkg / "csrc" / "bindings.cpp").write_text(bindings)
+    (csrc / "bindings.cpp").write_text(bindings)
     (pkg / "include" / "tiny.h").write_text(TINY_HEADER)
-    (pkg / "csrc" / "tiny.cu").write_text(TINY_CU)
+    (csrc / "tiny.cu").write_text(TINY_CU)
     return pkg
 
 
@@ -192,18 +247,20 @@ def test_tiny_build_loads_and_is_cached(tmp_path, monkeypatch, capsys):
     _need_nvcc()
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     pkg = _tiny_pkg(tmp_path)
-    module, lib = tkb.build(["sm_80", "sm_90a"], pkg_dir=pkg)
+    module, lib = tkb.build("tiny", ["sm_80", "sm_90a"], pkg_dir=pkg)
     assert module.answer() == 42 and module.tk_archs == ("sm_80", "sm_90a")
     assert lib.is_file() and lib.parent.parent == tmp_path / "ext"
-    assert lib.name.startswith("tk_kernels_")
-    assert "this takes a few minutes" in capsys.readouterr().err
+    assert lib.name.startswith("tk_tiny_")
+    err = capsys.readouterr().err
+    assert "this takes a few minutes" in err and "No CUDA runtime is found" not in err
     mtime = lib.stat().st_mtime_ns
-    module2, lib2 = tkb.build(["sm_90a", "sm_80"], pkg_dir=pkg)  # same key: no rebuild, no message
+    module2, lib2 = tkb.build("tiny", ["sm_90a", "sm_80"], pkg_dir=pkg)  # same key: no rebuild
     assert lib2 == lib and lib.stat().st_mtime_ns == mtime
-    assert "this takes a few minutes" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "this takes a few minutes" not in err and f"cached: {lib.parent}" in err
     # a header edit gives a new build directory
     (pkg / "include" / "tiny.h").write_text(TINY_HEADER + "// edited\n")
-    _, lib3 = tkb.build(["sm_80", "sm_90a"], pkg_dir=pkg, quiet=True)
+    _, lib3 = tkb.build("tiny", ["sm_80", "sm_90a"], pkg_dir=pkg, quiet=True)
     assert lib3 != lib and lib3.is_file()
 
 
@@ -211,9 +268,9 @@ def test_tiny_build_failure_raises_one_clear_error(tmp_path, monkeypatch):
     _need_nvcc()
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     pkg = _tiny_pkg(tmp_path, bindings="// empty: only the broken kernel file compiles\n")
-    (pkg / "csrc" / "tiny.cu").write_text(TINY_CU + "\nthis_is_not_cuda_code;\n")
+    (pkg / "families" / "tiny" / "csrc" / "tiny.cu").write_text(TINY_CU + "\nthis_is_not_cuda_code;\n")
     with pytest.raises(tkb.TKBuildError) as info:
-        tkb.build(["sm_80"], pkg_dir=pkg, quiet=True)
+        tkb.build("tiny", ["sm_80"], pkg_dir=pkg, quiet=True)
     msg = str(info.value)
     assert "tk_kernels build failed" in msg and "this_is_not_cuda_code" in msg
     log = Path(msg.split("Full compiler log: ")[1].splitlines()[0])
@@ -222,7 +279,7 @@ def test_tiny_build_failure_raises_one_clear_error(tmp_path, monkeypatch):
     # a retry in the same process compiles again (and fails the same way), it does not try to
     # import a library that was never built
     with pytest.raises(tkb.TKBuildError, match="this_is_not_cuda_code"):
-        tkb.build(["sm_80"], pkg_dir=pkg, quiet=True)
+        tkb.build("tiny", ["sm_80"], pkg_dir=pkg, quiet=True)
 
 
 def test_tiny_build_concurrent_builders(tmp_path):
@@ -232,7 +289,7 @@ def test_tiny_build_concurrent_builders(tmp_path):
     _need_nvcc()
     pkg = _tiny_pkg(tmp_path)
     code = ("import sys, torch.utils.cpp_extension; from tk_kernels import build as b; "
-            f"m, lib = b.build(['sm_80'], pkg_dir={str(pkg)!r}, quiet=True); "
+            f"m, lib = b.build('tiny', ['sm_80'], pkg_dir={str(pkg)!r}, quiet=True); "
             "assert m.answer() == 42; print(lib)")
     env = _env(tmp_path)
     if os.path.isfile("/usr/local/cuda/bin/nvcc") or shutil.which("nvcc"):  # found without env vars
@@ -252,22 +309,54 @@ def test_cli_rejects_bad_arch(tmp_path):
     assert r.returncode == 2 and "sm_80" in r.stderr
 
 
+def test_cli_rejects_unknown_family(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "tk_kernels.build", "--family", "nope"], env=_env(tmp_path),
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "unknown kernel family 'nope'" in r.stderr and "attention" in r.stderr
+
+
+def test_load_extension_unknown_family_is_one_clear_error():
+    with pytest.raises(tkb.TKBuildError, match="no kernel family 'nope'"):
+        tkb.load_extension("nope")
+
+
 # -----------------------------------------------------------------------------
 # the real build (minutes): must fail, not skip, if the kernels do not compile
 
 def test_cli_builds_real_kernels_for_sm80_and_sm90a(tmp_path):
     _need_nvcc()
-    assert list(tkb.CSRC_DIR.glob("*.cu")), "no kernel sources (tk_kernels/csrc/*.cu) to build"
-    r = subprocess.run([sys.executable, "-m", "tk_kernels.build", "--arch", "sm_80", "--arch", "sm_90a"],
-                       env=_env(tmp_path), cwd=REPO_ROOT, capture_output=True, text=True, timeout=3600)
+    assert list(ATTN_CSRC.glob("*.cu")), "no kernel sources (tk_kernels/families/attention/csrc/*.cu) to build"
+    cmd = [sys.executable, "-m", "tk_kernels.build", "--arch", "sm_80", "--arch", "sm_90a"]
+    r = subprocess.run(cmd, env=_env(tmp_path), cwd=REPO_ROOT, capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, f"build failed:\n{r.stderr[-6000:]}"
-    lib = Path(r.stdout.strip().splitlines()[-1])
+    libs = [Path(l) for l in r.stdout.strip().splitlines()]
+    assert len(libs) == len(tkb.families()), r.stdout
+    lib = next(l for l in libs if l.name.startswith("tk_attention_"))
     assert lib.is_file(), r.stdout
     assert str(lib).startswith(str(tmp_path / "ext"))
     assert "this takes a few minutes" in r.stderr
+    assert "No CUDA runtime is found" not in r.stderr  # torch's warning, expected on a machine without a GPU
+    assert re.search(r"CUDA toolkit \S+ \(nvcc [\d.]+\)", r.stderr), r.stderr
+    # a second run of the same build is cached and says so
+    r2 = subprocess.run(cmd + ["--family", "attention"], env=_env(tmp_path), cwd=REPO_ROOT,
+                        capture_output=True, text=True, timeout=600)
+    assert r2.returncode == 0 and f"cached: {lib.parent}" in r2.stderr, r2.stderr
+    assert Path(r2.stdout.strip().splitlines()[-1]) == lib
     # attention.py's shared-memory gate uses the number the kernels compute (no GPU needed to ask)
     spec = importlib.util.spec_from_file_location(lib.stem, lib)
     ext = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ext)  # loads without a GPU (torch's CUDA build brings the runtime)
-    from tk_kernels.attention import MIN_SMEM_BYTES
-    assert ext.min_smem_bytes() == MIN_SMEM_BYTES
+    assert ext.min_smem_bytes() == _python_min_smem_bytes()
+    assert ext.min_smem_bytes() == 99456  # the D = 64 backward with 64-query blocks (configs.cu)
+
+
+def _python_min_smem_bytes() -> int:
+    """MIN_SMEM_BYTES of the attention family's Python side (its module moved with issue 7)."""
+    for name in ("tk_kernels.families.attention.ops", "tk_kernels.families.attention", "tk_kernels.attention"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(mod, "MIN_SMEM_BYTES"):
+            return mod.MIN_SMEM_BYTES
+    raise AssertionError("no MIN_SMEM_BYTES in the attention family's Python modules")

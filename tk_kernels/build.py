@@ -1,20 +1,23 @@
 """
-On-demand build of the tk_kernels CUDA extension (ninja via torch.utils.cpp_extension).
+On-demand build of the tk_kernels CUDA extensions, one per kernel family (ninja via torch.utils.cpp_extension).
 
-    python -m tk_kernels.build                      # build for the GPU(s) of this machine
+    python -m tk_kernels.build                      # every family, for the GPU(s) of this machine
+    python -m tk_kernels.build --family attention   # one family
     python -m tk_kernels.build --arch sm_80 --arch sm_90a --verbose   # ahead of time, no GPU needed
 
-From Python, `load_extension()` returns the compiled module (built once, then cached on disk and
-per process). The on-disk cache key is a hash of every source and header under csrc/ and include/,
-the compiler flags, the target architectures, and the torch / CUDA / Python versions, so any change
-gives a fresh build directory `tk_kernels_<hash>` under $TORCH_EXTENSIONS_DIR (or torch's default).
+A family is a folder tk_kernels/families/<name>/ whose csrc/ holds bindings.cpp (the only file with
+torch headers) and its *.cu kernel files; all of them share the tile DSL in tk_kernels/include/.
+From Python, `load_extension("attention")` returns that family's compiled module (built once, then
+cached on disk and per process). The on-disk cache key of a family is a hash of every source and
+header under its csrc/ and under include/, the compiler flags, the target architectures, and the
+torch / CUDA / Python versions, so editing one family rebuilds only that family, in a fresh build
+directory `tk_<family>_<hash>` under $TORCH_EXTENSIONS_DIR (or torch's default).
 
 Environment:
     CUDA_HOME / CUDA_PATH   CUDA toolkit (else /usr/local/cuda, else found from `nvcc` on PATH)
     TK_ARCH                 target architectures, e.g. "sm_80,sm_90a" (default: the visible GPUs)
     MAX_JOBS                parallel compile jobs (default: all CPU cores)
     TK_VERBOSE_PTXAS=1      print ptxas register/shared-memory usage of every kernel
-    TK_EXTRA_NVCC_FLAGS     extra nvcc flags, e.g. "-DTK_FWD_D64_WARPS=8" (part of the cache key)
     TORCH_EXTENSIONS_DIR    where builds are cached
 """
 
@@ -22,9 +25,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -32,9 +35,9 @@ import threading
 from pathlib import Path
 
 PKG_DIR = Path(__file__).resolve().parent
-CSRC_DIR = PKG_DIR / "csrc"
 INCLUDE_DIR = PKG_DIR / "include"
-BUILD_VERSION = 1  # bump to force a rebuild when this file's logic changes
+FAMILIES_DIR = PKG_DIR / "families"
+BUILD_VERSION = 2  # bump to force a rebuild when this file's logic changes
 SOURCE_SUFFIXES = (".h", ".hpp", ".cuh", ".cu", ".cpp", ".cc", ".inl", ".inc")
 DEFAULT_AOT_ARCHS = ["sm_80", "sm_90a"]  # used when no GPU is visible and no arch was asked for
 
@@ -76,9 +79,26 @@ def _cpp_extension():
     if not torch.version.cuda:
         raise TKBuildError(f"tk_kernels build: torch {torch.__version__} is a CPU-only build; "
                            "a CUDA build of torch is needed to build the kernels.")
-    from torch.utils import cpp_extension
+    # On a machine without a GPU, cpp_extension logs "No CUDA runtime is found, using CUDA_HOME=..." at
+    # import; that is expected for ahead-of-time builds, and build() says which toolkit it uses instead.
+    log = logging.getLogger("torch.utils.cpp_extension")
+    no_runtime = _DropMessage("No CUDA runtime is found")
+    log.addFilter(no_runtime)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        log.removeFilter(no_runtime)
     cpp_extension.CUDA_HOME = cuda_home
     return cpp_extension
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
 
 
 _nvcc_version_cache: dict[str, str] = {}
@@ -145,19 +165,33 @@ def gencode_flags(archs: list[str]) -> list[str]:
 
 
 # -----------------------------------------------------------------------------
-# sources, flags, cache key
+# families, sources, flags, cache key
 
-def source_files(pkg_dir: Path = PKG_DIR) -> list[Path]:
-    """What gets compiled: csrc/bindings.cpp and every csrc/*.cu."""
-    csrc = pkg_dir / "csrc"
+def families(pkg_dir: Path = PKG_DIR) -> list[str]:
+    """Names of the kernel families: the folders families/<name>/ that have a csrc/."""
+    root = pkg_dir / "families"
+    return sorted(p.name for p in root.iterdir() if (p / "csrc").is_dir()) if root.is_dir() else []
+
+
+def family_csrc(family: str, pkg_dir: Path = PKG_DIR) -> Path:
+    csrc = pkg_dir / "families" / family / "csrc"
+    if not csrc.is_dir():
+        known = ", ".join(families(pkg_dir)) or "none"
+        raise TKBuildError(f"tk_kernels build: no kernel family {family!r} ({csrc} does not exist; "
+                           f"families: {known})")
+    return csrc
+
+
+def source_files(family: str = "attention", pkg_dir: Path = PKG_DIR) -> list[Path]:
+    """What gets compiled for a family: its csrc/bindings.cpp and every csrc/*.cu."""
+    csrc = family_csrc(family, pkg_dir)
     return [csrc / "bindings.cpp"] + sorted(csrc.glob("*.cu"))
 
 
-def hashed_files(pkg_dir: Path = PKG_DIR) -> list[Path]:
-    """Everything that can affect the build: all sources and headers under csrc/ and include/."""
+def hashed_files(family: str = "attention", pkg_dir: Path = PKG_DIR) -> list[Path]:
+    """Everything that can affect a family's build: all sources and headers under its csrc/ and include/."""
     files = []
-    for sub in ("csrc", "include"):
-        root = pkg_dir / sub
+    for root in (family_csrc(family, pkg_dir), pkg_dir / "include"):
         if root.is_dir():
             files += [p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES]
     return sorted(files)
@@ -180,14 +214,13 @@ def compile_flags(archs: list[str], verbose_ptxas: bool | None = None) -> tuple[
         cuda_flags.append(f"--threads={len(archs)}")  # compile the per-arch variants in parallel
     if verbose_ptxas:
         cuda_flags.append("-Xptxas=-v")
-    cuda_flags += shlex.split(os.environ.get("TK_EXTRA_NVCC_FLAGS", ""))  # e.g. tuning -D knobs
     cuda_flags += gencode_flags(archs)
     return cflags, cuda_flags
 
 
 def cache_key(archs: list[str], cflags: list[str], cuda_flags: list[str], pkg_dir: Path = PKG_DIR,
-              torch_version: str | None = None, cuda_version: str | None = None) -> str:
-    """Hex digest over all sources/headers (relative path + content), flags, archs, versions."""
+              torch_version: str | None = None, cuda_version: str | None = None, family: str = "attention") -> str:
+    """Hex digest over the family's sources/headers (relative path + content), flags, archs, versions."""
     import torch
     h = hashlib.sha256()
     def add(x: str | bytes) -> None:
@@ -195,7 +228,8 @@ def cache_key(archs: list[str], cflags: list[str], cuda_flags: list[str], pkg_di
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
     add(f"build-v{BUILD_VERSION}")
-    for p in hashed_files(pkg_dir):
+    add("family:" + family)
+    for p in hashed_files(family, pkg_dir):
         add(p.relative_to(pkg_dir).as_posix())
         add(p.read_bytes())
     add("archs:" + ",".join(archs))
@@ -274,11 +308,13 @@ def _raise_build_error(name, archs, nvcc_ver, build_dir, lib, log_path, verbose)
     raise TKBuildError(msg) from None
 
 
-def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = False,
-          pkg_dir: Path | None = None):
-    """Build (if needed) and import the extension. Returns (module, library path).
-    pkg_dir: a directory with csrc/ and include/ (default: this package; tests use small ones)."""
+def build(family: str = "attention", archs: list[str] | None = None, verbose: bool = False,
+          quiet: bool = False, pkg_dir: Path | None = None):
+    """Build (if needed) and import one family's extension. Returns (module, library path).
+    pkg_dir: a directory with include/ and families/<family>/csrc/ (default: this package; tests use
+    small ones). quiet: no progress lines on stderr."""
     pkg_dir = Path(pkg_dir) if pkg_dir is not None else PKG_DIR
+    csrc = family_csrc(family, pkg_dir)
     cpp_extension = _cpp_extension()
     import torch
     archs = resolve_archs(archs)
@@ -287,11 +323,12 @@ def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = F
         verbose = True  # ptxas reports are only visible when ninja's output is shown
     cuda_home = cpp_extension.CUDA_HOME
     nvcc_ver = nvcc_version(cuda_home)
-    key = cache_key(archs, cflags, cuda_flags, cuda_version=f"{torch.version.cuda}/nvcc{nvcc_ver}", pkg_dir=pkg_dir)
-    name = f"tk_kernels_{key}"
+    key = cache_key(archs, cflags, cuda_flags, cuda_version=f"{torch.version.cuda}/nvcc{nvcc_ver}",
+                    pkg_dir=pkg_dir, family=family)
+    name = f"tk_{family}_{key}"
     build_dir = extensions_root(cpp_extension) / name
     build_dir.mkdir(parents=True, exist_ok=True)
-    sources = [str(p) for p in source_files(pkg_dir)]
+    sources = [str(p) for p in source_files(family, pkg_dir)]
     for s in sources:
         if not os.path.isfile(s):
             raise TKBuildError(f"tk_kernels build: missing source file {s}")
@@ -302,17 +339,20 @@ def build(archs: list[str] | None = None, verbose: bool = False, quiet: bool = F
         baton = build_dir / "lock"
         if baton.exists() and not hasattr(cpp_extension, "FileLock"):
             baton.unlink()  # stale baton of a killed build (see _DirLock)
-        if not lib.exists() and not quiet:
-            jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
-            print(f"tk_kernels: building {name} for {','.join(archs)} with {len(sources)} sources, "
-                  f"MAX_JOBS={jobs}, nvcc {nvcc_ver} in {build_dir} (this takes a few minutes)",
-                  file=sys.stderr, flush=True)
+        if not quiet:
+            if lib.exists():
+                print(f"tk_kernels: {family}: cached: {build_dir}", file=sys.stderr, flush=True)
+            else:
+                jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
+                print(f"tk_kernels: {family}: building {name} for {','.join(archs)} with {len(sources)} sources, "
+                      f"MAX_JOBS={jobs}, CUDA toolkit {cuda_home} (nvcc {nvcc_ver}) in {build_dir} "
+                      "(this takes a few minutes)", file=sys.stderr, flush=True)
         os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 1))
         try:
             module = cpp_extension.load(
                 name=name, sources=sources,
                 extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
-                extra_include_paths=[str(pkg_dir / "include"), str(pkg_dir / "csrc")],
+                extra_include_paths=[str(pkg_dir / "include"), str(csrc)],
                 build_directory=str(build_dir), verbose=verbose, with_cuda=True,
             )
         except (ImportError, RuntimeError, subprocess.CalledProcessError, OSError):
@@ -337,26 +377,31 @@ def arch_runs_on(arch: str, major: int, minor: int) -> bool:
 
 
 _lock = threading.Lock()
-_cached: dict[str, object] = {}
+_cached: dict[str, object] = {}  # family -> module, or the TKBuildError of its failed build
 
-def load_extension(verbose: bool = False):
-    """The compiled extension module, built on first use; cached per process (a failure too)."""
+def load_extension(family: str = "attention", verbose: bool = False):
+    """The compiled extension module of a kernel family, built on first use; cached per process
+    (a failure too)."""
     with _lock:
-        if "module" in _cached:
-            return _cached["module"]
-        if "error" in _cached:
-            raise _cached["error"]
+        got = _cached.get(family)
+        if isinstance(got, TKBuildError):
+            raise got
+        if got is not None:
+            return got
         try:
-            module, _ = build(verbose=verbose)
+            module, _ = build(family, verbose=verbose, quiet=False)
         except TKBuildError as e:
-            _cached["error"] = e
+            _cached[family] = e
             raise
-        _cached["module"] = module
+        _cached[family] = module
         return module
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tk_kernels.build", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tk_kernels.build", description=__doc__.split("\n\n")[0].strip())
+    ap.add_argument("--family", action="append", default=None,
+                    help="kernel family to build, repeatable (default: every folder under "
+                         "tk_kernels/families/ with a csrc/: " + ", ".join(families()) + ")")
     ap.add_argument("--arch", action="append", default=None,
                     help="target architecture, repeatable: sm_80, sm_86, sm_89, sm_90, sm_90a "
                          "(default: $TK_ARCH, else the visible GPUs, else sm_80 + sm_90a)")
@@ -366,12 +411,20 @@ def main(argv: list[str] | None = None) -> int:
         archs = resolve_archs(args.arch)
     except ValueError as e:
         ap.error(str(e))
+    names = args.family or families()
+    unknown = [f for f in names if f not in families()]
+    if unknown:
+        ap.error(f"unknown kernel family {unknown[0]!r}; families: {', '.join(families()) or 'none'}")
     try:
-        _, lib = build(archs, verbose=args.verbose)
+        cuda_home = _cpp_extension().CUDA_HOME
+        print(f"tk_kernels: CUDA toolkit {cuda_home} (nvcc {nvcc_version(cuda_home)}), archs {','.join(archs)}",
+              file=sys.stderr, flush=True)
+        libs = [build(f, archs, verbose=args.verbose)[1] for f in names]
     except TKBuildError as e:
         print(str(e), file=sys.stderr)
         return 1
-    print(lib)
+    for lib in libs:
+        print(lib)
     return 0
 
 

@@ -1,9 +1,11 @@
 // ThunderKittens-style tile DSL (header-only, C++20 CUDA, sm_80+). Include this one header.
 //
-//   types/   rt (register tiles), rv (col_vec / row_vec), st (swizzled shared tiles), sv, gl (global layouts)
-//   ops/warp/memory/    global<->shared (cp.async), shared<->register (ldmatrix), register->global
-//   ops/warp/register/  mma_AB/ABt/AtB/AtBt, element-wise maps, reductions, masks, layout changes
-// Hopper extensions (ops/warpgroup/ for wgmma, TMA loads) slot in next to ops/warp/.
+//   common/            dtypes, packing, small utilities
+//   types/             rt (register tiles), rv (col_vec / row_vec), st (swizzled shared tiles), sv, gl (global layouts)
+//   warp/memory/       one warp (or NT cooperating threads): global<->shared (cp.async), shared<->register (ldmatrix)
+//   warp/register/     one warp: mma_AB/ABt/AtB/AtBt, element-wise maps, reductions, masks, layout changes
+//   thread/            issued by one thread: TMA bulk operations (sm_90+)
+// Hopper warpgroup ops (wgmma) go in warpgroup/ next to warp/.
 #pragma once
 #include "common/base_types.cuh"
 #include "common/util.cuh"
@@ -12,17 +14,16 @@
 #include "types/shared/st.cuh"
 #include "types/shared/sv.cuh"
 #include "types/global/gl.cuh"
-#include "ops/warp/memory/async.cuh"
-#include "ops/warp/memory/global_to_shared.cuh"
-#include "ops/warp/memory/shared_to_register.cuh"
-#include "ops/warp/memory/register_to_shared.cuh"
-#include "ops/warp/memory/shared_to_global.cuh"
-#include "ops/warp/memory/register_to_global.cuh"
-#include "ops/warp/memory/vec.cuh"
-#include "ops/warp/memory/atomic_add_pitched.cuh"
-#include "ops/warp/memory/bulk_reduce.cuh"
-#include "ops/warp/register/mma.cuh"
-#include "ops/warp/register/maps.cuh"
-#include "ops/warp/register/reductions.cuh"
-#include "ops/warp/register/masks.cuh"
-#include "ops/warp/register/layout.cuh"
+#include "warp/memory/async.cuh"
+#include "warp/memory/global_to_shared.cuh"
+#include "warp/memory/shared_to_register.cuh"
+#include "warp/memory/register_to_shared.cuh"
+#include "warp/memory/shared_to_global.cuh"
+#include "warp/memory/register_to_global.cuh"
+#include "warp/memory/vec.cuh"
+#include "warp/register/mma.cuh"
+#include "warp/register/maps.cuh"
+#include "warp/register/reductions.cuh"
+#include "warp/register/masks.cuh"
+#include "warp/register/layout.cuh"
+#include "thread/bulk.cuh"

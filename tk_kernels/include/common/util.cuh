@@ -3,21 +3,18 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
-// Shared-memory address generation of ldmatrix loads / fragment stores (bitwise-identical addresses):
-// 0: swizzle XOR applied to (tile base + row offset + lane offset);
-// 1: XOR applied to the lane offset only, tile / sub-tile offsets (multiples of 128 bytes) added after;
-// 2: 1 on sm_90+, 0 on older GPUs.
-#ifndef TK_SWIZZLE_LANE_XOR
-#define TK_SWIZZLE_LANE_XOR 0
-#endif
-
 namespace tk {
 
-#if TK_SWIZZLE_LANE_XOR == 2 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-constexpr bool swizzle_lane_xor = false;
-#else
-constexpr bool swizzle_lane_xor = TK_SWIZZLE_LANE_XOR != 0;
-#endif
+// How ldmatrix loads and fragment stores of a swizzled shared tile (shared_to_register.cuh,
+// register_to_shared.cuh) compute their addresses. Both give the same addresses; the instruction
+// sequences differ, and which one needs fewer registers depends on the kernel, so the kernel picks
+// it per call (template argument of load / load_B / store; default tile_xor):
+//   tile_xor  the swizzle XOR is applied to (tile base + row offset + lane offset): one XOR per access,
+//             everything else immediates.
+//   lane_xor  the XOR is applied to the lane's offset only; tile and sub-tile offsets (multiples of 128
+//             bytes) are added after it, so the XORed lane offsets are loop-invariant (4 values) and
+//             every run-time offset is one add.
+enum class saddr { tile_xor, lane_xor };
 
 constexpr int WARP_THREADS = 32;
 constexpr int TILE_DIM = 16;          // register tiles are made of 16x16 fragments

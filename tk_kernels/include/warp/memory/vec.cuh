@@ -4,8 +4,8 @@
 // store(dst, v, n_valid):      dst[i] = v[i] for i < n_valid (one lane per distinct value writes)
 // Lane ownership follows rv.cuh (col_vec: rows g, g+8; row_vec: cols 2t, 2t+1, 2t+8, 2t+9).
 #pragma once
-#include "../../../types/register/rv.cuh"
-#include "../../../types/shared/sv.cuh"
+#include "../../types/register/rv.cuh"
+#include "../../types/shared/sv.cuh"
 
 namespace tk {
 

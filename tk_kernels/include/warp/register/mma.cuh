@@ -14,7 +14,7 @@
 //   cols 0..7  of D: mma(a, {b[0], b[2]}) -> {d[0], d[1]}
 //   cols 8..15 of D: mma(a, {b[1], b[3]}) -> {d[2], d[3]}
 #pragma once
-#include "../../../types/register/rt.cuh"
+#include "../../types/register/rt.cuh"
 
 namespace tk {
 

@@ -8,8 +8,8 @@
 // shuffle-xor 1 and 2. A column lives in the 8 lanes with the same t: reduce the two row halves
 // in-thread, then shuffle-xor 4, 8, 16. Every lane ends with the full result.
 #pragma once
-#include "../../../types/register/rt.cuh"
-#include "../../../types/register/rv.cuh"
+#include "../../types/register/rt.cuh"
+#include "../../types/register/rv.cuh"
 
 namespace tk {
 

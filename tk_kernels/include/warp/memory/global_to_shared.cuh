@@ -1,20 +1,20 @@
 // Global -> shared tile loads (cp.async, 16 bytes per copy), cooperative over NT threads.
 //
-// load_async<NT>(dst, src, c): rows [c.row, c.row + dst.rows) and cols [c.col, c.col + dst.cols)
-// of head (c.b, c.h) of `src` into the shared tile `dst`. Rows at or beyond src.seq are ZERO-FILLED
+// load_async<NT>(dst, src, c): rows [c.row(), c.row() + dst.rows) and cols [c.col(), c.col() + dst.cols)
+// of the matrix of `src` at c's leading indices into the shared tile `dst`. Rows >= src.rows() are ZERO-FILLED
 // (ragged tails need no padding copies). NT = number of cooperating threads (32 = one warp,
 // blockDim.x = whole CTA); thread i of the group is threadIdx.x % NT. The caller commits/waits
 // (commit_group / wait_group) and synchronises before reading the tile.
 #pragma once
-#include "../../../types/global/gl.cuh"
-#include "../../../types/shared/st.cuh"
-#include "../../../types/shared/sv.cuh"
+#include "../../types/global/gl.cuh"
+#include "../../types/shared/st.cuh"
+#include "../../types/shared/sv.cuh"
 #include "async.cuh"
 
 namespace tk {
 
-template <int NT = WARP_THREADS, any_st ST, typename T>
-__device__ __forceinline__ void load_async(ST &&dst, const gl<T> &src, const coord &c) {
+template <int NT = WARP_THREADS, any_st ST, typename T, int N>
+__device__ __forceinline__ void load_async(ST &&dst, const gl<T, N> &src, const coord<N> &c) {
   using S = std::remove_cvref_t<ST>;
   static_assert(std::same_as<typename S::dtype, T>, "load_async: shared tile and global layout dtypes differ");
   constexpr int CPR = S::cols / 8;                 // 16-byte chunks per row
@@ -25,23 +25,23 @@ __device__ __forceinline__ void load_async(ST &&dst, const gl<T> &src, const coo
     // step, so the global address advances by one 64-bit add and the shared offset by a constant.
     constexpr int ROW_STEP = NT / CPR;
     const int r_first = tid / CPR, cc = (tid % CPR) * 8;
-    const T *g = src.at(c.b, c.h, c.row + r_first, c.col + cc);
-    const int64_t g_step = int64_t(ROW_STEP) * src.t_stride;
+    const T *g = src.at(c, c.row() + r_first, c.col() + cc);
+    const int64_t g_step = int64_t(ROW_STEP) * src.row_stride();
 #pragma unroll
     for (int i = 0; i < CHUNKS / NT; i++) {
       const int r = r_first + i * ROW_STEP;
-      const bool valid = c.row + r < src.seq;
+      const bool valid = c.row() + r < src.rows();
       cp_async_16(dst.ptr(r, cc), valid ? g : src.ptr, valid);
       g += g_step;
     }
   } else {
-    const T *head = src.at(c.b, c.h, 0, c.col);
+    const T *head = src.at(c, 0, c.col());
 #pragma unroll
     for (int q = tid; q < CHUNKS; q += NT) {
       const int r = q / CPR, cc = (q % CPR) * 8;
-      const int t = c.row + r;
-      const bool valid = t < src.seq;
-      const T *g = valid ? head + int64_t(t) * src.t_stride + cc : src.ptr;
+      const int t = c.row() + r;
+      const bool valid = t < src.rows();
+      const T *g = valid ? head + int64_t(t) * src.row_stride() + cc : src.ptr;
       cp_async_16(dst.ptr(r, cc), g, valid);
     }
   }

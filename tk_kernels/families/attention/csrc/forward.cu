@@ -8,21 +8,21 @@
 //   [32w, 32w + 32). The CTA walks the keys in tiles of BLOCK_N = 128 (D = 64) or 64 (D = 128):
 //       S   = Q K_j^T                         (raw scores, fp32 accumulators, 32 x BLOCK_N per warp)
 //       m'  = max(m, rowmax(S))               (running row max, raw units)
-//       if some row's max grew (by > RESCALE_THRESHOLD):  l *= 2^((m - m') c), O *= 2^((m - m') c), m = m'
+//       if some row's max grew:  l *= 2^((m - m') c), O *= 2^((m - m') c), m = m'
 //       P   = 2^(S * c - m * c)               c = scale * log2(e): the scale is folded into the exponent
 //       l  += rowsum(P)                       O += P V_j
 //   and finishes with O / l and lse = (m c + log2 l) * ln 2. The rescale is skipped for the whole
-//   warp when no row's max grew. With a threshold > 0 (FlashAttention-4's lazy rescale) m may lag,
-//   which is exact in real arithmetic, but then a row's dominant P is 2^x rather than exactly 1 when
-//   rounded to 16 bits: on peaky rows (large scale) that measured 1.5-1.9x SDPA's worst-row error on
-//   the H200, so the default threshold is 0 (m always tracks the max, as in FlashAttention-2).
+//   warp when no row's max grew. Measured and removed: FlashAttention-4's lazy rescale (m may lag the
+//   max by a threshold, exact in real arithmetic): a row's dominant P is then 2^x rather than exactly 1
+//   when rounded to 16 bits, and on peaky rows (large scale) that measured 1.5-1.9x SDPA's worst-row
+//   error on the H200, so m always tracks the max, as in FlashAttention-2.
 //   P goes from the fp32 accumulator straight into the A operand of P V_j (the m16n8k16 C layout,
 //   packed pairwise to 16 bits, IS the A layout), so P never touches shared memory.
 //
 // Tiling and data movement:
 //   * Q block (128 x D) is loaded once with cp.async and stays in shared memory; each warp re-reads
 //     its 32 rows with ldmatrix per key tile (registers go to the 32 x BLOCK_N scores and the
-//     32 x D fp32 O accumulator; keeping Q in registers is a knob, measured slower on H200).
+//     32 x D fp32 O accumulator; keeping Q in registers measured slower on H200).
 //   * K_j and V_j (BLOCK_N x D each) live in swizzled shared tiles (conflict-free cp.async/ldmatrix),
 //     double-buffered: K_{j+1} and V_{j+1} are fetched while tile j is computed. One __syncthreads per
 //     key tile, so within a tile the warps drift freely (one warp's softmax overlaps another's mma).
@@ -37,10 +37,14 @@
 //     The first key tile holds key 0, which every row sees, so the running max is finite after it
 //     (the exponent offset is still guarded against -inf).
 //   * O is staged through the warp's own rows of the Q tile and written with 16-byte stores.
-//   * fwd_config<D> holds the tuning knobs: warps per CTA (4 x 32 rows, or 8 x 16 rows: half the
-//     registers, twice the warps per SM, twice the K/V shared-memory reads), BLOCK_N, Q in registers,
-//     and the CTAs-per-SM register budget. The defaults won an H200 sweep of the alternatives
-//     (D = 64: 128 x 128 tiles beat 128 x 64 with Q in registers by 5-8%; 8 warps lost by ~15%).
+//   * Tiling per head dim (fwd_config): 128 x 128 tiles at D = 64, 128 x 64 at D = 128, 4 warps of 32
+//     rows, 2 CTAs per SM (<= 255 registers). They won an H200 sweep of the alternatives (D = 64: 128 x 128
+//     tiles beat 128 x 64 with Q in registers by 5-8%; 8 warps of 16 rows lost by ~15%). Those variants
+//     were TK_FWD_* macros until commit 1674171 (git history).
+//   * Shared memory: D = 64 82,048 B, D = 128 98,432 B; both fit the 101,376 B per block of 99 KB GPUs
+//     (sm_86 / sm_89), so the forward has a single configuration per head dim.
+// Measured (H200, bf16, bench/RESULTS.md, commit 2071b28): 1.04-1.25x SDPA flash at the 10 forward shapes
+// (D = 64: 1.11-1.25x, D = 128: 1.04-1.10x). No spills on sm_80 and sm_90a.
 #include <cmath>
 
 #include "attention.h"
@@ -52,42 +56,16 @@ namespace {
 using namespace tk;
 
 constexpr int BLOCK_M = 128;                      // query rows per CTA
-#ifndef TK_FWD_RESCALE_THRESHOLD
-#define TK_FWD_RESCALE_THRESHOLD 0.f
-#endif
-// lazy softmax rescaling, in log2 units (e.g. 8 = factor 256); 0 = exact max tracking (see header)
-constexpr float RESCALE_THRESHOLD = TK_FWD_RESCALE_THRESHOLD;
+constexpr int FWD_WARPS = 4;                      // 32 query rows per warp
 
-// Tuning knobs per head dim (the TK_FWD_* macros exist only to benchmark alternatives).
-#ifndef TK_FWD_D64_BLOCK_N
-#define TK_FWD_D64_BLOCK_N 128
-#endif
-#ifndef TK_FWD_D64_Q_IN_REGS
-#define TK_FWD_D64_Q_IN_REGS 0
-#endif
-#ifndef TK_FWD_D64_MIN_BLOCKS
-#define TK_FWD_D64_MIN_BLOCKS 2
-#endif
-#ifndef TK_FWD_D64_WARPS
-#define TK_FWD_D64_WARPS 4
-#endif
-#ifndef TK_FWD_D128_BLOCK_N
-#define TK_FWD_D128_BLOCK_N 64
-#endif
-#ifndef TK_FWD_D128_Q_IN_REGS
-#define TK_FWD_D128_Q_IN_REGS 0
-#endif
+// Keys per tile and CTAs per SM (the register budget: 2 -> <= 255 registers) per head dim.
 template <int D> struct fwd_config;
 template <> struct fwd_config<64> {
-  static constexpr int num_warps = TK_FWD_D64_WARPS;          // BLOCK_M / num_warps query rows per warp
-  static constexpr int block_n = TK_FWD_D64_BLOCK_N;          // keys per tile
-  static constexpr bool q_in_registers = TK_FWD_D64_Q_IN_REGS;
-  static constexpr int min_blocks = TK_FWD_D64_MIN_BLOCKS;     // CTAs per SM (2: register budget 255)
+  static constexpr int block_n = 128;
+  static constexpr int min_blocks = 2;
 };
 template <> struct fwd_config<128> {
-  static constexpr int num_warps = 4;
-  static constexpr int block_n = TK_FWD_D128_BLOCK_N;
-  static constexpr bool q_in_registers = TK_FWD_D128_Q_IN_REGS;
+  static constexpr int block_n = 64;
   static constexpr int min_blocks = 2;
 };
 
@@ -97,8 +75,6 @@ struct fwd_smem {
   using kv_tile = st<T, fwd_config<D>::block_n, D>;
   static constexpr int bytes = shared_bytes<q_tile, kv_tile, kv_tile, kv_tile, kv_tile>();
 };
-// Default knobs: D = 64 82,048 B, D = 128 98,432 B; both fit the 101,376 B per block of 99 KB GPUs
-// (sm_86 / sm_89), so the forward has a single configuration per head dim.
 
 template <typename T>
 struct fwd_args {
@@ -126,16 +102,15 @@ __device__ __forceinline__ block_coord block_coords(const fwd_args<T> &a) {
   return {mb, bh / a.heads, bh % a.heads};
 }
 
-template <int D> constexpr int fwd_threads = fwd_config<D>::num_warps * WARP_THREADS;
+constexpr int FWD_THREADS = FWD_WARPS * WARP_THREADS;
 
 template <typename T, int D, bool CAUSAL>
-__global__ void __launch_bounds__(fwd_threads<D>, fwd_config<D>::min_blocks)
+__global__ void __launch_bounds__(FWD_THREADS, fwd_config<D>::min_blocks)
 attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   using cfg = fwd_config<D>;
   constexpr int BLOCK_N = cfg::block_n;
-  constexpr int NUM_THREADS = fwd_threads<D>;
-  constexpr int WARP_M = BLOCK_M / cfg::num_warps;   // query rows per warp
-  static_assert(WARP_M % 16 == 0, "fwd_config: BLOCK_M / num_warps must be a multiple of 16");
+  constexpr int NUM_THREADS = FWD_THREADS;
+  constexpr int WARP_M = BLOCK_M / FWD_WARPS;        // query rows per warp
   using q_tile = typename fwd_smem<T, D>::q_tile;
   using kv_tile = typename fwd_smem<T, D>::kv_tile;
 
@@ -153,7 +128,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   const int rows_seen = CAUSAL ? min(m0 + BLOCK_M, T_) : T_;
   const int n_tiles = (rows_seen + BLOCK_N - 1) / BLOCK_N;
 
-  const gl<T> q_g = a.q.head(b, h), k_g = a.k.head(b, h), v_g = a.v.head(b, h);
+  const gl<T> q_g = a.q.matrix(b, h), k_g = a.k.matrix(b, h), v_g = a.v.matrix(b, h);
 
   // Prologue: one group {Q, K_0, V_0}.
   load_async<NUM_THREADS>(sQ, q_g, {0, 0, m0, 0});
@@ -161,7 +136,6 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   load_async<NUM_THREADS>(sV[0], v_g, {0, 0, 0, 0});
   commit_group();
 
-  rt<T, WARP_M, D> q_reg;                             // used when cfg::q_in_registers
   rt<float, WARP_M, D> o;                             // output accumulator
   col_vec<WARP_M> m, l;                               // running max (raw score units), running sum
   zero(o);
@@ -182,9 +156,6 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
     }
     commit_group();                                   // (possibly empty) group {K_{j+1}, V_{j+1}}
 
-    if constexpr (cfg::q_in_registers) {
-      if (j == 0) load(q_reg, subtile<WARP_M, D>(sQ, w, 0));
-    }
     const bool warp_active = !CAUSAL || n0 <= r0 + WARP_M - 1;  // some key of the tile visible to some row
 
     if (warp_active) {
@@ -195,26 +166,21 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
       for (int kk = 0; kk < D / 16; kk++) {
         rt<T, BLOCK_N, 16> k_frag;
         load_B(k_frag, subtile<BLOCK_N, 16>(sK[stage], 0, kk));
-        if constexpr (cfg::q_in_registers) {
-          mma_ABt(s, col_slice<16>(q_reg, kk), k_frag, s);
-        } else {
-          rt<T, WARP_M, 16> q_frag;
-          load(q_frag, subtile<WARP_M, 16>(sQ, w, kk));
-          mma_ABt(s, q_frag, k_frag, s);
-        }
+        rt<T, WARP_M, 16> q_frag;
+        load(q_frag, subtile<WARP_M, 16>(sQ, w, kk));
+        mma_ABt(s, q_frag, k_frag, s);
       }
       if (CAUSAL && n0 + BLOCK_N - 1 > r0) make_causal(s, r0, n0);
       // Keys >= T: for causal, every row < T already masks them (key > row); rows >= T are never stored.
       if (!CAUSAL && n0 + BLOCK_N > T_) mask_cols(s, n0, T_);
 
-      // Online softmax (base 2): the reference max m only moves when some row's max grew by more
-      // than RESCALE_THRESHOLD (log2 units; default 0) since m was taken. While it lags,
-      // P = 2^(S c - m c) <= 2^threshold, and O and l carry the same factor, so O / l and
-      // lse = m c + log2 l are unchanged; tiles where no row's max grew skip the O rescale.
+      // Online softmax (base 2): m tracks the row max exactly; tiles where no row's max grew skip
+      // the O rescale for the whole warp. (The comparison is written in scaled units, (m' - m) c > 0,
+      // the form a lazy-rescale threshold would take; see the header for why the threshold is 0.)
       col_vec<WARP_M> m_new, m_scaled, p_sum;
       row_max(m_new, s, m);
       const float c = a.scale_log2;
-      if (warp_any(any_of(m_new, m, [c](float mn, float mo) { return (mn - mo) * c > RESCALE_THRESHOLD; }))) {
+      if (warp_any(any_of(m_new, m, [c](float mn, float mo) { return (mn - mo) * c > 0.f; }))) {
         col_vec<WARP_M> alpha;                        // 2^((m - m') c); 0 on the first tile (m = -inf)
         binary_map(alpha, m, m_new, [c](float mo, float mn) {
           return mn == neg_infty() ? 1.f : fast_exp2(mo * c - mn * c);
@@ -267,7 +233,7 @@ template <typename T, int D, bool CAUSAL>
 cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   fwd_args<T> a;
   const auto make_gl = [&](const void *ptr, const Strides &s) {
-    return gl<T>{static_cast<T *>(const_cast<void *>(ptr)), p.B, p.H, p.T, p.D, s.b, s.h, s.t};
+    return gl<T>{static_cast<T *>(const_cast<void *>(ptr)), {p.B, p.H, p.T, p.D}, {s.b, s.h, s.t}};
   };
   a.q = make_gl(p.q, p.q_s);
   a.k = make_gl(p.k, p.k_s);
@@ -286,7 +252,7 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   const int64_t n_blocks = int64_t((p.T + BLOCK_M - 1) / BLOCK_M) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid{unsigned(n_blocks)};
-  kernel<<<grid, fwd_threads<D>, smem_bytes, stream>>>(a);
+  kernel<<<grid, FWD_THREADS, smem_bytes, stream>>>(a);
   return cudaGetLastError();
 }
 

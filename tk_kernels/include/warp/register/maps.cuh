@@ -13,8 +13,8 @@
 //   zero  fill  neg_infty  copy  exp2  log2  max(dst,a,b)  add/sub/mul/div(dst,a,b)  mul(dst,a,s)
 //   unary_map(dst,a,f)  binary_map(dst,a,b,f)  any_of(a,b,pred) (lane-local; combine with warp_any)
 #pragma once
-#include "../../../types/register/rt.cuh"
-#include "../../../types/register/rv.cuh"
+#include "../../types/register/rt.cuh"
+#include "../../types/register/rv.cuh"
 
 namespace tk {
 

@@ -8,7 +8,7 @@
 //   mask_rows(t, row0, limit, v)     t[r, :] = v where row0 + r >= limit
 // v defaults to -inf.
 #pragma once
-#include "../../../types/register/rt.cuh"
+#include "../../types/register/rt.cuh"
 
 namespace tk {
 

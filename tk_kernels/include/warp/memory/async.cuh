@@ -4,7 +4,7 @@
 // barrier (__syncthreads / __syncwarp) that follows the wait.
 #pragma once
 #include <cstdint>
-#include "../../../common/util.cuh"
+#include "../../common/util.cuh"
 
 namespace tk {
 

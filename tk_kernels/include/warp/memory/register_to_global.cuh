@@ -1,29 +1,29 @@
 // Register -> global tile stores (one warp), with row masking, and an fp32 atomic-add store.
 //
-// store(dst, src, c):       dst[c.b, c.h, c.row + r, c.col + col] = src[r][col]  for c.row + r < dst.seq,
+// store(dst, src, c):       dst[c's leading indices, c.row() + r, c.col() + col] = src[r][col]  for c.row() + r < dst.rows(),
 //                           converting the dtype (e.g. fp32 accumulator -> bf16 output).
 // atomic_add(dst, src, c):  dst[...] += src[r][col] (fp32, red.global.add; float2 on sm_90+),
 //                           same masking. For split-K style accumulation (e.g. dQ in attention backward).
 // Direct fragment stores write 8 rows x 16 bytes per instruction (row_l). For large coalesced
 // stores stage through shared memory (store(st, rt) then store<NT>(gl, st, c)).
 #pragma once
-#include "../../../types/global/gl.cuh"
-#include "../../../types/register/rt.cuh"
+#include "../../types/global/gl.cuh"
+#include "../../types/register/rt.cuh"
 
 namespace tk {
 
-template <typename T, any_rt RT>
-__device__ __forceinline__ void store(const gl<T> &dst, const RT &src, const coord &c) {
+template <typename T, int N, any_rt RT>
+__device__ __forceinline__ void store(const gl<T, N> &dst, const RT &src, const coord<N> &c) {
   using T2 = packed_t<T>;
-  T *head = dst.at(c.b, c.h, 0, c.col);
+  T *head = dst.at(c, 0, c.col());
   for_each_pair<RT>([&](int i, int j, int k) {
     const T2 v = convert_pair<T2>(src.tiles[i][j][k]);
-    const int r = c.row + 16 * i + RT::frag_row(k, 0), col = 16 * j + RT::frag_col(k, 0);
+    const int r = c.row() + 16 * i + RT::frag_row(k, 0), col = 16 * j + RT::frag_col(k, 0);
     if constexpr (RT::is_row) {
-      if (r < dst.seq) *reinterpret_cast<T2 *>(head + int64_t(r) * dst.t_stride + col) = v;
+      if (r < dst.rows()) *reinterpret_cast<T2 *>(head + int64_t(r) * dst.row_stride() + col) = v;
     } else {
-      if (r < dst.seq) head[int64_t(r) * dst.t_stride + col] = v.x;
-      if (r + 1 < dst.seq) head[int64_t(r + 1) * dst.t_stride + col] = v.y;
+      if (r < dst.rows()) head[int64_t(r) * dst.row_stride() + col] = v.x;
+      if (r + 1 < dst.rows()) head[int64_t(r + 1) * dst.row_stride() + col] = v.y;
     }
   });
 }
@@ -40,17 +40,17 @@ __device__ __forceinline__ void red_add_pair(float *p, const float2 &v) {
 }
 }  // namespace detail
 
-template <fp32_rt RT>
-__device__ __forceinline__ void atomic_add(const gl<float> &dst, const RT &src, const coord &c) {
-  float *head = dst.at(c.b, c.h, 0, c.col);
+template <int N, fp32_rt RT>
+__device__ __forceinline__ void atomic_add(const gl<float, N> &dst, const RT &src, const coord<N> &c) {
+  float *head = dst.at(c, 0, c.col());
   for_each_pair<RT>([&](int i, int j, int k) {
     const float2 v = src.tiles[i][j][k];
-    const int r = c.row + 16 * i + RT::frag_row(k, 0), col = 16 * j + RT::frag_col(k, 0);
+    const int r = c.row() + 16 * i + RT::frag_row(k, 0), col = 16 * j + RT::frag_col(k, 0);
     if constexpr (RT::is_row) {
-      if (r < dst.seq) detail::red_add_pair(head + int64_t(r) * dst.t_stride + col, v);  // col even, D-stride 1
+      if (r < dst.rows()) detail::red_add_pair(head + int64_t(r) * dst.row_stride() + col, v);  // col even, D-stride 1
     } else {
-      if (r < dst.seq) atomicAdd(head + int64_t(r) * dst.t_stride + col, v.x);
-      if (r + 1 < dst.seq) atomicAdd(head + int64_t(r + 1) * dst.t_stride + col, v.y);
+      if (r < dst.rows()) atomicAdd(head + int64_t(r) * dst.row_stride() + col, v.x);
+      if (r + 1 < dst.rows()) atomicAdd(head + int64_t(r + 1) * dst.row_stride() + col, v.y);
     }
   });
 }

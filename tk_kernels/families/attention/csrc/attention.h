@@ -1,5 +1,5 @@
 // C launcher interface of the attention kernel family.
-// Kernel files (attention_*.cu) implement these; bindings.cpp calls them.
+// The kernel files (forward.cu, backward*.cu, configs.cu) implement these; bindings.cpp calls them.
 // No torch headers here or in the kernel files.
 #pragma once
 #include <cstdint>

@@ -8,7 +8,7 @@
 //   col_slice<C2>(src, j)   columns [j*C2, (j+1)*C2) as a new tile (by value; free after inlining)
 //   row_slice<R2>(src, i)   rows [i*R2, (i+1)*R2)
 #pragma once
-#include "../../../types/register/rt.cuh"
+#include "../../types/register/rt.cuh"
 
 namespace tk {
 

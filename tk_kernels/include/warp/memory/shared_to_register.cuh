@@ -11,8 +11,8 @@
 // Use col_l for a K x N B operand stored K-major (e.g. V in P.V, or Q / dO in a backward A^T B).
 // load_B(dst, src) loads the same tile with the 8x8 matrices in B-operand register order (see below).
 #pragma once
-#include "../../../types/register/rt.cuh"
-#include "../../../types/shared/st.cuh"
+#include "../../types/register/rt.cuh"
+#include "../../types/shared/st.cuh"
 
 namespace tk {
 
@@ -35,7 +35,7 @@ namespace detail {
 // (consecutive pairs = the B operand of n-cols 0..7 and 8..15). The tile's contents are identical
 // either way; only the physical register placement differs, which decides whether the compiler
 // must insert register moves before each mma.
-template <bool B_ORDER, mma_rt RT, any_st ST>
+template <bool B_ORDER, saddr A, mma_rt RT, any_st ST>
 __device__ __forceinline__ void load_frags(RT &dst, const ST &src) {
   static_assert(RT::rows == ST::rows && RT::cols == ST::cols,
                 "load(rt, st): register and shared tiles must have the same shape (use subtile<R,C>() for a part)");
@@ -57,8 +57,8 @@ __device__ __forceinline__ void load_frags(RT &dst, const ST &src) {
   // (P's 128-byte-aligned part plus an offset < 128 lets the XOR act on the low 7 bits only.)
   constexpr int SC = ST::storage_cols;
   uint32_t quad[RT::height][RT::width];
-  if constexpr (SC >= 64 && swizzle_lane_xor) {
-    // swizzle_lane_xor (TK_SWIZZLE_LANE_XOR, util.cuh). Same addresses, XOR applied to the lane's part only: the XOR touches bits 5..6, and the tile base
+  if constexpr (SC >= 64 && A == saddr::lane_xor) {
+    // saddr::lane_xor (util.cuh). Same addresses, XOR applied to the lane's part only: the XOR touches bits 5..6, and the tile base
     // (128-byte aligned), the sub-tile's row offset (a multiple of 16 rows) and 128-byte column blocks
     // are multiples of 128, so they can be added after it. The XORed lane offsets then do not depend
     // on the tile or the sub-tile (loop-invariant, 4 values), and every runtime offset is one add.
@@ -107,15 +107,16 @@ __device__ __forceinline__ void load_frags(RT &dst, const ST &src) {
 }  // namespace detail
 
 // load(dst, src): registers laid out for use as an mma A operand (or anything else).
-template <mma_rt RT, any_st ST>
+// load<saddr::lane_xor>(dst, src): the same, other address arithmetic (util.cuh).
+template <saddr A = saddr::tile_xor, mma_rt RT, any_st ST>
 __device__ __forceinline__ void load(RT &dst, const ST &src) {
-  detail::load_frags<false>(dst, src);
+  detail::load_frags<false, A>(dst, src);
 }
 // load_B(dst, src): the same tile, registers laid out for use as an mma B operand
 // (K in Q K^T, V in P V, ...). Saves ~4 register moves per 16x16 fragment in the mma loop.
-template <mma_rt RT, any_st ST>
+template <saddr A = saddr::tile_xor, mma_rt RT, any_st ST>
 __device__ __forceinline__ void load_B(RT &dst, const ST &src) {
-  detail::load_frags<true>(dst, src);
+  detail::load_frags<true, A>(dst, src);
 }
 
 }  // namespace tk

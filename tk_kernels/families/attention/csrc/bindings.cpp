@@ -1,4 +1,4 @@
-// Torch bindings of the tk_kernels attention launchers (csrc/attention.h).
+// Torch bindings of the attention family's launchers (attention.h): the extension tk_attention_<hash>.
 // The only file that includes torch headers: it validates tensors, allocates outputs and
 // workspaces, and calls the launchers on the current CUDA stream.
 // Only light headers: ATen, the pybind11 tensor casters, and c10's CUDA stream/guard (which need
@@ -18,7 +18,7 @@ namespace {
 
 // (B, H, T, D) tensor usable by the kernels without a copy. The kernels load rows with 16-byte
 // cp.async, so the base pointer must be 16-byte aligned and every stride a multiple of 8 elements;
-// tk_kernels/attention.py makes a contiguous copy of inputs that are not (so users never see these).
+// the family's Python ops make a contiguous copy of inputs that are not (so users never see these).
 void check_bhtd(const at::Tensor& t, const char* name, const at::Tensor& q) {
   TORCH_CHECK(t.is_cuda(), "tk attention: ", name, " must be a CUDA tensor, got device ", t.device());
   TORCH_CHECK(t.device() == q.device(), "tk attention: ", name, " is on ", t.device(),

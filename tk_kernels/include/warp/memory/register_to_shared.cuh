@@ -6,8 +6,8 @@
 //          for storage rows >= 128 bytes the address is one XOR + immediates per store.
 //   col_l: a pair spans two rows -> two 16-bit stores.
 #pragma once
-#include "../../../types/register/rt.cuh"
-#include "../../../types/shared/st.cuh"
+#include "../../types/register/rt.cuh"
+#include "../../types/shared/st.cuh"
 
 namespace tk {
 
@@ -18,7 +18,8 @@ __device__ __forceinline__ void st_shared_b16(uint32_t addr, uint16_t v) {
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
 }
 
-template <any_st ST, any_rt RT>
+// store<saddr::lane_xor>(dst, src): the same stores, other address arithmetic (util.cuh).
+template <saddr A = saddr::tile_xor, any_st ST, any_rt RT>
 __device__ __forceinline__ void store(ST &&dst, const RT &src) {
   using S = std::remove_cvref_t<ST>;
   static_assert(S::rows == RT::rows && S::cols == RT::cols, "store(st, rt): tiles must have the same shape");
@@ -32,10 +33,10 @@ __device__ __forceinline__ void store(ST &&dst, const RT &src) {
     constexpr int RB = SC * int(sizeof(U));
     const int g = laneid() >> 2, t = laneid() & 3;
     const int r0 = dst.row_offset(), jt0 = dst.col_offset() / 16;
-    // swizzle_lane_xor (TK_SWIZZLE_LANE_XOR, util.cuh): XOR only the lane's offset (bits 4..6), add the 128-byte multiples after it
+    // saddr::lane_xor (util.cuh): XOR only the lane's offset (bits 4..6), add the 128-byte multiples after it
     // (same addresses; see load() in shared_to_register.cuh).
     uint32_t p, post;
-    if constexpr (swizzle_lane_xor) {
+    if constexpr (A == saddr::lane_xor) {
       p = uint32_t(g * RB) + uint32_t((g << 4) | (4 * t));
       post = smem_u32(dst.base()) + uint32_t(r0 * RB);
     } else {

@@ -1,0 +1,94 @@
+// Flash attention backward (sm_80+, mma.sync tensor cores), written with the tk tile DSL: the launcher.
+//
+// Given Q, K, V, O, dO (B, H, T, D) and lse (B, H, T) from the forward,
+//     P    = exp(scale * Q K^T [+ causal mask] - lse)     (recomputed, never stored)
+//     dV   = P^T dO                 dP = dO V^T
+//     dS   = P * (dP - delta)       delta_i = rowsum(dO_i * O_i)
+//     dQ   = scale * dS K           dK = scale * dS^T Q
+// Causal is top-left aligned (key j is visible to query i iff j <= i). Exponentials are exp2 with
+// log2(e) folded into the scale: P = 2^(S * scale*log2e - lse*log2e).
+//
+// Launches (each checked), FlashAttention-2 style, parallel over key blocks:
+//   1. bwd_delta_kernel (backward_dq.cu)     delta = rowsum(dO * O), fp32, into p.delta.
+//   2. dK / dV, one CTA per (128-key block, b, h), the configuration that select_dkdv (configs.cu) picks
+//      for the device: bwd_dkdv_kernel (backward_dkdv.cu: D = 64, and D = 128 on 99 KB GPUs) or
+//      bwd_dkdv_split_kernel (backward_dkdv_split.cu: D = 128). On the default path they also add each
+//      query block's dQ partial (dS K over the CTA's keys) into the fp32 workspace p.dq_accum: on sm_90
+//      by one 4 KB TMA bulk reduction per warp (cp.reduce.async.bulk .add.f32, dq_partial_atomic in
+//      backward.cuh), elsewhere with fp32 red.add.
+//   3. bwd_dq_convert_kernel (backward_dq.cu) dq = scale * dq_accum, cast, stored with dq's strides;
+//      or, deterministic path, bwd_dq_kernel: parallel over query blocks, recomputes P and dS and
+//      accumulates dQ in registers, so dQ is bitwise reproducible (no atomics).
+// Convention: dq_accum holds the UNSCALED sum of dS K; the scale is applied by the convert kernel.
+//
+// Measured on an H200 (bench/RESULTS.md, commit 2071b28, bf16): the backward runs 1.02-1.30x SDPA flash
+// at all 14 benchmark configurations (D = 64: 1.06-1.30x, D = 128: 1.04-1.13x); the per-kernel choices
+// and their numbers are in the header comments of the kernel files.
+#include <cmath>
+
+#include "backward.cuh"
+#include "configs.cuh"
+
+namespace tk_attn {
+namespace {
+
+template <typename T>
+cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
+  const int D = p.D;
+  bwd_args<T> a;
+  a.q = make_gl<T>(p, p.q, p.q_s);
+  a.k = make_gl<T>(p, p.k, p.k_s);
+  a.v = make_gl<T>(p, p.v, p.v_s);
+  a.dout = make_gl<T>(p, p.dout, p.do_s);
+  a.dq = make_gl<T>(p, p.dq, p.dq_s);
+  a.dk = make_gl<T>(p, p.dk, p.dk_s);
+  a.dv = make_gl<T>(p, p.dv, p.dv_s);
+  a.dq_rows = int(dq_accum_rows(p.T));
+  const int64_t TD = int64_t(p.T) * D;
+  a.dq_accum = gl<float>{p.dq_accum, {p.B, p.H, p.T, D}, {TD * p.H, TD, D}};
+  a.dq_xor32 = false;
+  a.lse = p.lse;
+  a.delta = p.delta;
+  a.seq = p.T;
+  a.heads = p.H;
+  a.scale = p.scale;
+  a.scale_log2 = p.scale * LOG2E;
+  a.causal = p.causal;
+  cudaError_t err;
+
+  // 1. delta = rowsum(dO * O)
+  if ((err = launch_delta<T>(a, make_gl<T>(p, p.o, p.o_s), D, stream)) != cudaSuccess) return err;
+
+  // 2. dK, dV (+ dQ partials): the configuration of the table that fits this device
+  int budget = 0;
+  bool sm90 = false;
+  if ((err = device_budget(budget, sm90)) != cudaSuccess) return err;
+  const dkdv_launch *c = select_dkdv(D, p.deterministic, budget, sm90);
+  if (c == nullptr) return cudaErrorInvalidValue;
+  a.dq_xor32 = c->dq == dq_mode::bulk;  // the bulk path's dq_accum layout
+  const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(p.B * p.H);
+  err = c->kernel == dkdv_kernel::transposed ? launch_dkdv_transposed<T>(*c, a, kv_grid, stream)
+                                             : launch_dkdv_split<T>(*c, a, kv_grid, stream);
+  if (err != cudaSuccess) return err;
+
+  // 3. dQ
+  return p.deterministic ? launch_dq_deterministic<T>(a, D, stream) : launch_dq_convert<T>(a, D, stream);
+}
+
+}  // namespace
+
+cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream) {
+  if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
+  if (p.D != 64 && p.D != 128) return cudaErrorInvalidValue;
+  if (!std::isfinite(p.scale)) return cudaErrorInvalidValue;
+  if (!p.q || !p.k || !p.v || !p.o || !p.dout || !p.lse || !p.dq || !p.dk || !p.dv || !p.delta)
+    return cudaErrorInvalidValue;
+  if (!p.deterministic && !p.dq_accum) return cudaErrorInvalidValue;
+  // Grids are 1-D over (blocks x B x H); keep them within 2^31 - 1 CTAs.
+  if (int64_t(p.B) * p.H * ((int64_t(p.T) + 63) / 64) > 0x7fffffffLL) return cudaErrorInvalidValue;
+  if (p.dtype == DType::bf16) return launch<bf16>(p, stream);
+  if (p.dtype == DType::fp16) return launch<half>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace tk_attn

@@ -1,0 +1,106 @@
+// Attention backward, the two small row-wise kernels around the dK / dV kernel (overview: backward.cu):
+//   bwd_delta_kernel        delta = rowsum(dO * O), before it
+//   bwd_dq_convert_kernel   dq = scale * dq_accum, after it (default, atomic dQ path)
+// (The deterministic path's bwd_dq_kernel is in backward_dkdv.cu.)
+#include "backward.cuh"
+
+namespace tk_attn {
+namespace {
+
+using namespace tk;
+
+// delta = rowsum(dO * O):
+// One row of D elements is handled by D/8 consecutive lanes, each reading 16 bytes of dO and of O;
+// the partial dot products are summed with xor-shuffles inside the lane group. A row group never
+// straddles a warp (D/8 divides 32), and every lane takes part in the shuffles (rows past the end
+// contribute 0 and are not stored).
+constexpr int DELTA_THREADS = 256;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o, const gl<T> dout, float *delta) {
+  constexpr int LANES_PER_ROW = D / 8;
+  constexpr int ROWS_PER_CTA = DELTA_THREADS / LANES_PER_ROW;
+  const int64_t rows = int64_t(o.shape[0]) * o.shape[1] * o.shape[2];
+  const int64_t row = int64_t(blockIdx.x) * ROWS_PER_CTA + threadIdx.x / LANES_PER_ROW;
+  const int col = (threadIdx.x % LANES_PER_ROW) * 8;
+
+  float acc = 0.f;
+  if (row < rows) {
+    const int t = int(row % o.shape[2]);
+    const int bh = int(row / o.shape[2]);
+    const int b = bh / o.shape[1], h = bh % o.shape[1];
+    const int4 ov = *reinterpret_cast<const int4 *>(o.at(b, h, t, col));
+    const int4 dv = *reinterpret_cast<const int4 *>(dout.at(b, h, t, col));
+    const packed_t<T> *o2 = reinterpret_cast<const packed_t<T> *>(&ov);
+    const packed_t<T> *d2 = reinterpret_cast<const packed_t<T> *>(&dv);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float2 a = convert_pair<float2>(o2[i]), c = convert_pair<float2>(d2[i]);
+      acc += a.x * c.x + a.y * c.y;
+    }
+  }
+#pragma unroll
+  for (int off = LANES_PER_ROW / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (row < rows && col == 0) delta[row] = acc;
+}
+
+// dq = scale * dq_accum (atomic path)
+// One thread per 8 consecutive elements of a row: two 16-byte fp32 loads, one 16-byte store. The 8
+// elements are contiguous in both dq_accum layouts (xor32 permutes whole groups of 8 within a row).
+constexpr int CONVERT_THREADS = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_kernel(const __grid_constant__ bwd_args<T> a) {
+  const int D = a.dq.shape[3];
+  const int chunks_per_row = D / 8;
+  const int64_t i = int64_t(blockIdx.x) * CONVERT_THREADS + threadIdx.x;
+  const int64_t rows = int64_t(a.dq.shape[0]) * a.heads * a.seq;
+  if (i >= rows * chunks_per_row) return;
+  const int64_t row = i / chunks_per_row;
+  const int col = int(i % chunks_per_row) * 8;
+  const int t = int(row % a.seq);
+  const int bh = int(row / a.seq);
+  const int b = bh / a.heads, h = bh % a.heads;
+  const float *head = a.dq_accum.ptr + int64_t(bh) * (a.dq_xor32 ? a.dq_rows : a.seq) * D;
+  const int64_t off = a.dq_xor32 ? int64_t((t / 32) * (D / 32) + col / 32) * 1024 + xor32_offset(t % 32, col % 32)
+                                 : int64_t(t) * D + col;
+  const float4 *src = reinterpret_cast<const float4 *>(head + off);
+  const float4 x = src[0], y = src[1];
+  const float s = a.scale;
+  packed_t<T> out[4] = {
+      convert_pair<packed_t<T>>(make_float2(x.x * s, x.y * s)), convert_pair<packed_t<T>>(make_float2(x.z * s, x.w * s)),
+      convert_pair<packed_t<T>>(make_float2(y.x * s, y.y * s)), convert_pair<packed_t<T>>(make_float2(y.z * s, y.w * s))};
+  *reinterpret_cast<int4 *>(a.dq.at(b, h, t, col)) = *reinterpret_cast<const int4 *>(out);
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t launch_delta(const bwd_args<T> &a, const gl<T> &o, int D, cudaStream_t stream) {
+  const int64_t rows = int64_t(o.shape[0]) * o.shape[1] * o.shape[2];
+  if (D == 64) {
+    constexpr int rows_per_cta = DELTA_THREADS / (64 / 8);
+    bwd_delta_kernel<T, 64><<<unsigned(cdiv64(rows, rows_per_cta)), DELTA_THREADS, 0, stream>>>(o, a.dout, const_cast<float *>(a.delta));
+  } else if (D == 128) {
+    constexpr int rows_per_cta = DELTA_THREADS / (128 / 8);
+    bwd_delta_kernel<T, 128><<<unsigned(cdiv64(rows, rows_per_cta)), DELTA_THREADS, 0, stream>>>(o, a.dout, const_cast<float *>(a.delta));
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_dq_convert(const bwd_args<T> &a, int D, cudaStream_t stream) {
+  const int64_t chunks = int64_t(a.dq.shape[0]) * a.heads * a.seq * (D / 8);
+  bwd_dq_convert_kernel<T><<<unsigned(cdiv64(chunks, CONVERT_THREADS)), CONVERT_THREADS, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template cudaError_t launch_delta<bf16>(const bwd_args<bf16> &, const gl<bf16> &, int, cudaStream_t);
+template cudaError_t launch_dq_convert<bf16>(const bwd_args<bf16> &, int, cudaStream_t);
+template cudaError_t launch_delta<half>(const bwd_args<half> &, const gl<half> &, int, cudaStream_t);
+template cudaError_t launch_dq_convert<half>(const bwd_args<half> &, int, cudaStream_t);
+
+}  // namespace tk_attn
+

@@ -1,0 +1,71 @@
+// Attention backward only: the two ways a warp adds its dQ partial (an fp32 register tile) into the
+// fp32 dq_accum workspace. Kept next to the attention kernels (not in the DSL) because the layouts are
+// the workspace's: a row-major (T, D) head with a compile-time pitch, or 32 x 32 blocks in the xor32
+// layout that the TMA bulk-reduction path writes and the convert kernel reads back.
+//
+//   atomic_add<PITCH>(dst, src, n_rows):  dst[r * PITCH + c] += src[r][c]  for r < n_rows   (red.add)
+//   store_xor32(dst, src):                dst (4 KB shared block, xor32 layout) = src (32 x 32 fp32 tile)
+//   xor32_offset(r, c):                   offset of element (r, c) in an xor32 block
+//
+// atomic_add<PITCH>, compared with the DSL's atomic_add(gl<float>, rt, coord) (runtime row stride): with
+// PITCH known, every fragment's offset from the lane's first element is an immediate, so the warp needs
+// one 64-bit address instead of one per fragment (this matters in kernels that run at the register limit).
+// row_l tiles only. On sm_90+ each pair is one vector red.add (atomicAdd(float2 *)); earlier
+// architectures issue two scalar red.add.
+#pragma once
+#include "tk.cuh"
+
+namespace tk_attn {
+
+using namespace tk;
+
+template <int PITCH, fp32_rt RT>
+__device__ __forceinline__ void atomic_add(float *dst, const RT &src, int n_rows) {
+  static_assert(RT::is_row, "atomic_add<PITCH>(float*, rt, n): row_l tiles only");
+  static_assert(PITCH % 2 == 0 && PITCH >= RT::cols, "atomic_add<PITCH>: pitch must be even and >= the tile width");
+  const int g = laneid() >> 2, t = laneid() & 3;
+  float *lane_base = dst + g * PITCH + 2 * t;     // this lane's (row g, col 2t)
+  if (n_rows >= RT::rows) {
+    // Whole tile in range (the common case): no per-row guards, every address is lane_base + immediate.
+    // (Plain loops here, not for_each_pair: with the lambda ptxas spills in the two-barrier split kernel.)
+#pragma unroll
+    for (int i = 0; i < RT::height; i++)
+#pragma unroll
+      for (int j = 0; j < RT::width; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          detail::red_add_pair(lane_base + (16 * i + 8 * (k & 1)) * PITCH + 16 * j + 8 * (k >> 1), src.tiles[i][j][k]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < RT::height; i++)
+#pragma unroll
+      for (int j = 0; j < RT::width; j++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const int r = 16 * i + 8 * (k & 1);     // row offset of pair k beyond row g
+          if (g + r < n_rows) detail::red_add_pair(lane_base + r * PITCH + 16 * j + 8 * (k >> 1), src.tiles[i][j][k]);
+        }
+  }
+}
+
+// fp32 32 x 32 blocks in the "xor32" layout: 32 rows of 32 floats (4 KB, contiguous), with the four
+// 8-float groups of row r permuted by XOR with (r & 3):  element (r, c) is at  r * 32 + (c ^ 8 (r & 3)).
+// A warp's 8-byte fragment stores then cover all 32 banks per half warp (two wavefronts per store, the
+// minimum), and a whole block is one contiguous bulk copy (tk::bulk_reduce_add).
+__host__ __device__ constexpr int xor32_offset(int r, int c) { return r * 32 + (c ^ (8 * (r & 3))); }
+
+// dst (4 KB shared block, xor32 layout) = src (32 x 32 fp32 row_l register tile).
+template <fp32_rt RT>
+__device__ __forceinline__ void store_xor32(float *dst, const RT &src) {
+  static_assert(RT::is_row && RT::rows == 32 && RT::cols == 32, "store_xor32: 32 x 32 row_l fp32 tiles only");
+  const int g = laneid() >> 2, t = laneid() & 3;
+  // pair k of fragment (i, j): row 16 i + 8 (k & 1) + g (so r & 3 = g & 3), col 16 j + 8 (k >> 1) + 2 t
+  for_each_pair<RT>([&](int i, int j, int k) {
+    const int r = 16 * i + 8 * (k & 1) + g, c = 16 * j + 8 * (k >> 1) + 2 * t;
+    const float2 v = src.tiles[i][j][k];  // c is even: an 8-byte aligned pair
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_u32(dst + xor32_offset(r, c))), "f"(v.x), "f"(v.y)
+                 : "memory");
+  });
+}
+
+}  // namespace tk_attn
