@@ -206,7 +206,6 @@ class GPT(nn.Module):
             n_params -= self.transformer.wpe.weight.numel()
         return n_params
 
-    @torch.compiler.disable  # under torch.compile: a graph break on the first call only
     def plan_kernels(self, device=None, dtype: torch.dtype | None = None,
                      dropout_p: float | None = None, warn: bool = True) -> dispatch.Plan:
         """Decide once which implementation each op family runs (tk_kernels/dispatch.py), for
@@ -248,7 +247,10 @@ class GPT(nn.Module):
         pos = torch.arange(start, start + t, dtype=torch.long, device=device)  # shape (t)
         plan = self.kernel_plan
         if plan is None or not plan.matches(device, self._compute_dtype(device)):
-            plan = self.plan_kernels(device)
+            # made outside torch.compile's graph: a graph break in the first compiled call only
+            plan_kernels = torch.compiler.disable(self.plan_kernels) if torch.compiler.is_compiling() \
+                else self.plan_kernels
+            plan = plan_kernels(device)
 
         tok_emb = self.transformer.wte(idx)  # token embeddings of shape (b, t, n_embd)
         pos_emb = self.transformer.wpe(pos)  # position embeddings of shape (t, n_embd)
