@@ -6,9 +6,10 @@ References:
    https://github.com/openai/gpt-2/blob/master/src/model.py
 2) huggingface/transformers' PyTorch GPT-2 implementation
 
-Attention, MLP and LayerNorm go through tk_kernels.dispatch, which runs our
-CUDA kernels or the PyTorch reference ops according to config.kernels
-("torch", "tk" or "auto"; see tk_kernels/dispatch.py).
+Attention goes through tk_kernels.dispatch, which runs our CUDA kernel or
+PyTorch's SDPA according to config.kernels ("torch", "tk" or "auto") and the
+model's kernel plan (GPT.plan_kernels; see tk_kernels/dispatch.py). MLP and
+LayerNorm have no TK kernel yet and are plain PyTorch ops.
 """
 
 import inspect
@@ -28,14 +29,13 @@ from tk_kernels import dispatch
 class LayerNorm(nn.Module):
     """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
 
-    def __init__(self, ndim: int, bias: bool, kernels: str = "torch"):
+    def __init__(self, ndim: int, bias: bool):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(ndim))
         self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-        self.kernels = kernels
 
     def forward(self, x):
-        return dispatch.layer_norm(x, self.weight, self.bias, 1e-5, kernels=self.kernels)
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
 
 
 class KVCache:
@@ -74,10 +74,9 @@ class CausalSelfAttention(nn.Module):
         self.n_head = config.n_head
         self.n_embd = config.n_embd
         self.dropout = config.dropout
-        self.kernels = config.kernels
         self.layer = layer
 
-    def forward(self, x, cache: KVCache | None = None):
+    def forward(self, x, plan: dispatch.Plan, cache: KVCache | None = None):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         H, D = self.n_head, C // self.n_head
         # q, k, v as (B, H, T, D) views into the fused projection: no copies,
@@ -86,16 +85,16 @@ class CausalSelfAttention(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         dropout_p = self.dropout if self.training else 0.0
         if cache is None:
-            y = dispatch.attention(q, k, v, causal=True, dropout_p=dropout_p, kernels=self.kernels)
+            y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=dropout_p)
         elif cache.pos == 0:  # prefill: the whole prompt, causal
             k, v = cache.update(self.layer, k, v)
-            y = dispatch.attention(q, k, v, causal=True, dropout_p=dropout_p, kernels=self.kernels)
+            y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=dropout_p)
         else:  # decode one new token against all cached ones: nothing to mask
             assert T == 1, "the KV cache decodes one token at a time"
             k, v = cache.update(self.layer, k, v)
             # q is 1 long and k, v are pos+1 long: the TK kernel needs equal
-            # lengths, so decode steps use the PyTorch reference op.
-            y = dispatch.attention(q, k, v, causal=False, dropout_p=dropout_p, kernels="torch")
+            # lengths, so decode steps use PyTorch's SDPA in every kernels mode.
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=False)
         y = y.transpose(1, 2).reshape(B, T, C)  # re-assemble all head outputs side by side
         return self.resid_dropout(self.c_proj(y))
 
@@ -106,26 +105,28 @@ class MLP(nn.Module):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU()
         self.dropout = nn.Dropout(config.dropout)
-        self.kernels = config.kernels
 
     def forward(self, x):
-        x = dispatch.mlp(x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight,
-                         self.c_proj.bias, kernels=self.kernels)
-        return self.dropout(x)
+        x = self.c_fc(x)
+        x = self.gelu(x)
+        x = self.c_proj(x)
+        x = self.dropout(x)
+        return x
 
 
 class Block(nn.Module):
 
     def __init__(self, config, layer: int = 0):
         super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias, kernels=config.kernels)
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
         self.attn = CausalSelfAttention(config, layer)
-        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias, kernels=config.kernels)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x, cache: KVCache | None = None):
-        x = x + self.attn(self.ln_1(x), cache)
+    def forward(self, x, plan: dispatch.Plan, cache: KVCache | None = None):
+        x = x + self.attn(self.ln_1(x), plan, cache)
         x = x + self.mlp(self.ln_2(x))
         return x
 
@@ -172,13 +173,14 @@ class GPT(nn.Module):
         assert config.block_size is not None
         dispatch.check_mode(config.kernels)
         self.config = config
+        self.kernel_plan: dispatch.Plan | None = None  # set by plan_kernels()
 
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(config.vocab_size, config.n_embd),
             wpe=nn.Embedding(config.block_size, config.n_embd),
             drop=nn.Dropout(config.dropout),
             h=nn.ModuleList([Block(config, i) for i in range(config.n_layer)]),
-            ln_f=LayerNorm(config.n_embd, bias=config.bias, kernels=config.kernels),
+            ln_f=LayerNorm(config.n_embd, bias=config.bias),
         ))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         # weight tying: the token embedding is the output projection
@@ -204,6 +206,30 @@ class GPT(nn.Module):
             n_params -= self.transformer.wpe.weight.numel()
         return n_params
 
+    def plan_kernels(self, device=None, dtype: torch.dtype | None = None,
+                     dropout_p: float | None = None, warn: bool = True) -> dispatch.Plan:
+        """Decide once which implementation each op family runs (tk_kernels/dispatch.py), for
+        inputs on `device` (default: the weights' device) computed in `dtype` (default: the
+        autocast dtype if autocast is on, else the weights' dtype), training with attention
+        dropout dropout_p (default: config.dropout in train mode, else 0). Runs the GPU checks
+        (may build the extension); kernels=tk raises TKUnsupportedError if the TK kernel cannot
+        run. forward() calls it when there is no plan for its inputs' device and dtype yet; call
+        it before torch.compile (as train.py does), so that the compiled forward has one graph
+        from the first call (else the first compile breaks the graph here, later ones don't)."""
+        device = dispatch.normalize_device(device if device is not None else self.lm_head.weight.device)
+        if dtype is None:
+            dtype = self._compute_dtype(device)
+        if dropout_p is None:
+            dropout_p = self.config.dropout if self.training else 0.0
+        self.kernel_plan = dispatch.plan(self.config.kernels, device, dtype,
+                                         self.config.n_embd // self.config.n_head, dropout_p, warn)
+        return self.kernel_plan
+
+    def _compute_dtype(self, device: torch.device) -> torch.dtype:
+        if torch.is_autocast_enabled(device.type):
+            return torch.get_autocast_dtype(device.type)
+        return self.lm_head.weight.dtype
+
     def _init_weights(self, module):
         if isinstance(module, nn.Linear):
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
@@ -219,12 +245,18 @@ class GPT(nn.Module):
         assert start + t <= self.config.block_size, \
             f"Cannot forward sequence of length {start + t}, block size is only {self.config.block_size}"
         pos = torch.arange(start, start + t, dtype=torch.long, device=device)  # shape (t)
+        plan = self.kernel_plan
+        if plan is None or not plan.matches(device, self._compute_dtype(device)):
+            # made outside torch.compile's graph: a graph break in the first compiled call only
+            plan_kernels = torch.compiler.disable(self.plan_kernels) if torch.compiler.is_compiling() \
+                else self.plan_kernels
+            plan = plan_kernels(device)
 
         tok_emb = self.transformer.wte(idx)  # token embeddings of shape (b, t, n_embd)
         pos_emb = self.transformer.wpe(pos)  # position embeddings of shape (t, n_embd)
         x = self.transformer.drop(tok_emb + pos_emb)
         for block in self.transformer.h:
-            x = block(x, cache)
+            x = block(x, plan, cache)
         x = self.transformer.ln_f(x)
         if cache is not None:
             cache.pos += t

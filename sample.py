@@ -92,14 +92,10 @@ else:
 
 model.eval()
 model.to(device)
-print(dispatch.describe(kernels, device=device, dtype=ptdtype,
-                        head_dim=model.config.n_embd // model.config.n_head))
-if kernels == 'tk':
-    reason = dispatch.unsupported_reason('attention', device=device, dtype=ptdtype,
-                                         head_dim=model.config.n_embd // model.config.n_head)
-    if reason is not None:
-        fail(f"kernels=tk: the TK attention kernel cannot run here: {reason}. "
-             "Use kernels=auto to fall back to PyTorch, or kernels=torch.")
+try:  # which implementation each op family runs, decided once; describe() says why
+    print(model.plan_kernels(device, ptdtype, warn=False).describe())
+except dispatch.TKUnsupportedError as e:
+    fail(str(e))
 if compile:
     model.forward = torch.compile(model.forward, dynamic=True)  # requires PyTorch 2.0 (optional)
 

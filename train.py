@@ -308,18 +308,15 @@ elif block_size > model.config.block_size:
     fail(f"block_size={block_size} is larger than the model's {model.config.block_size}")
 model.to(device)
 
-# which implementation each op family runs; kernels=tk must be able to run
-head_dim = model.config.n_embd // model.config.n_head
-p_train = 0.0 if eval_only else model.config.dropout
-if kernels == 'tk':
-    reason = dispatch.unsupported_reason('attention', device=device, dtype=ptdtype,
-                                         head_dim=head_dim, dropout_p=p_train)
-    if reason is not None:
-        fail(f"kernels=tk: the TK attention kernel cannot run here: {reason}. "
-             "Use kernels=auto to fall back to PyTorch, or kernels=torch.")
+# which implementation each op family runs, decided once (kernels=tk must be able to run);
+# describe() states the reasons, so no fallback warning follows
+try:
+    plan = model.plan_kernels(device, ptdtype, dropout_p=0.0 if eval_only else model.config.dropout,
+                              warn=False)
+except dispatch.TKUnsupportedError as e:
+    fail(str(e))
 if master_process:
-    print(dispatch.describe(kernels, device=device, dtype=ptdtype, head_dim=head_dim,
-                            dropout_p=p_train))
+    print(plan.describe())
 
 # initialize a GradScaler. If enabled=False scaler is a no-op
 scaler = torch.amp.GradScaler(device_type, enabled=(dtype == 'float16'))

@@ -46,8 +46,7 @@ CHECK_TOL = 2e-2  # relative L2 error vs SDPA flash above which a result is flag
 def make_impl(name: str):
     """name -> fn(q, k, v, causal) -> o, or raise if the backend is unknown to this torch."""
     if name == "tk":
-        import importlib
-        tka = importlib.import_module("tk_kernels.attention")
+        from tk_kernels.families.attention import ops as tka
         reason = tka.unavailable_reason()
         if reason is not None:
             raise RuntimeError(reason)

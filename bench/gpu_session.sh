@@ -4,6 +4,8 @@
 #   bash bench/gpu_session.sh                  # all steps: env build test bench
 #   bash bench/gpu_session.sh build test       # only some steps, in the given order
 #   bash bench/gpu_session.sh train            # issue 2's check: full config/train_shakespeare_char.py
+#   bash bench/gpu_session.sh train_bench      # bench/bench_train.py: whole train step, torch vs tk
+#   bash bench/gpu_session.sh sanitize         # compute-sanitizer memcheck/racecheck/synccheck
 #
 # Logs and results go to $OUT (default ./bench/out): build.log, gpu_tests.log, bench.log,
 # bench_attention.json, bench_attention.png. Each step has its own timeout and a failing step does
@@ -14,7 +16,9 @@
 #      PYTEST_ARGS adds pytest arguments (e.g. PYTEST_ARGS="-k layouts");
 #      BENCH_ARGS adds benchmark arguments (e.g. BENCH_ARGS="--shapes small");
 #      SHAKESPEARE_INPUT: a local tiny shakespeare text for the train step (default: download);
-#      TRAIN_ARGS adds train.py arguments (default: --kernels=torch).
+#      TRAIN_ARGS adds train.py arguments (default: --kernels=torch);
+#      TRAIN_BENCH_ARGS adds bench_train.py arguments (e.g. "--models gpt2 --profile"; default
+#      --profile), TRAIN_BENCH_TIMEOUT (1800 s); SANITIZE_TIMEOUT (1800 s per tool and budget).
 set -o pipefail
 export PYTHONUNBUFFERED=1
 export MAX_JOBS=${MAX_JOBS:-16}
@@ -81,10 +85,42 @@ step_train() {
   return $rc
 }
 
+step_train_bench() {
+  # bench/bench_train.py: tokens/s, ms/iter, MFU of the whole train step for kernels=torch|tk x
+  # eager|compile (GPT-2 124M, 350M, the shakespeare_char model), per-op-family GPU time
+  timeout ${TRAIN_BENCH_TIMEOUT:-1800} $PY bench/bench_train.py --out "$OUT" ${TRAIN_BENCH_ARGS:---profile} \
+    2>&1 | tee "$OUT/bench_train.log"
+}
+
+step_sanitize() {
+  # every attention kernel under compute-sanitizer's memcheck, racecheck and synccheck at small odd
+  # shapes (bench/sanitize_attention.py), with the GPU's own shared-memory budget, an A100-sized one
+  # and the 99 KB one of RTX-class GPUs; prints the error count per tool and budget
+  local cs
+  cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+  [ -x "$cs" ] || { echo "compute-sanitizer not found (looked on PATH and in \$CUDA_HOME/bin)"; return 1; }
+  local rc=0 tool limit log n
+  for limit in "" 166912 101376; do
+    for tool in memcheck racecheck synccheck; do
+      log="$OUT/sanitize_${tool}_${limit:-default}.log"
+      env -u TK_SMEM_LIMIT ${limit:+TK_SMEM_LIMIT=$limit} PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+        timeout ${SANITIZE_TIMEOUT:-1800} "$cs" --tool "$tool" --error-exitcode 1 \
+        $PY bench/sanitize_attention.py > "$log" 2>&1
+      local r=$?
+      # memcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: ... (N errors"
+      n=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" | tail -1 | grep -oE "[0-9]+$")
+      [ -z "$n" ] && n=$(grep -oE "SUMMARY: .*\(([0-9]+) error" "$log" | tail -1 | grep -oE "[0-9]+ error" | grep -oE "[0-9]+")
+      echo "sanitize $tool TK_SMEM_LIMIT=${limit:-unset}: ${n:-?} errors, rc=$r ($(grep -E '^sanitize_attention:' "$log" | tail -1 || true)) log: $log"
+      if [ "$r" != "0" ] || [ "${n:-1}" != "0" ]; then rc=1; tail -30 "$log"; fi
+    done
+  done
+  return $rc
+}
+
 for s in "${steps[@]}"; do
   case "$s" in
-    env|build|test|bench|train) ;;
-    *) echo "unknown step '$s' (steps: env build test bench train)"; exit 2 ;;
+    env|build|test|bench|train|train_bench|sanitize) ;;
+    *) echo "unknown step '$s' (steps: env build test bench train train_bench sanitize)"; exit 2 ;;
   esac
   echo "===== $s ====="
   "step_$s"
@@ -103,5 +139,8 @@ if [ -f "$OUT/gpu_tests.log" ] && [[ " ${steps[*]} " == *" test "* ]]; then
 fi
 if [ -f "$OUT/bench.log" ] && [[ " ${steps[*]} " == *" bench "* ]]; then
   sed -n '/^TFLOP\/s (median)/,$p' "$OUT/bench.log"
+fi
+if [ -f "$OUT/bench_train.log" ] && [[ " ${steps[*]} " == *" train_bench "* ]]; then
+  sed -n '/^model  /,/^wrote/p' "$OUT/bench_train.log"
 fi
 exit $rc

@@ -1,269 +1,270 @@
 """
-One switch between our CUDA kernels and the PyTorch reference ops.
+One dispatch decision, in plain Python: our TK kernel or the PyTorch reference op.
 
-model.py calls the three op families through here with the model's `kernels` setting:
+The `kernels` setting of a model:
 
-    torch  PyTorch reference ops (tk_kernels/reference.py; SDPA for attention).
-    tk     our TK kernel; if it cannot run on these inputs (no GPU, arch, dtype,
-           head dim, dropout while training, build failure, ...) raise
-           TKUnsupportedError saying why.
-    auto   our TK kernel where it can run, else the reference op, with a
-           one-time warning per distinct reason.
+    torch  the PyTorch reference ops (tk_kernels/reference.py; SDPA for attention).
+    tk     our TK kernel; where it cannot run (no GPU, arch, dtype, head dim, build failure,
+           dropout while training, ...) raise TKUnsupportedError saying why.
+    auto   our TK kernel where it can run, else the reference op, with a one-time warning per
+           distinct reason.
 
-Attention is the only family with a TK kernel so far; MLP and LayerNorm run
-the reference op in every mode (describe() says so).
+FAMILIES is the registry: per op family its reference op and, if it has one, its TK op and the
+check of which inputs the TK op supports (a reason string when not). Attention is the only family
+with a TK kernel so far; model.py calls MLP and LayerNorm as plain PyTorch ops.
 
-The decision depends only on tensor metadata (device, dtype, head dim, causal,
-dropout on/off, equal shapes, last-dim stride) and is cached per key. The
-cached lookup is marked torch.compiler.assume_constant_result (on first use of
-tk/auto), so under torch.compile it is evaluated once while tracing and leaves
-no graph break.
+The decision is made in two parts:
 
-Queries: which(op, ..., kernels=...) -> "tk" | "torch";
-unsupported_reason(op, ...) -> None | str; describe(kernels, ...) -> str.
+    plan = dispatch.plan(kernels, device, dtype, head_dim=64, dropout_p=0.1)
+        once per model (GPT.plan_kernels: at the first forward, or explicitly before
+        torch.compile). Runs the GPU checks (capability, shared memory, extension build, dtype,
+        head dim), raises TKUnsupportedError for kernels=tk, warns for kernels=auto. A Plan is a
+        frozen value: torch.compile guards on it and traces no check again.
+    dispatch.attention(plan, q, k, v, causal=True, dropout_p=0.0)
+        per call: what varies per call (dropout while training, q and k of different shapes)
+        is plain Python on Python numbers and tensor metadata, which torch.compile folds into
+        the graph without a break.
+
+describe(...) / Plan.describe() say per family which path runs and why (train.py prints it).
+override(family, ...) swaps a registry entry inside a `with` block (tests, kernel experiments).
 """
 
-import importlib
-import operator
+from __future__ import annotations
+
+import contextlib
+import dataclasses
 import warnings
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from . import reference
+from .families.attention import ops as attention_ops
 
 KERNEL_MODES = ("torch", "tk", "auto")
-OPS = ("attention", "mlp", "layer_norm")
-TK_OPS = ("attention",)  # op families that have a TK kernel today
 
 
 class TKUnsupportedError(ValueError):
     """kernels='tk' was asked for but our kernel cannot run on these inputs."""
 
 
+@dataclass(frozen=True)
+class Family:
+    """One op family in the registry."""
+    name: str
+    reference: Callable                # the PyTorch op (tk_kernels/reference.py)
+    tk: Callable | None = None         # our kernel's op; None: no TK kernel yet
+    # why the TK op cannot run on inputs of this device, dtype and head dim (None if it can);
+    # called once per plan, may query the GPU and build the extension
+    unsupported: Callable[[torch.device, torch.dtype, int], str | None] | None = None
+    # the family applies dropout while training and its TK op has none: training with
+    # dropout_p > 0 runs the reference op
+    has_dropout: bool = False
+
+
+FAMILIES: dict[str, Family] = {
+    "attention": Family("attention", reference.attention, attention_ops.attention_op,
+                        attention_ops.unsupported_reason, has_dropout=True),
+    "mlp": Family("mlp", reference.mlp),
+    "layer_norm": Family("layer_norm", reference.layer_norm),
+}
+
+
 def check_mode(kernels: str) -> str:
-    """Validate a kernels setting. For 'tk'/'auto' this also readies the
-    dispatch for torch.compile (see _mark_constant); GPT() calls it."""
+    """kernels itself if it is one of KERNEL_MODES, else ValueError."""
     if kernels not in KERNEL_MODES:
         raise ValueError(f"kernels must be one of {', '.join(KERNEL_MODES)}; got {kernels!r}")
-    if kernels != "torch":
-        _mark_constant()
     return kernels
 
 
-# ---------------------------------------------------------------------------
-# the decision
-
-_reason_cache: dict[tuple, str | None] = {}
-_warned: set[str] = set()
-
-
-def reset() -> None:
-    """Forget cached decisions and issued warnings (for tests)."""
-    _reason_cache.clear()
-    _warned.clear()
-
-
-_tk_attention = None  # tk_kernels.attention.attention once _tk_attention_reason has imported it
-
-
-def _tk_attention_reason(device_type: str, device_index: int | None, dtype: torch.dtype,
-                         head_dim: int, causal: bool) -> str | None:
-    """Why our attention kernel cannot run on (B, H, T, head_dim) inputs of this
-    device and dtype, or None if it can. Asks tk_kernels/attention.py."""
-    if device_type != "cuda":
-        return f"no CUDA GPU (tensors are on {device_type}); the TK kernels need an NVIDIA GPU"
-    if not torch.cuda.is_available():
-        return "no usable CUDA GPU (torch.cuda.is_available() is False)"
-    global _tk_attention
+@contextlib.contextmanager
+def override(family: str, **fields):
+    """Within the block, the registry entry of `family` has these fields replaced, e.g.
+    override("attention", tk=my_kernel, unsupported=lambda device, dtype, head_dim: None).
+    Plans made inside the block use the replaced entry (and keep it afterwards)."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown op family {family!r}; families are {', '.join(FAMILIES)}")
+    saved = FAMILIES[family]
+    FAMILIES[family] = dataclasses.replace(saved, **fields)
     try:
-        tk_attention = importlib.import_module(__package__ + ".attention")
-    except Exception as e:  # missing module, broken install, ...
-        return f"cannot import tk_kernels.attention ({type(e).__name__}: {e})"
-    _tk_attention = tk_attention.attention
-    device = torch.device(device_type, device_index)
-    try:
-        # a tiny probe with the same device, dtype and head dim: T >= 1 is always allowed
-        probe = torch.empty(1, 1, 1, head_dim, device=device, dtype=dtype)
-        reason = tk_attention.check_supported(probe, probe, probe, causal=causal)
-        # while torch.compile traces, check_supported skips its GPU/build checks:
-        # ask for them explicitly (cached in tk_kernels.attention)
-        if reason is None and torch.compiler.is_compiling() and \
-                hasattr(tk_attention, "unavailable_reason") and \
-                device.index in (None, torch.cuda.current_device()):
-            reason = tk_attention.unavailable_reason()
-        return reason
-    except Exception as e:
-        return f"{type(e).__name__}: {e}"
-
-
-def _decide(op: str, kernels: str, device_type: str, device_index: int | None,
-            dtype: torch.dtype, head_dim: int, causal: bool, dropout: bool,
-            same_shape: bool, last_dim_contiguous: bool, warn: bool) -> str:
-    """Return "tk", "torch", or "error: <reason>" (kernels='tk' and unsupported)."""
-    check_mode(kernels)
-    if kernels == "torch" or op not in TK_OPS:
-        return "torch"
-    if dropout:
-        reason = ("attention dropout > 0 while training (the TK attention kernel has no "
-                  "dropout; set dropout=0.0, or evaluate with model.eval())")
-    elif not same_shape:
-        reason = ("q, k and v differ in shape (the TK attention kernel needs equal "
-                  "(B, H, T, D) shapes, e.g. no KV-cache decoding)")
-    elif not last_dim_contiguous:
-        reason = "the last dimension of q, k or v is not contiguous (stride != 1)"
-    else:
-        key = (op, device_type, device_index, dtype, head_dim, causal)
-        if key not in _reason_cache:
-            _reason_cache[key] = _tk_attention_reason(device_type, device_index, dtype,
-                                                      head_dim, causal)
-        reason = _reason_cache[key]
-    if reason is None:
-        return "tk"
-    if kernels == "tk":
-        return "error: " + reason
-    if warn and reason not in _warned:
-        _warned.add(reason)
-        warnings.warn(f"kernels=auto: {op} falls back to PyTorch: {reason}", stacklevel=3)
-    return "torch"
-
-
-_marked = False
-
-
-def _mark_constant() -> None:
-    """Mark _decide with torch.compiler.assume_constant_result, so that Dynamo
-    calls it once while tracing and bakes in its result (no graph break).
-    Done on first use of a non-torch mode rather than at import, because the
-    decorator imports torch._dynamo (seconds), which kernels=torch never needs."""
-    global _marked
-    if not _marked:
-        torch.compiler.assume_constant_result(_decide)
-        _marked = True
-
-
-def _tk_error(op: str, decision: str) -> TKUnsupportedError:
-    return TKUnsupportedError(
-        f"kernels=tk: the TK {op} kernel cannot run here: {decision[len('error: '):]}. "
-        "Use kernels=auto to fall back to PyTorch where needed, or kernels=torch.")
+        yield FAMILIES[family]
+    finally:
+        FAMILIES[family] = saved
 
 
 # ---------------------------------------------------------------------------
-# the ops
+# the plan: once per model
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = True,
-              dropout_p: float = 0.0, scale: float | None = None,
-              kernels: str = "torch") -> torch.Tensor:
-    """Scaled dot-product attention on (B, H, T, D) tensors, like
-    F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal, scale=scale)."""
-    if kernels == "torch":
-        return reference.attention(q, k, v, causal, dropout_p, scale)
-    # Under torch.compile sizes and floats may be symbolic, but assume_constant_result
-    # needs constants: operator.index() and the `True if ... else False` branches make
-    # Dynamo specialize them (with guards).
-    decision = _decide("attention", kernels, q.device.type, q.device.index, q.dtype,
-                       operator.index(q.shape[-1]),
-                       True if causal else False,
-                       True if dropout_p > 0.0 else False,
-                       True if q.shape == k.shape and q.shape == v.shape else False,
-                       True if q.stride(-1) == 1 and k.stride(-1) == 1 and v.stride(-1) == 1 else False,
-                       True)
-    if decision == "tk":
-        # bound by _tk_attention_reason, which ran before any "tk" decision; an import
-        # statement here would break Dynamo's graph (its result is a function, not a module)
-        return _tk_attention(q, k, v, causal=causal, scale=scale)
-    if decision != "torch":
-        raise _tk_error("attention", decision)
-    return reference.attention(q, k, v, causal, dropout_p, scale)
+@dataclass(frozen=True)
+class Choice:
+    """What one family runs under a plan."""
+    family: Family
+    tk: bool                          # True: the TK op runs (in eval, or always without dropout)
+    reason: str | None = None         # why the TK op does not run (kernels=torch: None)
+    train_tk: bool = False            # True: the TK op runs while training with the plan's dropout
+    train_reason: str | None = None   # why it does not then
 
 
-def mlp(x: torch.Tensor, fc_weight: torch.Tensor, fc_bias: torch.Tensor | None,
-        proj_weight: torch.Tensor, proj_bias: torch.Tensor | None, *,
-        kernels: str = "torch") -> torch.Tensor:
-    """proj(gelu(fc(x))). No TK kernel yet: the reference op in every mode."""
-    return reference.mlp(x, fc_weight, fc_bias, proj_weight, proj_bias)
+@dataclass(frozen=True)
+class Plan:
+    """Which implementation each family runs for one model's inputs (see plan())."""
+    kernels: str
+    device: torch.device
+    dtype: torch.dtype
+    head_dim: int
+    dropout_p: float
+    choices: dict[str, Choice]
+
+    def matches(self, device: torch.device, dtype: torch.dtype) -> bool:
+        """Whether this plan was made for inputs of this device and dtype."""
+        return self.device == device and self.dtype == dtype
+
+    def path(self, family: str, training: bool = False) -> str:
+        """"tk" or "torch": what `family` runs in eval (or while training with the plan's dropout)."""
+        choice = self.choices[family]
+        return "tk" if (choice.train_tk if training else choice.tk) else "torch"
+
+    def reasons(self) -> list[str]:
+        """The distinct reasons why TK ops do not run under this plan."""
+        out = []
+        for c in self.choices.values():
+            for r in (c.reason, c.train_reason):
+                if r is not None and c.family.tk is not None and r not in out:
+                    out.append(r)
+        return out
+
+    def describe(self) -> str:
+        """One line per plan, e.g. 'kernels=auto: attention=torch (TK unsupported: no CUDA GPU
+        ...); mlp=torch (no TK kernel yet); layer_norm=torch (no TK kernel yet)'."""
+        parts = []
+        fallback = "torch" if self.kernels == "auto" else "ERROR"
+        for name, c in self.choices.items():
+            if self.kernels == "torch":
+                text = "torch" + (" (SDPA)" if name == "attention" else "")
+            elif c.family.tk is None:
+                text = "torch (no TK kernel yet)"
+            elif not c.tk:
+                text = f"{fallback} (TK unsupported: {c.reason})"
+            elif not c.train_tk:
+                text = f"tk in eval, {fallback} while training (TK unsupported: {c.train_reason})"
+            else:
+                text = "tk"
+            parts.append(f"{name}={text}")
+        return f"kernels={self.kernels}: " + "; ".join(parts)
 
 
-def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-               eps: float = 1e-5, *, kernels: str = "torch") -> torch.Tensor:
-    """LayerNorm over the last dim. No TK kernel yet: the reference op in every mode."""
-    return reference.layer_norm(x, weight, bias, eps)
-
-
-# ---------------------------------------------------------------------------
-# queries
-
-def _metadata(tensors, device, dtype, head_dim):
-    if tensors:
-        q = tensors[0]
-        return q.device, q.dtype, q.shape[-1]
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+def normalize_device(device) -> torch.device:
+    """torch.device(device), with the current CUDA device filled in for a bare 'cuda'."""
     device = torch.device(device)
     if device.type == "cuda" and device.index is None and torch.cuda.is_available():
         device = torch.device("cuda", torch.cuda.current_device())
-    return device, dtype or torch.float32, head_dim if head_dim is not None else 64
+    return device
 
 
-def _query(op, tensors, kernels, device, dtype, head_dim, causal, dropout_p):
-    if op not in OPS:
-        raise ValueError(f"unknown op {op!r}; ops are {', '.join(OPS)}")
+def _dropout_reason(family: str) -> str:
+    return (f"{family} dropout > 0 while training (the TK {family} kernel has no dropout; "
+            "set dropout=0.0, or evaluate with model.eval())")
+
+
+def _choice(family: Family, kernels: str, device, dtype, head_dim, dropout_p) -> Choice:
+    if kernels == "torch" or family.tk is None:
+        reason = None if kernels == "torch" else f"no TK {family.name} kernel yet"
+        return Choice(family, False, reason, False, reason)
+    try:
+        reason = family.unsupported(device, dtype, head_dim)
+    except Exception as e:  # a broken install, an unexpected driver error, ...: say so, don't crash
+        reason = f"checking the TK {family.name} kernel failed ({type(e).__name__}: {e})"
+    train_reason = reason
+    if reason is None and dropout_p > 0.0 and family.has_dropout:
+        train_reason = _dropout_reason(family.name)
+    return Choice(family, reason is None, reason, train_reason is None, train_reason)
+
+
+def _resolve(kernels, device, dtype, head_dim, dropout_p) -> Plan:
     check_mode(kernels)
-    device, dtype, head_dim = _metadata(tensors, device, dtype, head_dim)
-    same = all(t.shape == tensors[0].shape for t in tensors)
-    contiguous = all(t.stride(-1) == 1 for t in tensors)
-    return _decide(op, kernels, device.type, device.index, dtype, head_dim, causal,
-                   dropout_p > 0.0, same, contiguous, False)
+    device = normalize_device(device)
+    choices = {name: _choice(f, kernels, device, dtype, head_dim, dropout_p)
+               for name, f in FAMILIES.items()}
+    return Plan(kernels, device, dtype, int(head_dim), float(dropout_p), choices)
 
 
-def unsupported_reason(op: str, *tensors: torch.Tensor, device=None, dtype=None,
-                       head_dim: int | None = None, causal: bool = True,
-                       dropout_p: float = 0.0) -> str | None:
-    """Why the TK kernel for op cannot run on these tensors (or on tensors of this
-    device/dtype/head_dim), or None if it can. Never raises for unsupported inputs."""
-    if op not in TK_OPS:
-        _query(op, tensors, "torch", device, dtype, head_dim, causal, dropout_p)
-        return f"no TK {op} kernel yet"
-    decision = _query(op, tensors, "tk", device, dtype, head_dim, causal, dropout_p)
-    return None if decision == "tk" else decision[len("error: "):]
+def _tk_error(family: str, reason: str) -> TKUnsupportedError:
+    return TKUnsupportedError(
+        f"kernels=tk: the TK {family} kernel cannot run here: {reason}. "
+        "Use kernels=auto to fall back to PyTorch where needed, or kernels=torch.")
 
 
-def which(op: str, *tensors: torch.Tensor, kernels: str, device=None, dtype=None,
-          head_dim: int | None = None, causal: bool = True, dropout_p: float = 0.0) -> str:
-    """Which implementation ("tk" or "torch") a call of op would run. Pass the
-    call's tensors, or describe them by device/dtype/head_dim (defaults: the
-    current CUDA device if any else cpu, float32, 64). With kernels='tk' and
-    inputs the kernel cannot take, raises TKUnsupportedError like the call would."""
-    decision = _query(op, tensors, kernels, device, dtype, head_dim, causal, dropout_p)
-    if decision.startswith("error: "):
-        raise _tk_error(op, decision)
-    return decision
+_warned: set[str] = set()  # reasons already warned about (kernels=auto warns once per reason)
 
 
-def describe(kernels: str, *, device=None, dtype=None, head_dim: int | None = None,
-             causal: bool = True, dropout_p: float = 0.0) -> str:
-    """One line saying which path each op family takes, e.g.
-    'kernels=auto: attention=torch (TK unsupported: no CUDA GPU ...); mlp=torch (no TK kernel yet); ...'.
-    With only `kernels` it describes the rule; with device/dtype/head_dim (or
-    their defaults) it resolves it for such tensors. dropout_p > 0 describes
-    training and evaluation separately."""
-    check_mode(kernels)
-    parts = []
-    for op in OPS:
-        if kernels == "torch":
-            parts.append(f"{op}=torch" + (" (SDPA)" if op == "attention" else ""))
+def _warn_once(family: str, reason: str) -> None:
+    if reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(f"kernels=auto: {family} falls back to PyTorch: {reason}", stacklevel=3)
+
+
+def plan(kernels: str, device, dtype: torch.dtype, head_dim: int, dropout_p: float = 0.0,
+         warn: bool = True) -> Plan:
+    """Decide, for inputs of this device and dtype with head dim head_dim (and attention dropout
+    dropout_p while training), which implementation each family runs. Runs the GPU checks
+    (and may build the extension). kernels=tk: TKUnsupportedError if a TK op cannot run (also
+    while training with dropout_p > 0). kernels=auto: a one-time warning per distinct reason
+    (warn=False: none, e.g. when the caller prints plan.describe() instead)."""
+    p = _resolve(kernels, device, dtype, head_dim, dropout_p)
+    for name, c in p.choices.items():
+        if c.family.tk is None or kernels == "torch":
             continue
-        if op not in TK_OPS:
-            parts.append(f"{op}=torch (no TK kernel yet)")
-            continue
-        kw = dict(device=device, dtype=dtype, head_dim=head_dim, causal=causal)
-        reason = unsupported_reason(op, dropout_p=0.0, **kw)
-        train_reason = unsupported_reason(op, dropout_p=dropout_p, **kw) if dropout_p > 0.0 else None
-        fallback = "torch" if kernels == "auto" else "ERROR"
-        if reason is not None:
-            texts = [f"{fallback} (TK unsupported: {reason})"]
-        elif train_reason is not None:
-            texts = ["tk in eval", f"{fallback} while training (TK unsupported: {train_reason})"]
+        for reason in dict.fromkeys(r for r in (c.reason, c.train_reason) if r is not None):
+            if kernels == "tk":
+                raise _tk_error(name, reason)
+            if warn:
+                _warn_once(name, reason)
+            else:
+                _warned.add(reason)  # the caller reports it
+    return p
+
+
+def describe(kernels: str, *, device=None, dtype: torch.dtype | None = None,
+             head_dim: int | None = None, dropout_p: float = 0.0) -> str:
+    """Plan.describe() of the plan for such inputs (defaults: the current CUDA device if any else
+    cpu, float32, head dim 64), without raising or warning."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return _resolve(kernels, device, dtype or torch.float32,
+                    64 if head_dim is None else head_dim, dropout_p).describe()
+
+
+def reset() -> None:
+    """Forget which fallback reasons were warned about (for tests)."""
+    _warned.clear()
+
+
+# ---------------------------------------------------------------------------
+# the per-call part: plain Python that torch.compile traces without a break
+
+def attention(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
+              causal: bool = True, dropout_p: float = 0.0,
+              scale: float | None = None) -> torch.Tensor:
+    """Scaled dot-product attention on (B, H, T, D) tensors, like
+    F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal, scale=scale),
+    on the implementation the plan chose."""
+    choice = plan.choices["attention"]
+    if choice.tk:
+        if dropout_p > 0.0:
+            reason = _dropout_reason("attention")
+        elif q.shape != k.shape or q.shape != v.shape:
+            reason = (f"q, k and v differ in shape ({tuple(q.shape)}, {tuple(k.shape)}, "
+                      f"{tuple(v.shape)}; the TK attention kernel needs equal (B, H, T, D) shapes)")
+        elif q.device != plan.device or q.dtype != plan.dtype:
+            reason = (f"the plan is for {plan.dtype} on {plan.device}, the inputs are {q.dtype} on "
+                      f"{q.device} (make a plan for them: dispatch.plan or GPT.plan_kernels)")
         else:
-            texts = ["tk"]
-        parts.append(f"{op}=" + ", ".join(texts))
-    return f"kernels={kernels}: " + "; ".join(parts)
+            reason = None
+        if reason is None:
+            return choice.family.tk(q, k, v, causal, scale)
+        if plan.kernels == "tk":
+            raise _tk_error("attention", reason)
+        if not torch.compiler.is_compiling():
+            _warn_once("attention", reason)
+    return reference.attention(q, k, v, causal, dropout_p, scale)

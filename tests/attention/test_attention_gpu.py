@@ -17,7 +17,6 @@ test_poison_trick_works checks that the allocator indeed behaves like this.
 """
 
 import copy
-import importlib
 import math
 import os
 
@@ -30,7 +29,7 @@ pytestmark = pytest.mark.gpu
 if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
     pytest.skip("tk attention needs compute capability >= 8.0", allow_module_level=True)
 
-tka = importlib.import_module("tk_kernels.attention")
+from tk_kernels.families.attention import ops as tka  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # floors of the relative L2 error (a correct kernel is ~ the output rounding, 1e-3 bf16 / 1.5e-4 fp16)
@@ -496,7 +495,11 @@ def test_compiled_gpt_matches_eager(n_head):
     idx = torch.randint(0, cfg["vocab_size"], (B, T), device="cuda")
     targets = torch.randint(0, cfg["vocab_size"], (B, T), device="cuda")
 
-    # one graph, and it calls our op (fullgraph=True below also fails on any graph break)
+    # one graph, and it calls our op (fullgraph=True below also fails on any graph break); the plan
+    # is made first, as train.py does (a first forward under torch.compile would make it, with a
+    # graph break in that first graph only)
+    plan = model_tk.plan_kernels(dtype=torch.bfloat16)
+    assert plan.path("attention") == "tk" and plan.path("attention", training=True) == "tk"
     with torch.autocast("cuda", dtype=torch.bfloat16):  # as in _gpt_step: the op takes bf16, not fp32
         explained = torch._dynamo.explain(model_tk)(idx, targets)
     assert explained.graph_break_count == 0, str(explained)

@@ -1,8 +1,8 @@
 """
 Flash attention on the tk_kernels CUDA kernels, as torch custom ops with autograd.
 
-    from tk_kernels.attention import attention
-    y = attention(q, k, v, causal=True)   # same as F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    import tk_kernels
+    y = tk_kernels.attention(q, k, v, causal=True)   # same as F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 Two ops are registered (they work in eager mode and inside torch.compile without graph breaks):
     tk::attention_fwd(q, k, v, causal, scale) -> (o, lse)
@@ -18,6 +18,8 @@ It is bitwise reproducible when torch.use_deterministic_algorithms(True) is on o
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import os
 
@@ -28,7 +30,7 @@ SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 SUPPORTED_HEAD_DIMS = (64, 128)
 MIN_CAPABILITY = (8, 0)
 # Opt-in shared memory per block that the kernels need at least: the largest of their smallest
-# configurations (csrc/attention_bwd.cu: the D=64 backward with 64-query blocks, 99,456 B). The
+# configurations (the csrc/ backward: the D=64 backward with 64-query blocks, 99,456 B). The
 # backward picks its configuration at launch: the faster large ones (up to ~225 KB) where the GPU
 # offers them (A100, H100, H200), the small ones on 99 KB GPUs (RTX 30xx/40xx, 101,376 B).
 # The extension's min_smem_bytes() computes the same number from the kernels (a GPU test checks).
@@ -40,9 +42,17 @@ MIN_SMEM_BYTES = 99_456
 # -----------------------------------------------------------------------------
 # the custom ops
 
+@functools.cache
+def _load_args() -> tuple:
+    # build.py before the per-family split has one extension: load_extension(verbose=False)
+    from tk_kernels.build import load_extension
+    return () if next(iter(inspect.signature(load_extension).parameters), None) == "verbose" else ("attention",)
+
+
 def _ext():
-    from .build import load_extension
-    return load_extension()
+    """The compiled attention extension (built on first use, then cached on disk and per process)."""
+    from tk_kernels.build import load_extension
+    return load_extension(*_load_args())
 
 
 def _kernel_ready(t: Tensor) -> Tensor:
@@ -112,31 +122,24 @@ attention_fwd.register_autograd(_backward, setup_context=_setup_context)
 # -----------------------------------------------------------------------------
 # support checks
 
-_env_reasons: dict[object, str | None] = {}
-
-def _environment_reason(device: torch.device) -> str | None:
-    """Why the kernels cannot run on this CUDA device (None if they can); cached per device."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index in _env_reasons:
-        return _env_reasons[index]
-    reason = None
-    major, minor = torch.cuda.get_device_capability(index)
-    smem = getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", None)
+def gpu_reason(capability: tuple[int, int], smem_optin: int | None, name: str) -> str | None:
+    """Why the kernels cannot run on a GPU of this compute capability and opt-in shared memory per
+    block (bytes; None if unknown), or None if they can. No GPU query, no build."""
+    major, minor = capability
     if (major, minor) < MIN_CAPABILITY:
-        reason = (f"tk attention needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
-                  f"got {torch.cuda.get_device_name(index)} with {major}.{minor}")
-    elif smem is not None and smem < MIN_SMEM_BYTES:
-        reason = (f"tk attention needs {MIN_SMEM_BYTES} bytes ({MIN_SMEM_BYTES / 1024:.1f} KB) of shared memory "
-                  f"per block; {torch.cuda.get_device_name(index)} offers {smem} bytes (GPUs of compute "
-                  f"capability 8.0, 8.6, 8.9, 9.0 such as A100, RTX 3090, RTX 4090, H100 have enough)")
-    else:
-        reason = _build_reason(major, minor)
-    _env_reasons[index] = reason
-    return reason
+        return (f"tk attention needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
+                f"got {name} with {major}.{minor}")
+    if smem_optin is not None and smem_optin < MIN_SMEM_BYTES:
+        return (f"tk attention needs {MIN_SMEM_BYTES} bytes ({MIN_SMEM_BYTES / 1024:.1f} KB) of shared memory "
+                f"per block; {name} offers {smem_optin} bytes (GPUs of compute "
+                f"capability 8.0, 8.6, 8.9, 9.0 such as A100, RTX 3090, RTX 4090, H100 have enough)")
+    return None
 
 
-def _build_reason(major: int, minor: int) -> str | None:
-    from .build import TKBuildError, arch_runs_on
+def build_reason(major: int, minor: int) -> str | None:
+    """Why the extension cannot run on a GPU of compute capability major.minor (it does not
+    build/load, or was built for other architectures), or None. Builds it if needed."""
+    from tk_kernels.build import TKBuildError, arch_runs_on
     try:
         ext = _ext()
     except TKBuildError as e:
@@ -148,7 +151,21 @@ def _build_reason(major: int, minor: int) -> str | None:
     return None
 
 
-def _tensor_reason(q, k, v, causal, scale) -> str | None:
+_env_reasons: dict[int, str | None] = {}  # device index -> environment_reason (GPU queries, build)
+
+def environment_reason(device: torch.device) -> str | None:
+    """Why the kernels cannot run on this CUDA device (GPU generation, shared memory, build), or
+    None if they can; computed once per device."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _env_reasons:
+        capability = torch.cuda.get_device_capability(index)
+        smem = getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", None)
+        reason = gpu_reason(capability, smem, torch.cuda.get_device_name(index))
+        _env_reasons[index] = reason if reason is not None else build_reason(*capability)
+    return _env_reasons[index]
+
+
+def tensor_reason(q, k, v, causal=True, scale=None) -> str | None:
     """Checks on the arguments alone (no GPU queries): safe to trace under torch.compile."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, Tensor):
@@ -184,17 +201,31 @@ def check_supported(q, k, v, causal: bool = True, scale: float | None = None) ->
     is supported: CUDA tensors on one device of compute capability >= 8.0, dtype bf16/fp16 (all
     equal), 4-D (B, H, T, D) with the same shape for q, k, v, D in {64, 128}, and an extension that
     builds. The first call on a GPU may build the extension (minutes, then cached on disk)."""
-    reason = _tensor_reason(q, k, v, causal, scale)
+    reason = tensor_reason(q, k, v, causal, scale)
     if reason is not None or torch.compiler.is_compiling():
-        return reason  # the environment was checked when the model ran eagerly / was set up
-    return _environment_reason(q.device)
+        return reason  # the environment was checked when the model ran eagerly / was planned
+    return environment_reason(q.device)
+
+
+def unsupported_reason(device: torch.device, dtype: torch.dtype, head_dim: int) -> str | None:
+    """Why tk attention cannot run on (B, H, T, head_dim) inputs of this device and dtype, or None
+    if it can: the check tk_kernels/dispatch.py makes once per plan. May build the extension."""
+    if device.type != "cuda":
+        return f"no CUDA GPU (tensors are on {device.type}); the TK kernels need an NVIDIA GPU"
+    if not torch.cuda.is_available():
+        return "no usable CUDA GPU (torch.cuda.is_available() is False)"
+    if dtype not in SUPPORTED_DTYPES:
+        return f"tk attention supports dtypes bfloat16 and float16, got {dtype}"
+    if head_dim not in SUPPORTED_HEAD_DIMS:
+        return f"tk attention supports head dim D in {SUPPORTED_HEAD_DIMS}, got D={head_dim}"
+    return environment_reason(device)
 
 
 def unavailable_reason() -> str | None:
     """None if the tk kernels can run on the current CUDA device, else why not."""
     if not torch.cuda.is_available():
         return "tk attention needs a CUDA GPU; torch.cuda.is_available() is False"
-    return _environment_reason(torch.device("cuda", torch.cuda.current_device()))
+    return environment_reason(torch.device("cuda", torch.cuda.current_device()))
 
 
 def is_available() -> bool:
@@ -205,6 +236,15 @@ def is_available() -> bool:
 # -----------------------------------------------------------------------------
 # public API
 
+def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None) -> Tensor:
+    """The kernel without argument checks, for callers that checked already (tk_kernels.dispatch,
+    whose plan checked device, dtype and head dim, and which checks the shapes per call)."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    o, _ = torch.ops.tk.attention_fwd(q, k, v, causal, float(scale))
+    return o
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None) -> Tensor:
     """softmax(q @ k^T * scale [+ causal mask]) @ v, like
     F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale), for (B, H, T, D)
@@ -213,7 +253,4 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float
     reason = check_supported(q, k, v, causal, scale)
     if reason is not None:
         raise ValueError(reason)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
-    o, _ = torch.ops.tk.attention_fwd(q, k, v, causal, float(scale))
-    return o
+    return attention_op(q, k, v, causal, scale)

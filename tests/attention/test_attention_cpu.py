@@ -1,14 +1,13 @@
-"""CPU tests of tk_kernels/attention.py: input validation and the fake (meta) implementations of the
+"""CPU tests of tk_kernels/families/attention/ops.py: input validation and the fake (meta) implementations of the
 tk::attention_fwd / tk::attention_bwd custom ops. No GPU and no compiled extension needed."""
 
-import importlib
 import types
 
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-tka = importlib.import_module("tk_kernels.attention")  # the module (tk_kernels.attention is the function)
+from tk_kernels.families.attention import ops as tka
 
 
 def _qkv(shape=(2, 3, 17, 64), dtype=torch.bfloat16, device="cpu"):
@@ -31,9 +30,12 @@ def test_cpu_tensors_are_rejected(dtype):
 
 def test_tk_kernels_package_exports():
     import tk_kernels
-    assert tk_kernels.attention is tka.attention
+    import tk_kernels.families.attention as family
+    assert tk_kernels.attention is tka.attention and callable(tk_kernels.attention)
     assert tk_kernels.check_supported is tka.check_supported
     assert tk_kernels.is_available is tka.is_available
+    assert family.attention is tka.attention and family.MIN_SMEM_BYTES == tka.MIN_SMEM_BYTES
+    assert type(tk_kernels) is types.ModuleType  # a plain module: no module class override
 
 
 def test_is_available_without_gpu():
@@ -70,7 +72,7 @@ def test_tensor_reasons(case, expect):
         q = torch.empty(shape, dtype=dtype, device="cuda")
         k = torch.empty(case.get("k_shape", shape), dtype=dtype, device=case.get("k_device", "cuda"))
         v = torch.empty(shape, dtype=case.get("v_dtype", dtype), device="cuda")
-        reason = tka._tensor_reason(q, k, v, case.get("causal", True), case.get("scale", None))
+        reason = tka.tensor_reason(q, k, v, case.get("causal", True), case.get("scale", None))
     assert reason is not None and expect in reason, reason
 
 
@@ -80,40 +82,50 @@ def test_tensor_reason_accepts_supported_inputs():
             for D in (64, 128):
                 for T in (1, 17, 4096):
                     q, k, v = (torch.empty(1, 3, T, D, dtype=dtype, device="cuda") for _ in range(3))
-                    assert tka._tensor_reason(q, k, v, True, None) is None
-                    assert tka._tensor_reason(q, k, v, False, 0.3) is None
+                    assert tka.tensor_reason(q, k, v, True, None) is None
+                    assert tka.tensor_reason(q, k, v, False, 0.3) is None
         # nanoGPT's split of a fused qkv: non-contiguous views are fine
         qkv = torch.empty(2, 100, 3, 4, 64, dtype=torch.bfloat16, device="cuda")
         q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
-        assert tka._tensor_reason(q, k, v, True, None) is None
+        assert tka.tensor_reason(q, k, v, True, None) is None
 
 
-# The GPU checks with a made-up GPU: capability and opt-in shared memory per block as a real
-# device reports them (RTX 3090 / 4090: 101,376 bytes), the extension build mocked away.
+# The GPU checks of a made-up GPU: capability and opt-in shared memory per block as a real
+# device reports them (RTX 3090 / 4090: 101,376 bytes).
 @pytest.mark.parametrize("capability,smem,expect", [
     ((8, 0), 166_912, None),                    # A100
     ((9, 0), 232_448, None),                    # H100 / H200
     ((8, 6), 101_376, None),                    # RTX 3090: the small-smem configurations
     ((8, 9), 101_376, None),                    # RTX 4090
     ((8, 6), tka.MIN_SMEM_BYTES, None),         # exactly enough
+    ((8, 6), None, None),                       # a torch that does not report it
     ((8, 6), tka.MIN_SMEM_BYTES - 1, "shared memory per block"),
     ((8, 7), 49_152, "shared memory per block"),
     ((7, 5), 65_536, "compute capability >= 8.0"),
 ])
-def test_environment_reason_capability_and_shared_memory(monkeypatch, capability, smem, expect):
-    monkeypatch.setattr(tka, "_env_reasons", {})
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: capability)
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda index=None: types.SimpleNamespace(shared_memory_per_block_optin=smem))
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "Made-up GPU")
-    monkeypatch.setattr(tka, "_build_reason", lambda major, minor: None)
-    reason = tka._environment_reason(torch.device("cuda", 0))
+def test_gpu_reason_capability_and_shared_memory(capability, smem, expect):
+    reason = tka.gpu_reason(capability, smem, "Made-up GPU")
     if expect is None:
         assert reason is None
     else:
         assert reason is not None and expect in reason and "Made-up GPU" in reason, reason
         if "shared memory" in expect:
             assert str(tka.MIN_SMEM_BYTES) in reason and str(smem) in reason
+
+
+@pytest.mark.parametrize("device,dtype,head_dim,expect", [
+    ("cpu", torch.bfloat16, 64, "no CUDA GPU"),
+    ("meta", torch.bfloat16, 64, "no CUDA GPU"),
+    ("cuda", torch.float32, 64, "bfloat16 and float16"),
+    ("cuda", torch.bfloat16, 32, "head dim D in (64, 128)"),
+])
+def test_unsupported_reason_before_any_gpu_query(device, dtype, head_dim, expect):
+    """The plan-time check rejects device type, dtype and head dim without touching a GPU
+    (on a machine without one, every CUDA case says so instead)."""
+    reason = tka.unsupported_reason(torch.device(device), dtype, head_dim)
+    if device == "cuda" and not torch.cuda.is_available():
+        expect = "no usable CUDA GPU"
+    assert reason is not None and expect in reason, reason
 
 
 def test_non_tensor_input():

@@ -1,0 +1,321 @@
+"""
+Whole-model training-step benchmark: what kernels=tk does to train.py's step (nanoGPT bench.py's
+role, for this repo's model and optimizer).
+
+    python bench/bench_train.py                        # all models x kernels=torch|tk x eager|compile
+    python bench/bench_train.py --models gpt2 --profile
+    python bench/bench_train.py --device=cpu --tiny    # CPU smoke run (a tiny model, 2 iterations)
+
+Per mode: tokens/s, ms/iter and MFU (GPT.estimate_mfu) of one training step as train.py takes it:
+bf16 autocast forward, backward, gradient clipping at 1.0, fused AdamW step (on CUDA), zero_grad.
+Inputs are random tokens (no dataset), the same batch every step; the warm-up steps (which
+include torch.compile's compilation) are not timed. All modes run in one process, one after the
+other, with the memory freed in between; a mode that fails (kernels=tk without a usable GPU,
+out of memory, ...) records its error and the run goes on.
+
+Models: gpt2 (124M: 12 layers x 768, 12 heads) and gpt2-medium (350M: 24 x 1024, 16 heads) at
+block 1024, batch 16, vocab 50304; shakespeare_char: config/train_shakespeare_char.py's model,
+batch and block (6 x 384, block 256, batch 64, 65 characters). Dropout is 0 everywhere (the TK
+attention kernel has no dropout; the char config's 0.2 would make kernels=tk refuse to train).
+
+--profile adds a torch.profiler pass per mode and prints its GPU time per op family (GEMM,
+attention, LayerNorm, fused (triton), elementwise, loss, optimizer, other), classified by kernel
+name (see FAMILY_PATTERNS); on a CPU it classifies the CPU time of the aten ops instead.
+Results: a table on stdout, and bench_train.json + bench_train.png (if matplotlib is installed)
+in --out.
+"""
+
+import argparse
+import contextlib
+import gc
+import io
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from model import GPT, GPTConfig  # noqa: E402
+from tk_kernels import TKUnsupportedError  # noqa: E402
+
+CHAR_CONFIG = os.path.join(ROOT, "config", "train_shakespeare_char.py")
+CHAR_VOCAB = 65  # tiny shakespeare's distinct characters (data/shakespeare_char/prepare.py)
+
+# op family <- substrings of (lower-cased) kernel or op names, tried in this order
+FAMILY_PATTERNS = (
+    ("attention", ("flash", "fmha", "attention", "attn", "sdpa", "tk::", "bwd_dkdv", "bwd_dq",
+                   "bwd_delta")),
+    ("GEMM", ("gemm", "cutlass", "sm90_xmma", "xmma", "nvjet", "cublas",
+              "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
+    ("loss", ("nll", "log_softmax", "cross_entropy")),
+    ("optimizer", ("adam", "foreach", "multi_tensor")),
+    ("LayerNorm", ("layer_norm", "layernorm")),
+    ("fused (triton)", ("triton_",)),
+    ("elementwise", ("elementwise", "reduce_kernel", "aten::")),
+)
+FAMILIES = tuple(name for name, _ in FAMILY_PATTERNS) + ("other",)
+
+
+def classify(name: str) -> str:
+    """The op family of a kernel (or aten op) name."""
+    lower = name.lower()
+    for family, patterns in FAMILY_PATTERNS:
+        if any(p in lower for p in patterns):
+            return family
+    return "other"
+
+
+def model_specs(tiny: bool) -> dict[str, dict]:
+    """name -> GPTConfig arguments and batch size of each benchmarked model."""
+    if tiny:
+        return {"tiny": dict(n_layer=2, n_head=2, n_embd=128, block_size=64, vocab_size=256,
+                             batch_size=4)}
+    char = {}
+    with open(CHAR_CONFIG) as f:
+        exec(f.read(), {}, char)  # a plain file of assignments, as configurator.py reads it
+    return {
+        "gpt2": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50304,
+                     batch_size=16),
+        "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024, block_size=1024, vocab_size=50304,
+                            batch_size=16),
+        "shakespeare_char": dict(n_layer=char["n_layer"], n_head=char["n_head"],
+                                 n_embd=char["n_embd"], block_size=char["block_size"],
+                                 vocab_size=CHAR_VOCAB, batch_size=char["batch_size"]),
+    }
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def profile_step(step, device: torch.device, steps: int = 3) -> dict[str, float]:
+    """ms per step of each op family over `steps` profiled steps: GPU kernel time on CUDA,
+    self CPU time of the ops on a CPU."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        sync(device)
+    totals = dict.fromkeys(FAMILIES, 0.0)
+    for e in prof.events():
+        if device.type == "cuda":
+            if e.device_type != DeviceType.CUDA:
+                continue
+            us = getattr(e, "device_time_total", None)
+            if us is None:
+                us = e.cuda_time_total  # older torch
+        else:
+            if e.device_type != DeviceType.CPU or not e.name.startswith("aten::"):
+                continue
+            us = e.self_cpu_time_total
+        totals[classify(e.name)] += us / 1000.0 / steps
+    return totals
+
+
+def run_mode(name: str, spec: dict, kernels: str, compiled: bool, args, device: torch.device,
+             ptdtype: torch.dtype) -> dict:
+    """Benchmark one (model, kernels, eager/compile) mode; the result dict (with 'error' if it failed)."""
+    result = dict(model=name, kernels=kernels, compile=compiled, batch_size=spec["batch_size"],
+                  block_size=spec["block_size"])
+    cfg = {k: v for k, v in spec.items() if k != "batch_size"}
+    B, T = spec["batch_size"], spec["block_size"]
+    model = optimizer = step_model = None
+    try:
+        torch.manual_seed(0)
+        with contextlib.redirect_stdout(io.StringIO()):  # GPT's and the optimizer's set-up prints
+            model = GPT(GPTConfig(**cfg, dropout=0.0, bias=True, kernels=kernels)).to(device)
+            optimizer = model.configure_optimizers(0.1, 6e-4, (0.9, 0.95), device.type)
+        result["params_M"] = round(model.get_num_params() / 1e6, 2)
+        result["fused_adamw"] = bool(optimizer.defaults.get("fused"))
+        plan = model.plan_kernels(device, ptdtype, warn=False)  # kernels=tk: raises if it cannot run
+        result["plan"] = plan.describe()
+        step_model = torch.compile(model) if compiled else model
+        ctx = contextlib.nullcontext() if ptdtype == torch.float32 else torch.autocast(device.type, dtype=ptdtype)
+        X = torch.randint(cfg["vocab_size"], (B, T), device=device)
+        Y = torch.randint(cfg["vocab_size"], (B, T), device=device)
+
+        def step():
+            with ctx:
+                _, loss = step_model(X, Y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            return loss
+
+        t0 = time.perf_counter()
+        for _ in range(args.warmup):
+            loss = step()
+        sync(device)
+        result["warmup_s"] = round(time.perf_counter() - t0, 2)
+        t0 = time.perf_counter()
+        for _ in range(args.iters):
+            loss = step()
+        sync(device)
+        dt = (time.perf_counter() - t0) / args.iters
+        result["loss"] = round(loss.item(), 4)
+        result["ms_per_iter"] = round(dt * 1000, 3)
+        result["tokens_per_s"] = round(B * T / dt, 1)
+        mfu = model.estimate_mfu(B, dt, device)
+        result["mfu"] = None if mfu is None else round(mfu, 4)
+        if device.type == "cuda":
+            result["max_mem_GiB"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+        if args.profile:
+            result["profile_ms"] = {k: round(v, 3) for k, v in profile_step(step, device).items()}
+    except TKUnsupportedError as e:
+        result["error"] = str(e)
+    except Exception as e:  # out of memory, a compile failure, a kernel error: report, go on
+        result["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        if args.verbose:
+            traceback.print_exc()
+    finally:
+        del model, optimizer, step_model
+        torch._dynamo.reset()
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+    return result
+
+
+def mode_label(r: dict) -> str:
+    return f"{r['kernels']}/{'compile' if r['compile'] else 'eager'}"
+
+
+def print_table(results: list[dict]) -> None:
+    print()
+    print(f"{'model':<18}{'mode':<15}{'tok/s':>12}{'ms/iter':>10}{'MFU':>8}{'vs torch':>10}")
+    for r in results:
+        if "error" in r:
+            print(f"{r['model']:<18}{mode_label(r):<15}  error: {r['error']}")
+            continue
+        base = next((b for b in results if b["model"] == r["model"] and b["compile"] == r["compile"]
+                     and b["kernels"] == "torch" and "error" not in b), None)
+        ratio = f"{r['tokens_per_s'] / base['tokens_per_s']:.3f}x" if base else "-"
+        mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
+        print(f"{r['model']:<18}{mode_label(r):<15}{r['tokens_per_s']:>12,.0f}{r['ms_per_iter']:>10.2f}"
+              f"{mfu:>8}{ratio:>10}")
+    profiled = [r for r in results if "profile_ms" in r]
+    if profiled:
+        unit = "GPU" if any(r.get("device", "").startswith("cuda") for r in profiled) else "CPU"
+        print(f"\n{unit} ms per step by op family (torch.profiler)")
+        print(f"{'model':<18}{'mode':<15}" + "".join(f"{f[:11]:>12}" for f in FAMILIES) + f"{'total':>10}")
+        for r in profiled:
+            p = r["profile_ms"]
+            print(f"{r['model']:<18}{mode_label(r):<15}" + "".join(f"{p[f]:>12.2f}" for f in FAMILIES)
+                  + f"{sum(p.values()):>10.2f}")
+
+
+def save_png(results: list[dict], path: str) -> bool:
+    """Bar chart of tokens/s per model and mode; False if matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    models = list(dict.fromkeys(r["model"] for r in results))
+    modes = list(dict.fromkeys(mode_label(r) for r in results))
+    fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 3.5), squeeze=False)
+    for ax, m in zip(axes[0], models):
+        rows = {mode_label(r): r for r in results if r["model"] == m}
+        values = [rows[k].get("tokens_per_s", 0.0) if k in rows else 0.0 for k in modes]
+        bars = ax.bar(range(len(modes)), values, color=["#888" if k.startswith("torch") else "#c33"
+                                                        for k in modes])
+        for b, k in zip(bars, modes):
+            if k in rows and "error" in rows[k]:
+                ax.text(b.get_x() + b.get_width() / 2, 0, "error", ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(modes)), modes, rotation=30, fontsize=8)
+        ax.set_title(m)
+        ax.set_ylabel("tokens/s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
+    p.add_argument("--dtype", default=None, choices=["bfloat16", "float16", "float32"],
+                   help="autocast dtype (default: bfloat16 on CUDA, float32 on a CPU)")
+    p.add_argument("--models", default=None,
+                   help="comma-separated subset of gpt2,gpt2-medium,shakespeare_char (default: all)")
+    p.add_argument("--kernels", default="torch,tk", help="comma-separated kernels modes (default torch,tk)")
+    p.add_argument("--compile", default="eager,compile", help="eager, compile or both (default)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 5; tiny 1)")
+    p.add_argument("--iters", type=int, default=None, help="timed steps (default 20; tiny 2)")
+    p.add_argument("--tiny", action="store_true", help="a tiny model only: a smoke run, CPU included")
+    p.add_argument("--profile", action="store_true", help="per-op-family time from torch.profiler")
+    p.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "train"),
+                   help="directory for bench_train.json and bench_train.png")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks of failing modes")
+    args = p.parse_args(argv)
+
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print(f"error: --device={args.device} but no CUDA GPU is usable here; use --device=cpu",
+              file=sys.stderr)
+        return 1
+    ptdtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.tiny else 5)
+    args.iters = args.iters if args.iters is not None else (2 if args.tiny else 20)
+    if args.iters < 1 or args.warmup < 0:
+        print("error: --iters must be >= 1 and --warmup >= 0", file=sys.stderr)
+        return 1
+    specs = model_specs(args.tiny)
+    names = list(specs) if args.tiny or not args.models else args.models.split(",")
+    kernels_modes = args.kernels.split(",")
+    compile_modes = args.compile.split(",")
+    bad = ([n for n in names if n not in specs] + [k for k in kernels_modes if k not in ("torch", "tk", "auto")]
+           + [c for c in compile_modes if c not in ("eager", "compile")])
+    if bad:
+        print(f"error: unknown {', '.join(bad)} (models: {', '.join(specs)}; kernels: torch, tk, auto; "
+              "compile: eager, compile)", file=sys.stderr)
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+    env = dict(torch=torch.__version__, device=str(device), dtype=str(ptdtype).removeprefix("torch."),
+               gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+               warmup=args.warmup, iters=args.iters)
+    print(f"bench_train: torch {env['torch']}, {env['gpu'] or 'cpu'}, {env['dtype']}, "
+          f"warm-up {args.warmup}, timed {args.iters} steps")
+    results = []
+    for name in names:
+        for kernels in kernels_modes:
+            for c in compile_modes:
+                r = run_mode(name, specs[name], kernels, c == "compile", args, device, ptdtype)
+                r["device"] = str(device)
+                results.append(r)
+                status = r.get("error") or (f"{r['tokens_per_s']:,.0f} tok/s, {r['ms_per_iter']:.2f} ms/iter "
+                                            f"(warm-up {r['warmup_s']} s)")
+                print(f"  {name} {mode_label(r)}: {status}", flush=True)
+    print_table(results)
+
+    os.makedirs(args.out, exist_ok=True)
+    json_path = os.path.join(args.out, "bench_train.json")
+    with open(json_path, "w") as f:
+        json.dump(dict(env=env, results=results), f, indent=1)
+    print(f"\nwrote {json_path}")
+    png_path = os.path.join(args.out, "bench_train.png")
+    if save_png(results, png_path):
+        print(f"wrote {png_path}")
+    else:
+        print("matplotlib is not installed: no PNG")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""The kernels switch in tk_kernels/dispatch.py: the plan (made once per model), torch / tk / auto
+semantics, describe(), and torch.compile-friendliness of the per-call part. The tk path runs here
+with a stand-in kernel put into the registry with dispatch.override (ours needs a GPU; see
+test_attention_gpu.py)."""
+
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._dynamo.testing import CompileCounter
+
+import tk_kernels
+from model import GPT, GPTConfig
+from tk_kernels import dispatch, reference
+from tk_kernels.dispatch import TKUnsupportedError
+
+
+# tiny ops run fastest on one thread (and don't stall on a busy 2-core CI machine)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def fresh_dispatch():
+    dispatch.reset()
+    torch._dynamo.reset()
+    yield
+    dispatch.reset()
+
+
+def qkv_views(B=2, H=3, T=17, D=16, dtype=torch.float32, requires_grad=False):
+    """q, k, v as (B, H, T, D) views into one fused (B, T, 3*H*D) tensor, like model.py."""
+    x = torch.randn(B, T, 3 * H * D, dtype=dtype, requires_grad=requires_grad)
+    q, k, v = x.view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
+    return x, q, k, v
+
+
+def naive_attention(q, k, v, causal, scale=None):
+    q, k, v = q.double(), k.double(), v.double()
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    att = q @ k.transpose(-2, -1) * scale
+    if causal:
+        T = q.size(-2)
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf"))
+    return att.softmax(-1) @ v
+
+
+def tiny_gpt(kernels, dropout=0.0, n_head=2):
+    torch.manual_seed(0)
+    return GPT(GPTConfig(block_size=32, vocab_size=64, n_layer=2, n_head=n_head, n_embd=32,
+                         dropout=dropout, kernels=kernels))
+
+
+def fallback_warnings(caught):
+    return [str(w.message) for w in caught if "falls back to PyTorch" in str(w.message)]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_torch_mode_equals_reference_and_math(causal):
+    plan = dispatch.plan("torch", "cpu", torch.float32, 16)
+    _, q, k, v = qkv_views(T=int(torch.randint(1, 40, ()).item()))
+    assert not q.is_contiguous() and q.stride(-1) == 1  # views, as in the model
+    out = dispatch.attention(plan, q, k, v, causal=causal)
+    assert torch.equal(out, reference.attention(q, k, v, causal, 0.0))
+    torch.testing.assert_close(out.double(), naive_attention(q, k, v, causal), rtol=1e-5, atol=1e-5)
+    out = dispatch.attention(plan, q, k, v, causal=causal, scale=0.3)
+    torch.testing.assert_close(out.double(), naive_attention(q, k, v, causal, 0.3), rtol=1e-5, atol=1e-5)
+    assert plan.path("attention") == "torch" and plan.choices["attention"].reason is None
+
+
+@pytest.mark.parametrize("kernels", dispatch.KERNEL_MODES)
+def test_families_without_tk_kernel_are_plain_pytorch(kernels):
+    """MLP and LayerNorm have no TK kernel: every mode runs PyTorch, with no warning and no error,
+    and model.py's modules compute exactly the reference ops."""
+    with dispatch.override("attention", unsupported=lambda device, dtype, head_dim: None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback warning: there is nothing to fall back from
+            plan = dispatch.plan(kernels, "cpu", torch.float32, 16)
+    for name in ("mlp", "layer_norm"):
+        assert dispatch.FAMILIES[name].tk is None and plan.path(name) == "torch"
+    text = plan.describe()
+    if kernels != "torch":
+        assert "mlp=torch (no TK kernel yet)" in text and "layer_norm=torch (no TK kernel yet)" in text
+    m = tiny_gpt(kernels)
+    x = torch.randn(2, 5, 32)
+    mlp, ln = m.transformer.h[0].mlp, m.transformer.h[0].ln_1
+    torch.nn.init.normal_(ln.weight)
+    torch.nn.init.normal_(ln.bias)
+    torch.testing.assert_close(mlp(x), reference.mlp(x, mlp.c_fc.weight, mlp.c_fc.bias,
+                                                     mlp.c_proj.weight, mlp.c_proj.bias))
+    torch.testing.assert_close(ln(x), reference.layer_norm(x, ln.weight, ln.bias))
+    mu, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+    torch.testing.assert_close(ln(x), (x - mu) / torch.sqrt(var + 1e-5) * ln.weight + ln.bias)
+
+
+def test_tk_mode_on_cpu_raises_one_clear_error():
+    with pytest.raises(TKUnsupportedError) as e:
+        dispatch.plan("tk", "cpu", torch.bfloat16, 64)
+    msg = str(e.value)
+    assert msg.startswith("kernels=tk: the TK attention kernel cannot run here: no CUDA GPU")
+    assert "kernels=auto" in msg and isinstance(e.value, ValueError)
+    m = tiny_gpt("tk")
+    idx = torch.randint(64, (2, 20))
+    with pytest.raises(TKUnsupportedError, match="no CUDA GPU"):
+        m(idx, idx)  # the first forward makes the plan
+    with pytest.raises(TKUnsupportedError, match="no CUDA GPU"):
+        m.plan_kernels()
+
+
+def test_auto_mode_on_cpu_warns_once_per_reason():
+    _, q, k, v = qkv_views()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plans = [dispatch.plan("auto", "cpu", torch.float32, 16) for _ in range(2)]
+        outs = [dispatch.attention(plans[0], q, k, v, causal=True) for _ in range(3)]
+        m = tiny_gpt("auto")
+        for _ in range(2):
+            m(*[torch.randint(64, (2, 20))] * 2)  # same reason: no second warning
+    fallback = fallback_warnings(caught)
+    assert len(fallback) == 1, fallback
+    assert "no CUDA GPU" in fallback[0]
+    for out in outs:
+        assert torch.equal(out, reference.attention(q, k, v, True, 0.0))
+    assert plans[0].path("attention") == "torch" and m.kernel_plan.path("attention") == "torch"
+
+
+def test_plan_with_warn_false_leaves_the_report_to_the_caller():
+    """train.py prints plan.describe() and asks for no warning: the forward does not warn later."""
+    m = tiny_gpt("auto")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        text = m.plan_kernels(warn=False).describe()
+        m(*[torch.randint(64, (2, 20))] * 2)
+    assert fallback_warnings(caught) == []
+    assert text.count("no CUDA GPU") == 1
+
+
+def test_describe_on_cpu():
+    text = dispatch.describe("torch")
+    assert text.startswith("kernels=torch") and all(f in text for f in dispatch.FAMILIES)
+    assert "attention=torch (SDPA)" in text
+    text = dispatch.describe("auto", device="cpu", dtype=torch.bfloat16, head_dim=64)
+    assert "attention=torch (TK unsupported: no CUDA GPU" in text
+    assert "mlp=torch (no TK kernel yet)" in text and "layer_norm=torch (no TK kernel yet)" in text
+    assert "attention=ERROR (TK unsupported" in dispatch.describe("tk", device="cpu")
+    with pytest.raises(ValueError, match="kernels must be one of"):
+        dispatch.plan("cuda", "cpu", torch.float32, 64)
+    with pytest.raises(ValueError, match="kernels must be one of"):
+        dispatch.describe("fast")
+    with pytest.raises(ValueError, match="unknown op family"):
+        with dispatch.override("softmax", tk=None):
+            pass
+
+
+def test_package_is_plain_and_exports():
+    assert tk_kernels.KERNEL_MODES == ("torch", "tk", "auto")
+    assert tk_kernels.dispatch is dispatch and tk_kernels.reference is reference
+    assert tk_kernels.TKUnsupportedError is TKUnsupportedError
+    assert callable(tk_kernels.attention)  # the function; the family is tk_kernels.families.attention
+    assert tk_kernels.families.attention.ops.attention is tk_kernels.attention
+
+
+def test_override_restores_the_registry():
+    before = dict(dispatch.FAMILIES)
+    with pytest.raises(RuntimeError):
+        with dispatch.override("attention", tk=print) as entry:
+            assert dispatch.FAMILIES["attention"] is entry and entry.tk is print
+            raise RuntimeError
+    assert dispatch.FAMILIES == before
+
+
+# -----------------------------------------------------------------------------
+# the tk path with a stand-in kernel (our real one needs a GPU; see the gpu tests)
+
+class FakeKernel:
+    """Stands in for the TK attention op: records calls, computes with SDPA."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, q, k, v, causal=True, scale=None):
+        self.calls += 1
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+
+@pytest.fixture
+def fake_tk():
+    """The TK attention 'supports' CPU float32/float64 inputs of head dim 16 and runs a FakeKernel."""
+    kernel = FakeKernel()
+
+    def unsupported(device, dtype, head_dim):
+        if device.type == "cpu" and dtype in (torch.float32, torch.float64) and head_dim == 16:
+            return None
+        return f"the stand-in supports cpu float32/float64 with head dim 16, got {dtype} {head_dim}"
+
+    with dispatch.override("attention", tk=kernel, unsupported=unsupported):
+        yield kernel
+
+
+def test_tk_and_auto_take_the_kernel_when_supported(fake_tk):
+    _, q, k, v = qkv_views(D=16)
+    for mode in ("tk", "auto"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            plan = dispatch.plan(mode, "cpu", torch.float32, 16)
+            out = dispatch.attention(plan, q, k, v, causal=True)
+        assert plan.path("attention") == "tk" and plan.path("attention", training=True) == "tk"
+        torch.testing.assert_close(out, reference.attention(q, k, v, True, 0.0))
+        assert plan.describe().startswith(f"kernels={mode}: attention=tk;")
+    assert fake_tk.calls == 2
+    # an unsupported head dim: tk raises when planning, auto plans the reference op
+    with pytest.raises(TKUnsupportedError, match="head dim 16"):
+        dispatch.plan("tk", "cpu", torch.float32, 8)
+    with pytest.warns(UserWarning, match="falls back to PyTorch: the stand-in"):
+        assert dispatch.plan("auto", "cpu", torch.float32, 8).path("attention") == "torch"
+
+
+def test_inputs_that_do_not_fit_the_plan(fake_tk):
+    """A plan is for one device and dtype: other inputs are refused (tk) or run PyTorch (auto)."""
+    _, q, k, v = qkv_views(D=16, dtype=torch.float64)
+    with pytest.raises(TKUnsupportedError, match="the plan is for torch.float32 on cpu"):
+        dispatch.attention(dispatch.plan("tk", "cpu", torch.float32, 16), q, k, v)
+    with pytest.warns(UserWarning, match="the plan is for torch.float32"):
+        out = dispatch.attention(dispatch.plan("auto", "cpu", torch.float32, 16), q, k, v)
+    assert torch.equal(out, reference.attention(q, k, v, True, 0.0)) and fake_tk.calls == 0
+    # GPT makes a new plan when its inputs change dtype
+    m = tiny_gpt("tk")
+    idx = torch.randint(64, (2, 20))
+    m(idx, idx)
+    assert m.kernel_plan.dtype == torch.float32 and fake_tk.calls == 2
+    m.double()
+    m(idx, idx)
+    assert m.kernel_plan.dtype == torch.float64 and fake_tk.calls == 4
+
+
+def test_dropout_while_training_is_not_supported_by_tk(fake_tk):
+    _, q, k, v = qkv_views(D=16)
+    # planned with dropout: tk refuses at once, auto warns once
+    with pytest.raises(TKUnsupportedError, match="dropout"):
+        dispatch.plan("tk", "cpu", torch.float32, 16, dropout_p=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = dispatch.plan("auto", "cpu", torch.float32, 16, dropout_p=0.1)
+        for _ in range(2):
+            out = dispatch.attention(plan, q, k, v, dropout_p=0.1)
+    assert len(fallback_warnings(caught)) == 1 and "dropout" in fallback_warnings(caught)[0]
+    assert fake_tk.calls == 0 and out.shape == q.shape
+    assert plan.path("attention") == "tk" and plan.path("attention", training=True) == "torch"
+    assert "attention=tk in eval, torch while training (TK unsupported: attention dropout" in plan.describe()
+    assert "tk in eval, ERROR while training" in dispatch.describe("tk", device="cpu", head_dim=16,
+                                                                   dropout_p=0.1)
+    # planned without dropout (e.g. in eval), then called with it: the per-call check
+    with pytest.raises(TKUnsupportedError, match="dropout"):
+        dispatch.attention(dispatch.plan("tk", "cpu", torch.float32, 16), q, k, v, dropout_p=0.1)
+    # a GPT with dropout: its first forward in train mode plans with it, in eval without
+    with pytest.raises(TKUnsupportedError, match="dropout"):
+        tiny_gpt("tk", dropout=0.1)(*[torch.randint(64, (2, 20))] * 2)
+    m = tiny_gpt("tk", dropout=0.1).eval()
+    m(torch.randint(64, (2, 20)))
+    assert fake_tk.calls == 2
+
+
+def test_unequal_shapes_are_not_sent_to_tk(fake_tk):
+    q = torch.randn(1, 2, 1, 16)
+    k = v = torch.randn(1, 2, 5, 16)
+    with pytest.raises(TKUnsupportedError, match="differ in shape"):
+        dispatch.attention(dispatch.plan("tk", "cpu", torch.float32, 16), q, k, v, causal=False)
+    with pytest.warns(UserWarning, match="differ in shape"):
+        out = dispatch.attention(dispatch.plan("auto", "cpu", torch.float32, 16), q, k, v, causal=False)
+    torch.testing.assert_close(out, reference.attention(q, k, v, False))
+    # KV-cache decoding in a kernels=tk model: the prefill runs TK, decode steps SDPA, no error
+    m = tiny_gpt("tk").eval()
+    out = m.generate(torch.randint(64, (2, 5)), 4, temperature=0.0)
+    assert out.shape == (2, 9) and fake_tk.calls == 2  # one prefill call per layer
+
+
+def test_tk_path_compiles_without_graph_breaks(fake_tk):
+    model = tiny_gpt("tk")
+    idx = torch.randint(64, (2, 20))
+    logits, loss = model(idx, idx)  # eager: makes the plan
+    assert fake_tk.calls == 2  # one per layer
+    compiled = torch.compile(model, backend="eager", fullgraph=True)  # fullgraph: any break fails
+    logits_c, loss_c = compiled(idx, idx)
+    torch.testing.assert_close(loss_c, loss)
+    loss_c.backward()
+    assert model.lm_head.weight.grad is not None
+    # dynamic shapes (symbolic T and B) stay in one graph as well
+    dynamic = torch.compile(model, backend="eager", fullgraph=True, dynamic=True)
+    for B, T in ((2, 20), (3, 13)):
+        idx = torch.randint(64, (B, T))
+        torch.testing.assert_close(dynamic(idx, idx)[1], model(idx, idx)[1])
+
+
+def test_auto_fallback_compiles_without_graph_breaks(fake_tk):
+    """kernels=auto with dropout: SDPA while training, the (stand-in) TK kernel in eval, each one
+    graph; the plan's warning was given when planning, none while tracing."""
+    model = tiny_gpt("auto", dropout=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.plan_kernels()
+        compiled = torch.compile(model, backend="eager", fullgraph=True)
+        idx = torch.randint(64, (2, 20))
+        logits, loss = compiled(idx, idx)  # training mode: dropout > 0, so SDPA
+        loss.backward()
+        assert fake_tk.calls == 0
+        model.eval()
+        compiled(idx, idx)  # eval mode: the stand-in TK kernel
+    assert torch.isfinite(loss) and fake_tk.calls == 2
+    assert len([w for w in fallback_warnings(caught) if "dropout" in w]) == 1
+
+
+def test_cpu_auto_gpt_compiles_to_one_graph():
+    """The case CI can run for real: kernels=auto on a CPU, forward + backward under
+    torch.compile, no graph break once the model is planned (as train.py does before compiling)."""
+    model = tiny_gpt("auto")
+    model.plan_kernels(warn=False)
+    idx = torch.randint(64, (2, 20))
+    explained = torch._dynamo.explain(model)(idx, idx)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, str(explained)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    _, loss = compiled(idx, idx)
+    loss.backward()
+    assert torch.isfinite(loss) and model.lm_head.weight.grad is not None
+
+
+def test_unplanned_compile_plans_on_its_first_call():
+    """A model compiled before it was planned: the first call makes the plan outside the graph
+    (one graph break), later calls run one graph and compile nothing new."""
+    model = tiny_gpt("auto")
+    counter = CompileCounter()
+    compiled = torch.compile(model, backend=counter)
+    idx = torch.randint(64, (2, 20))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            _, loss = compiled(idx, idx)
+    assert model.kernel_plan is not None and model.kernel_plan.path("attention") == "torch"
+    frames = counter.frame_count
+    compiled(idx, idx)
+    assert counter.frame_count == frames  # nothing recompiled once planned
+    assert len(fallback_warnings(caught)) == 1
+    torch.testing.assert_close(loss, model(idx, idx)[1])

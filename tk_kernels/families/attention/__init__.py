@@ -1,0 +1,8 @@
+"""Flash attention on our CUDA tile kernels: the custom ops tk::attention_fwd / tk::attention_bwd
+(ops.py) and their CUDA sources (csrc/). The package exposes ops.attention as tk_kernels.attention."""
+
+from .ops import (MIN_SMEM_BYTES, SUPPORTED_DTYPES, SUPPORTED_HEAD_DIMS, attention, attention_op,
+                  check_supported, is_available, unavailable_reason, unsupported_reason)
+
+__all__ = ["MIN_SMEM_BYTES", "SUPPORTED_DTYPES", "SUPPORTED_HEAD_DIMS", "attention", "attention_op",
+           "check_supported", "is_available", "unavailable_reason", "unsupported_reason"]
