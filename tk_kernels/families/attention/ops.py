@@ -18,8 +18,6 @@ It is bitwise reproducible when torch.use_deterministic_algorithms(True) is on o
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import os
 
@@ -42,17 +40,10 @@ MIN_SMEM_BYTES = 99_456
 # -----------------------------------------------------------------------------
 # the custom ops
 
-@functools.cache
-def _load_args() -> tuple:
-    # build.py before the per-family split has one extension: load_extension(verbose=False)
-    from tk_kernels.build import load_extension
-    return () if next(iter(inspect.signature(load_extension).parameters), None) == "verbose" else ("attention",)
-
-
 def _ext():
     """The compiled attention extension (built on first use, then cached on disk and per process)."""
     from tk_kernels.build import load_extension
-    return load_extension(*_load_args())
+    return load_extension("attention")
 
 
 def _kernel_ready(t: Tensor) -> Tensor:
