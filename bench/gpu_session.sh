@@ -99,14 +99,21 @@ step_sanitize() {
   local cs
   cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
   [ -x "$cs" ] || { echo "compute-sanitizer not found (looked on PATH and in \$CUDA_HOME/bin)"; return 1; }
-  local rc=0 tool limit log n
+  # the nine runs are independent: run them side by side on the one GPU
+  local rc=0 tool limit log n r
   for limit in "" 166912 101376; do
     for tool in memcheck racecheck synccheck; do
       log="$OUT/sanitize_${tool}_${limit:-default}.log"
-      env -u TK_SMEM_LIMIT ${limit:+TK_SMEM_LIMIT=$limit} PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
-        timeout ${SANITIZE_TIMEOUT:-1800} "$cs" --tool "$tool" --error-exitcode 1 \
-        $PY bench/sanitize_attention.py > "$log" 2>&1
-      local r=$?
+      ( env -u TK_SMEM_LIMIT ${limit:+TK_SMEM_LIMIT=$limit} PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+          timeout ${SANITIZE_TIMEOUT:-1800} "$cs" --tool "$tool" --error-exitcode 1 \
+          $PY bench/sanitize_attention.py > "$log" 2>&1; echo $? > "$log.rc" ) &
+    done
+  done
+  wait
+  for limit in "" 166912 101376; do
+    for tool in memcheck racecheck synccheck; do
+      log="$OUT/sanitize_${tool}_${limit:-default}.log"
+      r=$(cat "$log.rc"); rm -f "$log.rc"
       # memcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: ... (N errors"
       n=$(grep -oE "ERROR SUMMARY: [0-9]+" "$log" | tail -1 | grep -oE "[0-9]+$")
       [ -z "$n" ] && n=$(grep -oE "SUMMARY: .*\(([0-9]+) error" "$log" | tail -1 | grep -oE "[0-9]+ error" | grep -oE "[0-9]+")
