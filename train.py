@@ -233,6 +233,10 @@ if not all(os.path.exists(os.path.join(data_dir, f'{s}.bin')) for s in ('train',
     else:
         fail(f"dataset {dataset!r} not found: no {data_dir}/train.bin and no "
              f"data/{dataset}/prepare.py")
+for split in ('train', 'val'):
+    n_tokens = os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // 2
+    if n_tokens <= block_size:
+        fail(f"{data_dir}/{split}.bin holds {n_tokens} tokens, too few for block_size={block_size}")
 
 # batches are drawn from dedicated generators: the training order is a pure
 # function of the seed and the checkpointed generator state
@@ -347,10 +351,6 @@ if block_size < model.config.block_size:
     model.crop_block_size(block_size)
     model_args['block_size'] = block_size  # so that the checkpoint will have the right value
 model.to(device)
-for split in ('train', 'val'):
-    n_tokens = os.path.getsize(os.path.join(data_dir, f'{split}.bin')) // 2
-    if n_tokens <= block_size:
-        fail(f"{data_dir}/{split}.bin holds {n_tokens} tokens, too few for block_size={block_size}")
 tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
 if master_process:
     print(f"tokens per iteration will be: {tokens_per_iter:,}")
@@ -385,6 +385,10 @@ if checkpoint is not None:
     except Exception as e:
         fail(f"the optimizer state in {ckpt_path} does not fit this model/optimizer "
              f"({type(e).__name__}: {e})")
+    if block_size < checkpoint['model_args']['block_size']:  # cropped: crop the Adam moments too
+        wpe_state = optimizer.state[model.transformer.wpe.weight]
+        for k in ('exp_avg', 'exp_avg_sq'):
+            wpe_state[k] = wpe_state[k][:block_size]
 
 # compile the model
 raw_model = model  # the plain module: its state_dict is what we save
