@@ -33,6 +33,7 @@ import random
 import subprocess
 import sys
 import time
+from collections import deque
 from contextlib import nullcontext
 
 import numpy as np
@@ -530,9 +531,8 @@ def log_json(record: dict):
 
 def time_left(next_iter: int) -> float:
     """Seconds until the end of the run from iteration next_iter on: the iterations left at
-    the mean time of this process's steps so far (the first, which may compile, left out),
-    plus the evaluations left."""
-    step = sum(step_times[1:]) / (len(step_times) - 1)
+    the mean time of the recent steps, plus the evaluations left."""
+    step = sum(step_times) / len(step_times)
     evals = max_iters // eval_interval - (next_iter - 1) // eval_interval
     # an eval not timed yet: each of its batches costs about a third of a micro-step
     per_eval = eval_time if eval_time is not None else \
@@ -545,7 +545,7 @@ X, Y = get_train_batch()  # fetch the very first batch
 t_start = t0 = time.time()
 local_iter_num = 0  # number of iterations in the lifetime of this process
 running_mfu = -1.0
-step_times = []  # seconds per training step in this process, evals not counted
+step_times = deque(maxlen=100)  # seconds of the recent steps (evals and the first step not counted)
 eval_time = None  # seconds the last evaluation took
 saved_iter = None  # the iteration of the checkpoint this run wrote last
 while True:
@@ -627,13 +627,14 @@ while True:
     t1 = time.time()
     dt = t1 - t0
     t0 = t1
-    step_times.append(dt)
-    if compile and local_iter_num == 0 and master_process:
+    if local_iter_num > 0:  # the first step may compile and warm up: not a typical one
+        step_times.append(dt)
+    elif compile and master_process:
         print(f"first training step (with compilation) took {dt:.1f}s", flush=True)
     if local_iter_num == 3 and master_process:  # the first steps timed: how long will it take?
         left = time_left(iter_num + 1)
         print(f"estimated run time {fmt_time(t1 - t_start + left)}, {fmt_time(left)} left: "
-              f"{max_iters - iter_num} iterations at {sum(step_times[1:]) / 3:.3f}s, plus evals",
+              f"{max_iters - iter_num} iterations at {sum(step_times) / 3:.3f}s, plus evals",
               flush=True)
     if iter_num % log_interval == 0 and master_process:
         # get loss as float. note: this is a CPU-GPU sync point
@@ -644,7 +645,7 @@ while True:
             if mfu is not None:
                 running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
         mfu_str = f"{running_mfu * 100:.2f}%" if running_mfu >= 0 else "n/a"
-        eta = fmt_time(time_left(iter_num + 1)) if len(step_times) > 1 else "n/a"
+        eta = fmt_time(time_left(iter_num + 1)) if step_times else "n/a"
         print(f"iter {iter_num}: loss {lossf:.4f}, time {dt * 1000:.2f}ms, "
               f"tok/s {tokens_per_iter / dt:.0f}, mfu {mfu_str}, "
               f"elapsed {fmt_time(t1 - t_start)}, eta {eta}", flush=True)
