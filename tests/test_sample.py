@@ -125,8 +125,9 @@ def test_sample_reports_tokens_per_second_and_float32_on_cpu(char_run):
 
 def test_sample_from_a_save_pretrained_directory_and_offline_hub(tmp_path, bpe_path):
     transformers = pytest.importorskip("transformers")
-    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=1, n_head=2, n_embd=8, n_positions=16, vocab_size=50257))
+    with torch.random.fork_rng():  # leave the global RNG of this pytest process alone
+        hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_layer=1, n_head=2, n_embd=8, n_positions=16, vocab_size=50257))
     hf.save_pretrained(tmp_path / "tiny-gpt2")
     env = {"TIKTOKEN_GPT2_BPE": bpe_path, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
     r = run([SAMPLE, f"--init_from={tmp_path / 'tiny-gpt2'}", "--device=cpu", "--num_samples=1",

@@ -391,8 +391,9 @@ def test_pretrained_offline_fails_fast(char_data, tmp_path):
 
 def test_init_from_a_save_pretrained_directory(char_data, tmp_path):
     transformers = pytest.importorskip("transformers")
-    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=1, n_head=2, n_embd=16, n_positions=32, vocab_size=65))
+    with torch.random.fork_rng():  # leave the global RNG of this pytest process alone
+        hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_layer=1, n_head=2, n_embd=16, n_positions=32, vocab_size=65))
     hf.save_pretrained(tmp_path / "tiny-gpt2")
     r = run([TRAIN, *tiny_args(char_data, "out", init_from=str(tmp_path / "tiny-gpt2"), max_iters=2,
                                eval_interval=2, n_layer=None, n_head=None, n_embd=None, bias=None)],
