@@ -113,7 +113,9 @@ def fail(msg: str, code: int = 1):
 def fmt_time(s: float) -> str:
     """A duration for people: 42s, 3m20s, 29h10m."""
     s = int(round(s))
-    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s // 60 % 60:02d}m"
+    if s < 60:
+        return f"{s}s"
+    return f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s // 60 % 60:02d}m"
 
 
 pretrained = init_from.startswith('gpt2') or os.path.isdir(init_from)
@@ -156,6 +158,7 @@ else:
     master_process = True
     seed_offset = 0
     ddp_world_size = 1
+
 
 def agree(value):
     """The master's value, on every process (a collective under DDP)."""
