@@ -105,9 +105,11 @@ def _read_config_file(path: str, valid: list[str]) -> dict[str, Any]:
     return values
 
 
-def configure(defaults: dict[str, Any], argv: list[str], verbose: bool = True) -> dict[str, Any]:
+def configure(defaults: dict[str, Any], argv: list[str], verbose: bool = True,
+              given: set[str] | None = None) -> dict[str, Any]:
     """Apply config files and --key=value overrides in argv, in order, on top of
-    defaults. Returns a new dict with every key of defaults."""
+    defaults. Returns a new dict with every key of defaults. If given is a set, the
+    keys that a config file or an override set are added to it."""
     config = dict(defaults)
     valid = list(defaults)
     for arg in argv:
@@ -123,6 +125,8 @@ def configure(defaults: dict[str, Any], argv: list[str], verbose: bool = True) -
                     print(f.read())
             for key, value in values.items():
                 config[key] = _check_type(key, value, defaults[key])
+            if given is not None:
+                given.update(values)
             continue
         if "=" not in arg:
             raise ConfigError(f"override {arg} has no value; write it as {arg}=VALUE")
@@ -135,18 +139,21 @@ def configure(defaults: dict[str, Any], argv: list[str], verbose: bool = True) -
         if verbose:
             print(f"Overriding: {key} = {value}")
         config[key] = value
+        if given is not None:
+            given.add(key)
     return config
 
 
-def configure_globals(g: dict[str, Any], argv: list[str], skip: tuple[str, ...] = ("ROOT",)) -> dict[str, Any]:
+def configure_globals(g: dict[str, Any], argv: list[str], skip: tuple[str, ...] = ("ROOT",),
+                      given: set[str] | None = None) -> dict[str, Any]:
     """nanoGPT's convention for a script's settings: every public int/float/bool/str/None
     global defined so far (except those in skip) is a config key. Applies argv to them in
-    place and returns {key: final value}. A bad argument prints one `config error: ...`
-    line to stderr and exits with status 2."""
+    place and returns {key: final value}; given (a set) collects the keys that argv set.
+    A bad argument prints one `config error: ...` line to stderr and exits with status 2."""
     keys = [k for k, v in g.items() if not k.startswith("_") and k not in skip
             and isinstance(v, (int, float, bool, str, type(None)))]
     try:
-        config = configure({k: g[k] for k in keys}, argv)
+        config = configure({k: g[k] for k in keys}, argv, given=given)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)

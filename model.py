@@ -16,6 +16,8 @@ import inspect
 import json
 import math
 import os
+import socket
+import urllib.parse
 import warnings
 from dataclasses import dataclass
 
@@ -154,6 +156,37 @@ PEAK_BF16_FLOPS = (
 )
 
 _mfu_warned = False
+
+
+def hf_cache_only(repo_id: str, timeout: float = 3.0) -> bool:
+    """Whether the weights of repo_id must come from the Hugging Face cache alone.
+    Without network, transformers retries for about half a minute before it gives up;
+    this finds out in a moment, and raises RuntimeError when neither the hub nor the
+    cache can provide them."""
+    from huggingface_hub import constants, try_to_load_from_cache
+    cached = isinstance(try_to_load_from_cache(repo_id, 'config.json'), str)
+    if constants.HF_HUB_OFFLINE:
+        if cached:
+            return True
+        reason = "HF_HUB_OFFLINE is set and they are not in the Hugging Face cache"
+    elif any(os.environ.get(v) for v in ('HTTPS_PROXY', 'https_proxy', 'ALL_PROXY', 'all_proxy')):
+        return False  # behind a proxy a direct connection says nothing: let transformers try
+    else:
+        url = urllib.parse.urlparse(constants.ENDPOINT)
+        port = url.port or (443 if url.scheme == 'https' else 80)
+        try:
+            socket.create_connection((url.hostname, port), timeout=timeout).close()
+            return False
+        except OSError as e:
+            if cached:
+                print(f"the Hugging Face hub is unreachable ({e}): using the cached {repo_id}")
+                return True
+            reason = f"the Hugging Face hub ({constants.ENDPOINT}) is unreachable ({e}) " \
+                     "and they are not in its cache"
+    raise RuntimeError(f"cannot get the {repo_id} weights: {reason}. Download them once on a "
+                       "machine with network (they go to the Hugging Face cache; set "
+                       "HF_HUB_OFFLINE=1 to use that cache without network retries), or pass a "
+                       "directory written by GPT2LMHeadModel.save_pretrained as init_from=PATH")
 
 
 def peak_flops(device_name: str) -> float | None:
@@ -313,6 +346,7 @@ class GPT(nn.Module):
             config_args = dict(n_layer=hf["n_layer"], n_head=hf["n_head"], n_embd=hf["n_embd"],
                                block_size=hf["n_positions"], vocab_size=hf["vocab_size"])
             source = local_dir
+            local_files_only = True
         else:
             assert model_type in {'gpt2', 'gpt2-medium', 'gpt2-large', 'gpt2-xl'}, \
                 f"unknown model_type {model_type!r} (gpt2, gpt2-medium, gpt2-large, gpt2-xl or a directory)"
@@ -326,6 +360,7 @@ class GPT(nn.Module):
             config_args['vocab_size'] = 50257  # always 50257 for GPT model checkpoints
             config_args['block_size'] = 1024   # always 1024 for GPT model checkpoints
             source = model_type
+            local_files_only = hf_cache_only(model_type)
         print(f"loading weights from pretrained gpt: {source}")
         config_args['bias'] = True  # always True for GPT model checkpoints
         config_args.update(override_args)
@@ -333,7 +368,7 @@ class GPT(nn.Module):
         sd = model.state_dict()
         sd_keys = [k for k in sd if not k.endswith('.attn.bias')]  # discard this mask / buffer
 
-        model_hf = GPT2LMHeadModel.from_pretrained(source)
+        model_hf = GPT2LMHeadModel.from_pretrained(source, local_files_only=local_files_only)
         sd_hf = model_hf.state_dict()
         # copy while ensuring all of the parameters are aligned and match in names and shapes
         sd_keys_hf = [k for k in sd_hf if not k.endswith(('.attn.masked_bias', '.attn.bias'))]

@@ -9,6 +9,7 @@ $ python sample.py --out_dir=out-shakespeare-char --start=FILE:prompt.txt --top_
 import os
 import pickle
 import sys
+import time
 from contextlib import nullcontext
 
 import torch
@@ -20,7 +21,7 @@ from tk_kernels import dispatch
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 # -----------------------------------------------------------------------------
-init_from = 'resume'  # either 'resume' (from an out_dir) or a gpt2 variant (e.g. 'gpt2-xl')
+init_from = 'resume'  # 'resume' (from an out_dir), a gpt2 variant (e.g. 'gpt2-xl') or a save_pretrained directory
 out_dir = 'out'  # ignored if init_from is not 'resume'
 start = "\n"  # or "<|endoftext|>" or etc. Can also specify a file, use as: "FILE:prompt.txt"
 num_samples = 10  # number of samples to draw
@@ -50,14 +51,15 @@ if kernels not in dispatch.KERNEL_MODES:
     fail(f"kernels must be one of {', '.join(dispatch.KERNEL_MODES)}; got {kernels!r}")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     fail(f"dtype must be 'float32', 'bfloat16' or 'float16'; got {dtype!r}")
-if init_from != 'resume' and not init_from.startswith('gpt2'):
-    fail(f"init_from must be 'resume' or a gpt2 model (gpt2, gpt2-medium, gpt2-large, gpt2-xl); "
-         f"got {init_from!r}")
+if init_from != 'resume' and not init_from.startswith('gpt2') and not os.path.isdir(init_from):
+    fail(f"init_from must be 'resume', a gpt2 model (gpt2, gpt2-medium, gpt2-large, gpt2-xl) or a "
+         f"directory saved by save_pretrained; got {init_from!r}")
 device_type = 'cuda' if 'cuda' in device else 'cpu'  # for later use in torch.autocast
 if device_type == 'cuda' and not torch.cuda.is_available():
     fail(f"device={device!r} but no CUDA GPU is usable here; use --device=cpu")
 if device_type == 'cpu' and dtype == 'float16':
-    dtype = 'float32'  # no float16 autocast on the CPU
+    print("note: float16 autocast is not used on the CPU; sampling in float32")
+    dtype = 'float32'
 
 torch.manual_seed(seed)
 torch.backends.cuda.matmul.allow_tf32 = True  # allow tf32 on matmul
@@ -151,10 +153,15 @@ if not start_ids:
 x = (torch.tensor(start_ids, dtype=torch.long, device=device)[None, ...])
 
 # run generation
+t0 = time.time()
+n_new = 0  # tokens generated
 with torch.no_grad():
     with ctx:
         for k in range(num_samples):
             y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k or None,
                                top_p=top_p, use_kv_cache=use_kv_cache)
+            n_new += y.size(1) - x.size(1)
             print(decode(y[0].tolist()))
             print('---------------', flush=True)
+dt = time.time() - t0
+print(f"generated {n_new} tokens in {dt:.2f}s: {n_new / max(dt, 1e-9):.1f} tokens/s")

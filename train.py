@@ -33,6 +33,7 @@ import random
 import subprocess
 import sys
 import time
+from collections import deque
 from contextlib import nullcontext
 
 import numpy as np
@@ -55,8 +56,9 @@ log_interval = 1
 eval_iters = 200
 eval_only = False  # if True, script exits right after the first eval
 always_save_checkpoint = True  # if True, always save a checkpoint after each eval
-init_from = 'scratch'  # 'scratch' or 'resume' or 'gpt2*'
-log_file = ''  # if set, append JSON lines {"iter", "loss", ...} to this file
+init_from = 'scratch'  # 'scratch', 'resume', 'gpt2*' or a directory saved by HF save_pretrained
+overwrite = False  # if True, a fresh run may replace an existing out_dir/ckpt.pt
+log_file = ''  # if set, append JSON lines {"iter", "loss", ...} to this file (see plot_log.py)
 # wandb logging
 wandb_log = False  # disabled by default
 wandb_project = 'owt'
@@ -95,7 +97,8 @@ dtype = ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if torch.c
 compile = True  # use PyTorch 2.0 to compile the model to be faster
 seed = 1337
 # -----------------------------------------------------------------------------
-config = configure_globals(globals(), sys.argv[1:])  # config files and --key=value overrides
+given = set()  # the keys that config files or overrides set
+config = configure_globals(globals(), sys.argv[1:], given=given)  # config files and --key=value overrides
 # -----------------------------------------------------------------------------
 
 
@@ -107,9 +110,18 @@ def fail(msg: str, code: int = 1):
     sys.exit(code)
 
 
-if init_from not in ('scratch', 'resume') and not init_from.startswith('gpt2'):
-    fail(f"init_from must be 'scratch', 'resume' or a gpt2 model (gpt2, gpt2-medium, "
-         f"gpt2-large, gpt2-xl); got {init_from!r}")
+def fmt_time(s: float) -> str:
+    """A duration for people: 42s, 3m20s, 29h10m."""
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    return f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s // 60 % 60:02d}m"
+
+
+pretrained = init_from.startswith('gpt2') or os.path.isdir(init_from)
+if init_from not in ('scratch', 'resume') and not pretrained:
+    fail(f"init_from must be 'scratch', 'resume', a gpt2 model (gpt2, gpt2-medium, "
+         f"gpt2-large, gpt2-xl) or a directory saved by save_pretrained; got {init_from!r}")
 if kernels not in dispatch.KERNEL_MODES:
     fail(f"kernels must be one of {', '.join(dispatch.KERNEL_MODES)}; got {kernels!r}")
 if dtype not in ('float32', 'bfloat16', 'float16'):
@@ -146,9 +158,16 @@ else:
     master_process = True
     seed_offset = 0
     ddp_world_size = 1
-tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
-if master_process:
-    print(f"tokens per iteration will be: {tokens_per_iter:,}")
+
+
+def agree(value):
+    """The master's value, on every process (a collective under DDP)."""
+    if ddp:
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        value = box[0]
+    return value
+
 
 device_type = 'cuda' if 'cuda' in device else 'cpu'  # for later use in torch.autocast
 if dtype == 'float16' and device_type == 'cpu':
@@ -158,8 +177,33 @@ if dtype == 'float16' and device_type == 'cpu':
 if dtype == 'bfloat16' and device_type == 'cuda' and not torch.cuda.is_bf16_supported():
     fail("dtype=bfloat16 is not supported by this GPU; use --dtype=float16")
 
-if master_process:
-    os.makedirs(out_dir, exist_ok=True)
+if master_process and device_type == 'cpu' and 'device' not in given:
+    print("no CUDA GPU found: training on the CPU")
+
+# refuse to replace a checkpoint, and start wandb, before any work is done
+ckpt_path = os.path.join(out_dir, 'ckpt.pt')
+start_error = None
+if master_process and init_from != 'resume' and not eval_only and not overwrite \
+        and os.path.exists(ckpt_path):
+    start_error = (f"{os.path.abspath(ckpt_path)} already holds a checkpoint and this fresh run "
+                   f"(init_from={init_from}) would replace it: continue it with --init_from=resume, "
+                   f"train into a new --out_dir, or replace it with --overwrite=True")
+if master_process and wandb_log and start_error is None:
+    try:
+        import wandb
+        wandb.init(project=wandb_project, name=wandb_run_name, config=config)
+    except ImportError:
+        start_error = ("wandb_log=True but the wandb package is not installed (pip install wandb), "
+                       "or run with --wandb_log=False")
+    except Exception as e:  # no login (UsageError), no network, ...
+        first = str(e).splitlines()[0] if str(e) else ''
+        start_error = (f"wandb_log=True but wandb could not start ({type(e).__name__}: {first}). "
+                       "Log in once with `wandb login`, or log offline with WANDB_MODE=offline "
+                       "(upload later with `wandb sync`), or run with --wandb_log=False")
+start_error = agree(start_error)
+if start_error:
+    fail(start_error)
+
 torch.manual_seed(seed + seed_offset)
 np.random.seed(seed + seed_offset)
 random.seed(seed + seed_offset)
@@ -182,10 +226,7 @@ if not all(os.path.exists(os.path.join(data_dir, f'{s}.bin')) for s in ('train',
             print(f"{data_dir}/train.bin not found: running {prepare_cmd}", flush=True)
             r = subprocess.run([sys.executable, prepare_script, '--out_dir', data_dir])
             ok = r.returncode == 0
-        if ddp:  # the other processes wait for the master's verdict
-            verdict = [ok]
-            dist.broadcast_object_list(verdict, src=0)
-            ok = verdict[0]
+        ok = agree(ok)  # the other processes wait for the master's verdict
         if not ok:
             fail(f"preparing {dataset} failed (see above). Without network access run it "
                  f"with a local copy of tiny shakespeare: {prepare_cmd} --input PATH/TO/input.txt "
@@ -248,7 +289,6 @@ if os.path.exists(meta_path):
 model_args = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, block_size=block_size,
                   bias=bias, vocab_size=None, dropout=dropout)  # start with model_args from command line
 checkpoint = None
-ckpt_path = os.path.join(out_dir, 'ckpt.pt')
 if init_from == 'scratch':
     # init a new model from scratch
     if master_process:
@@ -288,7 +328,7 @@ elif init_from == 'resume':
              f"{str(e).splitlines()[0] if str(e) else ''})")
     iter_num = int(checkpoint['iter_num'])
     best_val_loss = float(checkpoint['best_val_loss'])
-elif init_from.startswith('gpt2'):
+elif pretrained:
     if master_process:
         print(f"Initializing from OpenAI GPT-2 weights: {init_from}")
     # initialize from OpenAI GPT-2 weights
@@ -300,13 +340,28 @@ elif init_from.startswith('gpt2'):
     # read off the created config params, so we can store them into checkpoint correctly
     for k in ['n_layer', 'n_head', 'n_embd', 'block_size', 'bias', 'vocab_size']:
         model_args[k] = getattr(model.config, k)
+# a resumed or pretrained model keeps its shape: say which given settings it overrules
+if init_from != 'scratch':
+    overruled = [f"{k}: {globals()[k]} -> {model_args[k]}"
+                 for k in ('n_layer', 'n_head', 'n_embd', 'bias', 'block_size')
+                 if k in given and globals()[k] != model_args[k]
+                 and not (k == 'block_size' and block_size < model_args[k])]
+    if overruled and master_process:
+        print(f"warning: the {'checkpoint' if init_from == 'resume' else 'pretrained model'}'s "
+              f"shape wins over the given settings ({', '.join(overruled)})")
+    block_size = min(block_size, model.config.block_size)
 # crop down the model block size if desired, using model surgery
 if block_size < model.config.block_size:
     model.crop_block_size(block_size)
     model_args['block_size'] = block_size  # so that the checkpoint will have the right value
-elif block_size > model.config.block_size:
-    fail(f"block_size={block_size} is larger than the model's {model.config.block_size}")
 model.to(device)
+tokens_per_iter = gradient_accumulation_steps * ddp_world_size * batch_size * block_size
+if master_process:
+    print(f"tokens per iteration will be: {tokens_per_iter:,}")
+    if device_type == 'cpu' and (compile or model.get_num_params() > 2e6):
+        print(f"note: this config is sized for a GPU (compile={compile}, "
+              f"{model.get_num_params() / 1e6:.1f}M parameters) and will be slow on the CPU; "
+              f"for a quick CPU run use config/train_shakespeare_char_cpu.py")
 
 # which implementation each op family runs, decided once (kernels=tk must be able to run);
 # describe() states the reasons, so no fallback warning follows
@@ -331,12 +386,14 @@ if checkpoint is not None:
     except Exception as e:
         fail(f"the optimizer state in {ckpt_path} does not fit this model/optimizer "
              f"({type(e).__name__}: {e})")
+    if block_size < checkpoint['model_args']['block_size']:  # cropped: crop the Adam moments too
+        wpe_state = optimizer.state[model.transformer.wpe.weight]
+        for k in ('exp_avg', 'exp_avg_sq'):
+            wpe_state[k] = wpe_state[k][:block_size]
 
 # compile the model
 raw_model = model  # the plain module: its state_dict is what we save
 if compile:
-    if master_process:
-        print("compiling the model... (takes a ~minute)")
     model = torch.compile(model)  # requires PyTorch 2.0
 
 # wrap model into DDP container
@@ -398,6 +455,7 @@ def save_checkpoint(checkpoint: dict, path: str):
     A crash mid-write leaves the previous checkpoint untouched."""
     tmp = path + '.tmp'
     try:
+        os.makedirs(os.path.dirname(path) or '.', exist_ok=True)  # out_dir appears with its first file
         with open(tmp, 'wb') as f:
             torch.save(checkpoint, f)
             f.flush()
@@ -434,6 +492,8 @@ if checkpoint is not None:
 # helps estimate an arbitrarily accurate loss over either split using many batches
 @torch.no_grad()
 def estimate_loss():
+    print(f"evaluating: {eval_iters} batches x 2 splits" +
+          (" (compiling first)" if compile and eval_time is None else ""), flush=True)
     out = {}
     eval_model.eval()
     for split in ['train', 'val']:
@@ -469,20 +529,25 @@ def log_json(record: dict):
             f.write(json.dumps(record) + '\n')
 
 
-# logging
-if wandb_log and master_process:
-    try:
-        import wandb
-    except ImportError:
-        fail("wandb_log=True but the wandb package is not installed (pip install wandb), "
-             "or run with --wandb_log=False")
-    wandb.init(project=wandb_project, name=wandb_run_name, config=config)
+def time_left(next_iter: int) -> float:
+    """Seconds until the end of the run from iteration next_iter on: the iterations left at
+    the mean time of the recent steps, plus the evaluations left."""
+    step = sum(step_times) / len(step_times)
+    evals = max_iters // eval_interval - (next_iter - 1) // eval_interval
+    # an eval not timed yet: each of its batches costs about a third of a micro-step
+    per_eval = eval_time if eval_time is not None else \
+        2 * eval_iters * step / (3 * gradient_accumulation_steps)
+    return (max_iters - next_iter + 1) * step + evals * per_eval
+
 
 # training loop
 X, Y = get_train_batch()  # fetch the very first batch
-t0 = time.time()
+t_start = t0 = time.time()
 local_iter_num = 0  # number of iterations in the lifetime of this process
 running_mfu = -1.0
+step_times = deque(maxlen=100)  # seconds of the recent steps (evals and the first step not counted)
+eval_time = None  # seconds the last evaluation took
+saved_iter = None  # the iteration of the checkpoint this run wrote last
 while True:
 
     # determine and set the learning rate for this iteration
@@ -492,11 +557,13 @@ while True:
 
     # evaluate the loss on train/val sets and write checkpoints
     if (iter_num % eval_interval == 0 and iter_num != resume_iter) or eval_only:
+        t_eval = time.time()
         losses = estimate_loss() if master_process else None
         states = all_rng_states()  # collective under DDP: every process takes part
+        eval_time = time.time() - t_eval
         if master_process:
-            print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}",
-                  flush=True)
+            print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f} "
+                  f"(eval {eval_time:.1f}s)", flush=True)
             log_json({'iter': iter_num, 'train_loss': losses['train'], 'val_loss': losses['val']})
             if wandb_log:
                 wandb.log({
@@ -523,8 +590,12 @@ while True:
                     print(f"saving checkpoint to {out_dir}", flush=True)
                     save_checkpoint(checkpoint, ckpt_path)
                     checkpoint = None
-    if eval_only:
+                    saved_iter = iter_num
+        t0 += time.time() - t_eval  # a step's time leaves the evaluation and checkpoint out
+    if eval_only or max_iters == 0:  # max_iters=0: at most the first evaluation, no training
         break
+    if compile and local_iter_num == 0 and master_process:
+        print("compiling the model for training: the first step may take a minute...", flush=True)
 
     # forward backward update, with optional gradient accumulation to simulate larger batch size
     # and using the GradScaler if data type is float16
@@ -556,6 +627,15 @@ while True:
     t1 = time.time()
     dt = t1 - t0
     t0 = t1
+    if local_iter_num > 0:  # the first step may compile and warm up: not a typical one
+        step_times.append(dt)
+    elif compile and master_process:
+        print(f"first training step (with compilation) took {dt:.1f}s", flush=True)
+    if local_iter_num == 3 and master_process:  # the first steps timed: how long will it take?
+        left = time_left(iter_num + 1)
+        print(f"estimated run time {fmt_time(t1 - t_start + left)}, {fmt_time(left)} left: "
+              f"{max_iters - iter_num} iterations at {sum(step_times) / 3:.3f}s, plus evals",
+              flush=True)
     if iter_num % log_interval == 0 and master_process:
         # get loss as float. note: this is a CPU-GPU sync point
         # scale up to undo the division above, approximating the true total loss (exact would have been a sum)
@@ -565,9 +645,12 @@ while True:
             if mfu is not None:
                 running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
         mfu_str = f"{running_mfu * 100:.2f}%" if running_mfu >= 0 else "n/a"
+        eta = fmt_time(time_left(iter_num + 1)) if step_times else "n/a"
         print(f"iter {iter_num}: loss {lossf:.4f}, time {dt * 1000:.2f}ms, "
-              f"tok/s {tokens_per_iter / dt:.0f}, mfu {mfu_str}", flush=True)
-        log_json({'iter': iter_num, 'loss': lossf, 'lr': lr, 'time_ms': dt * 1000})
+              f"tok/s {tokens_per_iter / dt:.0f}, mfu {mfu_str}, "
+              f"elapsed {fmt_time(t1 - t_start)}, eta {eta}", flush=True)
+        log_json({'iter': iter_num, 'loss': lossf, 'lr': lr, 'time_ms': dt * 1000,
+                  'tok_per_s': tokens_per_iter / dt})
     iter_num += 1
     local_iter_num += 1
 
@@ -577,6 +660,12 @@ while True:
 
 if master_process and best_val_loss < 1e9:
     print(f"best val loss {best_val_loss:.4f}")
+if master_process and not eval_only:
+    if saved_iter is not None:
+        print(f"checkpoint (iter {saved_iter}): {os.path.abspath(ckpt_path)}")
+    else:
+        print("no checkpoint written by this run" +
+              (f"; the one in {os.path.abspath(ckpt_path)} is unchanged" if os.path.exists(ckpt_path) else ""))
 if wandb_log and master_process:
     wandb.finish()
 if ddp:

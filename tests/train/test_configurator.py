@@ -278,3 +278,13 @@ def test_configure_globals_updates_the_scripts_settings_in_place(capsys):
     assert err.startswith("config error:") and "batch_size" in err
     with pytest.raises(SystemExit):
         configure_globals(g, ["--ROOT=/elsewhere"])  # not a setting
+
+
+def test_given_collects_the_keys_that_files_and_overrides_set(tmp_path):
+    from configurator import configure
+    (tmp_path / "c.py").write_text("batch_size = 12\nn_layer = 4\n")
+    defaults = {"batch_size": 12, "n_layer": 12, "dropout": 0.0, "compile": True}
+    given = set()
+    config = configure(defaults, [str(tmp_path / "c.py"), "--compile=False"], verbose=False, given=given)
+    assert given == {"batch_size", "n_layer", "compile"}  # batch_size too: set, to its default
+    assert config == {"batch_size": 12, "n_layer": 4, "dropout": 0.0, "compile": False}

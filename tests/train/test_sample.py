@@ -3,6 +3,7 @@ from a GPT-2-vocabulary checkpoint (local BPE ranks), and its errors."""
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 
@@ -109,3 +110,32 @@ def test_sample_errors(char_run, tmp_path):
     assert r.returncode == 1 and "missing.txt" in r.stderr
     r = run([SAMPLE, "--out_dir=out", "--device=cpu", "--num_sample=3"], d)
     assert r.returncode == 2 and "num_samples" in r.stderr
+
+
+def test_sample_reports_tokens_per_second_and_float32_on_cpu(char_run):
+    d, _ = char_run
+    r = run([SAMPLE, "--out_dir=out", "--device=cpu", "--num_samples=2", "--max_new_tokens=30",
+             "--dtype=float16"], d)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "note: float16 autocast is not used on the CPU; sampling in float32" in r.stdout
+    m = re.search(r"^generated (\d+) tokens in ([\d.]+)s: ([\d.]+) tokens/s$", r.stdout, re.M)
+    assert m and int(m[1]) == 2 * 30 and float(m[3]) > 0
+    assert len(samples(r.stdout)) == 2
+
+
+def test_sample_from_a_save_pretrained_directory_and_offline_hub(tmp_path, bpe_path):
+    transformers = pytest.importorskip("transformers")
+    with torch.random.fork_rng():  # leave the global RNG of this pytest process alone
+        hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_layer=1, n_head=2, n_embd=8, n_positions=16, vocab_size=50257))
+    hf.save_pretrained(tmp_path / "tiny-gpt2")
+    env = {"TIKTOKEN_GPT2_BPE": bpe_path, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    r = run([SAMPLE, f"--init_from={tmp_path / 'tiny-gpt2'}", "--device=cpu", "--num_samples=1",
+             "--max_new_tokens=4", "--start=Hello"], tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    texts = samples(r.stdout)
+    assert len(texts) == 1 and texts[0].startswith("Hello")
+    # a hub model that is not in the (empty) cache, offline: one message, with the ways on
+    r = run([SAMPLE, "--init_from=gpt2", "--device=cpu"], tmp_path, env=env)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "HF_HUB_OFFLINE is set" in r.stderr and "init_from=PATH" in r.stderr

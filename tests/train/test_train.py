@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -33,11 +34,11 @@ def tiny_args(data_dir, out_dir, **overrides):
                 learning_rate=3e-3, warmup_iters=2, lr_decay_iters=20, min_lr=3e-4, dropout=0.1,
                 bias=False, always_save_checkpoint=True, wandb_log=False, max_iters=20)
     args.update(overrides)
-    return [f"--{k}={v}" for k, v in args.items()]
+    return [f"--{k}={v}" for k, v in args.items() if v is not None]  # None: leave the default
 
 
-def run(args, cwd, prefix=(), timeout=300):
-    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+def run(args, cwd, prefix=(), timeout=300, env=None):
+    env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run([sys.executable, *prefix, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -65,8 +66,20 @@ def test_loss_falls_and_resume_reproduces_the_uninterrupted_run(char_data, tmp_p
     assert sorted(seen) == list(range(21))
     first, last = sum(seen[i] for i in range(3)) / 3, sum(seen[i] for i in range(18, 21)) / 3
     assert last < first - 0.3, seen  # learning
-    assert re.search(r"^iter 5: loss [\d.]+, time [\d.]+ms, tok/s \d+, mfu n/a$", full.stdout, re.M)
+    assert re.search(r"^iter 5: loss [\d.]+, time [\d.]+ms, tok/s \d+, mfu n/a, "
+                     r"elapsed \d+s, eta \d+s$", full.stdout, re.M)
     assert "step 10: train loss" in full.stdout and "kernels=torch" in full.stdout
+    assert "no CUDA GPU found" not in full.stdout  # --device=cpu was asked for
+    # the end of the run: the best val loss and where the checkpoint is
+    assert re.search(r"^best val loss [\d.]+$", full.stdout, re.M)
+    end = re.search(r"^checkpoint \(iter 20\): (.+)$", full.stdout, re.M)
+    assert end and os.path.isabs(end[1]) and os.path.samefile(end[1], tmp_path / "full" / "ckpt.pt")
+    with open(tmp_path / "full.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    steps, evals = [r for r in records if "loss" in r], [r for r in records if "val_loss" in r]
+    assert [r["iter"] for r in evals] == [0, 10, 20]
+    assert all(set(r) == {"iter", "loss", "lr", "time_ms", "tok_per_s"} for r in steps)
+    assert all(abs(r["tok_per_s"] - 256 / (r["time_ms"] / 1000)) < 1e-6 * r["tok_per_s"] for r in steps)
     ckpt = torch.load(tmp_path / "full" / "ckpt.pt", weights_only=True)
     assert ckpt["iter_num"] == 20 and ckpt["model_args"]["n_layer"] == 2
     assert {"model", "optimizer", "config", "rng", "best_val_loss"} <= set(ckpt)
@@ -186,7 +199,7 @@ def test_eval_only_resume_leaves_the_checkpoint_alone(char_data, trained):
     before = digest(trained / "out" / "ckpt.pt")
     r = run([TRAIN, *tiny_args(char_data, "out", init_from="resume", eval_only=True)], trained)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert re.search(r"^step 5: train loss [\d.]+, val loss [\d.]+$", r.stdout, re.M)
+    assert re.search(r"^step 5: train loss [\d.]+, val loss [\d.]+ \(eval [\d.]+s\)$", r.stdout, re.M)
     assert not losses(r.stdout)  # no training step
     assert digest(trained / "out" / "ckpt.pt") == before
 
@@ -232,3 +245,160 @@ def test_wandb_offline(char_data, tmp_path, monkeypatch):
     r = run([TRAIN, *tiny_args(char_data, "out", max_iters=2, eval_interval=2, wandb_log=True)],
             tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_missing_dataset_or_checkpoint_leaves_no_out_dir(char_data, tmp_path):
+    """A failed start creates no empty out_dir (out_dir appears with its first checkpoint)."""
+    for data_dir, bad in (("", dict(dataset="no_such_dataset")),  # no data
+                          (char_data, dict(init_from="resume")),  # no checkpoint to resume
+                          (char_data, dict(n_embd=33)),  # not divisible by n_head
+                          (char_data, dict(block_size=10**9))):  # longer than the data
+        r = run([TRAIN, *tiny_args(data_dir, "out", **bad)], tmp_path)
+        assert r.returncode == 1, (bad, r.stdout[-2000:], r.stderr[-2000:])
+        error_line(r)
+        assert not (tmp_path / "out").exists(), bad
+
+
+# -----------------------------------------------------------------------------
+# first runs: nothing already written is lost, progress is shown, failures are one message
+
+def copy_trained(trained, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "ckpt.pt").write_bytes((trained / "out" / "ckpt.pt").read_bytes())
+    return tmp_path / "out" / "ckpt.pt"
+
+
+def test_fresh_run_refuses_to_replace_a_checkpoint(char_data, trained, tmp_path):
+    ckpt = copy_trained(trained, tmp_path)
+    before = digest(ckpt)
+    r = run([TRAIN, *tiny_args(char_data, "out", max_iters=2, eval_interval=2)], tmp_path)
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    line = error_line(r)
+    for words in (str(ckpt.resolve()), "--init_from=resume", "--out_dir", "--overwrite=True"):
+        assert words in line, line
+    assert "found vocab_size" not in r.stdout and "Initializing" not in r.stdout  # before any work
+    assert digest(ckpt) == before
+    # eval_only writes nothing, so it may use the directory
+    r = run([TRAIN, *tiny_args(char_data, "out", eval_only=True)], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert digest(ckpt) == before
+    # under DDP every process takes the master's decision: one error, no hang
+    r = run([TRAIN, *tiny_args(char_data, "out", max_iters=2, eval_interval=2)], tmp_path,
+            prefix=["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"], timeout=120)
+    assert r.returncode != 0 and r.stderr.count("already holds a checkpoint") == 2  # both ranks
+    assert digest(ckpt) == before
+    # --overwrite=True replaces it
+    r = run([TRAIN, *tiny_args(char_data, "out", max_iters=2, eval_interval=2, overwrite=True)],
+            tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert torch.load(ckpt, weights_only=True)["iter_num"] == 2
+
+
+def test_resume_says_the_checkpoints_shape_wins(char_data, trained, tmp_path):
+    ckpt = copy_trained(trained, tmp_path)  # n_layer=2, n_embd=32, block_size=32, bias=False, iter 5
+    r = run([TRAIN, *tiny_args(char_data, "out", init_from="resume", max_iters=6, n_layer=3,
+                               n_embd=48, bias=True, block_size=64)], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    warning = [line for line in r.stdout.splitlines() if "shape wins" in line]
+    assert warning == ["warning: the checkpoint's shape wins over the given settings "
+                       "(n_layer: 3 -> 2, n_embd: 48 -> 32, bias: True -> False, block_size: 64 -> 32)"]
+    assert "tokens per iteration will be: 256" in r.stdout  # 2 x 4 x the checkpoint's 32
+    # a smaller block_size crops the model, as before, without a warning
+    r = run([TRAIN, *tiny_args(char_data, "out", init_from="resume", max_iters=10, eval_interval=5,
+                               block_size=16)], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "shape wins" not in r.stdout
+    assert torch.load(ckpt, weights_only=True)["model_args"]["block_size"] == 16
+
+
+FAKE_COMPILE = """
+import runpy, sys
+import torch
+torch.compile = lambda model, *args, **kwargs: model  # the messages around it, without the wait
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_cpu_fallback_and_progress(char_data, tmp_path):
+    """No GPU and no --device: say so, point a GPU-sized config (compile=True) at the CPU
+    config, show the compile, each evaluation, an estimate of the run and the checkpoint."""
+    (tmp_path / "fake_compile.py").write_text(FAKE_COMPILE)
+    r = run(["fake_compile.py", TRAIN, *tiny_args(char_data, "out", device=None, compile=True)],
+            tmp_path, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "no CUDA GPU found: training on the CPU\n" in out
+    assert re.search(r"^note: .*compile=True.*config/train_shakespeare_char_cpu\.py", out, re.M)
+    assert out.count("evaluating: 2 batches x 2 splits") == 3  # iterations 0, 10, 20
+    assert re.search(r"^step 10: train loss [\d.]+, val loss [\d.]+ \(eval [\d.]+s\)$", out, re.M)
+    # the compile is announced before the first step and timed after it
+    compiling = out.index("compiling the model for training: the first step may take a minute")
+    timed = re.search(r"^first training step \(with compilation\) took [\d.]+s$", out, re.M)
+    assert timed and compiling < timed.start() < out.index("iter 0: loss")
+    # after the first timed steps: the whole run's duration
+    estimate = re.search(r"^estimated run time (\d+)s, (\d+)s left: 17 iterations at [\d.]+s, plus evals$",
+                         out, re.M)
+    assert estimate and out.index("iter 2: loss") < estimate.start() < out.index("iter 3: loss")
+    assert re.search(r"^iter 0: .*, mfu n/a, elapsed \d+s, eta n/a$", out, re.M)
+    assert re.search(r"^checkpoint \(iter 20\): /.*ckpt\.pt$", out, re.M)
+
+
+def test_max_iters_zero_trains_nothing(char_data, tmp_path):
+    r = run([TRAIN, *tiny_args(char_data, "out", max_iters=0)], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "step 0: train loss" in r.stdout and not losses(r.stdout)
+    assert "no checkpoint written by this run" in r.stdout and not (tmp_path / "out").exists()
+
+
+FAKE_WANDB = '''
+from . import errors
+def init(*args, **kwargs):
+    raise errors.UsageError("No API key configured. Use `wandb login` to log in.")
+'''
+
+
+def test_wandb_without_login_is_one_message(char_data, tmp_path):
+    """A stand-in wandb package whose init fails the way wandb does without a login."""
+    fake = tmp_path / "fake" / "wandb"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(FAKE_WANDB)
+    (fake / "errors.py").write_text("class Error(Exception): pass\nclass UsageError(Error): pass\n")
+    r = run([TRAIN, *tiny_args(char_data, "out", wandb_log=True)], tmp_path,
+            env={"PYTHONPATH": f"{tmp_path / 'fake'}{os.pathsep}{REPO}"})
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    line = error_line(r)
+    for words in ("UsageError: No API key configured", "wandb login", "WANDB_MODE=offline"):
+        assert words in line, line
+    assert "found vocab_size" not in r.stdout and not (tmp_path / "out").exists()
+
+
+def test_pretrained_offline_fails_fast(char_data, tmp_path):
+    """init_from=gpt2 with an unreachable hub and an empty cache: one message in seconds
+    (transformers alone retries for about 30 s), naming HF_HUB_OFFLINE and the local option."""
+    pytest.importorskip("transformers")
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "0"}
+    t0 = time.time()
+    r = run([TRAIN, *tiny_args(char_data, "out", init_from="gpt2", eval_only=True)], tmp_path, env=env)
+    seconds = time.time() - t0
+    assert r.returncode == 1, (r.stdout[-2000:], r.stderr[-2000:])
+    line = error_line(r)
+    for words in ("cannot load pretrained gpt2", "unreachable", "HF_HUB_OFFLINE=1", "save_pretrained",
+                  "init_from=PATH"):
+        assert words in line, line
+    assert "Retrying" not in r.stderr and seconds < 25, seconds
+
+
+def test_init_from_a_save_pretrained_directory(char_data, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    with torch.random.fork_rng():  # leave the global RNG of this pytest process alone
+        hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_layer=1, n_head=2, n_embd=16, n_positions=32, vocab_size=65))
+    hf.save_pretrained(tmp_path / "tiny-gpt2")
+    r = run([TRAIN, *tiny_args(char_data, "out", init_from=str(tmp_path / "tiny-gpt2"), max_iters=2,
+                               eval_interval=2, n_layer=None, n_head=None, n_embd=None, bias=None)],
+            tmp_path, env={"HF_HUB_OFFLINE": "0", "HF_ENDPOINT": "http://127.0.0.1:9"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"loading weights from pretrained gpt: {tmp_path / 'tiny-gpt2'}" in r.stdout
+    ckpt = torch.load(tmp_path / "out" / "ckpt.pt", weights_only=True)
+    assert ckpt["iter_num"] == 2 and ckpt["model_args"]["n_embd"] == 16 and ckpt["model_args"]["bias"]
