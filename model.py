@@ -255,7 +255,8 @@ class GPT(nn.Module):
         if dropout_p is None:
             dropout_p = self.config.dropout if self.training else 0.0
         self.kernel_plan = dispatch.plan(self.config.kernels, device, dtype,
-                                         self.config.n_embd // self.config.n_head, dropout_p, warn)
+                                         self.config.n_embd // self.config.n_head, dropout_p, warn,
+                                         n_embd=self.config.n_embd, vocab_size=self.config.vocab_size)
         return self.kernel_plan
 
     def _compute_dtype(self, device: torch.device) -> torch.dtype:

@@ -55,9 +55,10 @@ class Family:
     name: str
     reference: Callable                # the PyTorch op (tk_kernels/reference.py)
     tk: Callable | None = None         # our kernel's op; None: no TK kernel yet
-    # why the TK op cannot run on inputs of this device, dtype and head dim (None if it can);
-    # called once per plan, may query the GPU and build the extension
-    unsupported: Callable[[torch.device, torch.dtype, int], str | None] | None = None
+    # why the TK op cannot run on inputs of this device and dtype for a model of these dims
+    # ({"head_dim": ..., "n_embd": ..., "vocab_size": ...}; None if it can); called once per
+    # plan, may query the GPU and build the extension
+    unsupported: Callable[[torch.device, torch.dtype, dict], str | None] | None = None
     # the family applies dropout while training and its TK op has none: training with
     # dropout_p > 0 runs the reference op
     has_dropout: bool = False
@@ -65,7 +66,9 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     "attention": Family("attention", reference.attention, attention_ops.attention_op,
-                        attention_ops.unsupported_reason, has_dropout=True),
+                        lambda device, dtype, dims: attention_ops.unsupported_reason(
+                            device, dtype, dims["head_dim"]),
+                        has_dropout=True),
     "mlp": Family("mlp", reference.mlp),
     "layer_norm": Family("layer_norm", reference.layer_norm),
 }
@@ -81,7 +84,7 @@ def check_mode(kernels: str) -> str:
 @contextlib.contextmanager
 def override(family: str, **fields):
     """Within the block, the registry entry of `family` has these fields replaced, e.g.
-    override("attention", tk=my_kernel, unsupported=lambda device, dtype, head_dim: None).
+    override("attention", tk=my_kernel, unsupported=lambda device, dtype, dims: None).
     Plans made inside the block use the replaced entry (and keep it afterwards)."""
     if family not in FAMILIES:
         raise ValueError(f"unknown op family {family!r}; families are {', '.join(FAMILIES)}")
@@ -167,12 +170,12 @@ def _dropout_reason(family: str) -> str:
             "set dropout=0.0, or evaluate with model.eval())")
 
 
-def _choice(family: Family, kernels: str, device, dtype, head_dim, dropout_p) -> Choice:
+def _choice(family: Family, kernels: str, device, dtype, dims: dict, dropout_p) -> Choice:
     if kernels == "torch" or family.tk is None:
         reason = None if kernels == "torch" else f"no TK {family.name} kernel yet"
         return Choice(family, False, reason, False, reason)
     try:
-        reason = family.unsupported(device, dtype, head_dim)
+        reason = family.unsupported(device, dtype, dims)
     except Exception as e:  # a broken install, an unexpected driver error, ...: say so, don't crash
         reason = f"checking the TK {family.name} kernel failed ({type(e).__name__}: {e})"
     train_reason = reason
@@ -181,10 +184,11 @@ def _choice(family: Family, kernels: str, device, dtype, head_dim, dropout_p) ->
     return Choice(family, reason is None, reason, train_reason is None, train_reason)
 
 
-def _resolve(kernels, device, dtype, head_dim, dropout_p) -> Plan:
+def _resolve(kernels, device, dtype, head_dim, dropout_p, dims=None) -> Plan:
     check_mode(kernels)
     device = normalize_device(device)
-    choices = {name: _choice(f, kernels, device, dtype, head_dim, dropout_p)
+    dims = {"head_dim": int(head_dim), **(dims or {})}
+    choices = {name: _choice(f, kernels, device, dtype, dims, dropout_p)
                for name, f in FAMILIES.items()}
     return Plan(kernels, device, dtype, int(head_dim), float(dropout_p), choices)
 
@@ -205,13 +209,14 @@ def _warn_once(family: str, reason: str) -> None:
 
 
 def plan(kernels: str, device, dtype: torch.dtype, head_dim: int, dropout_p: float = 0.0,
-         warn: bool = True) -> Plan:
+         warn: bool = True, **dims: int) -> Plan:
     """Decide, for inputs of this device and dtype with head dim head_dim (and attention dropout
     dropout_p while training), which implementation each family runs. Runs the GPU checks
     (and may build the extension). kernels=tk: TKUnsupportedError if a TK op cannot run (also
     while training with dropout_p > 0). kernels=auto: a one-time warning per distinct reason
-    (warn=False: none, e.g. when the caller prints plan.describe() instead)."""
-    p = _resolve(kernels, device, dtype, head_dim, dropout_p)
+    (warn=False: none, e.g. when the caller prints plan.describe() instead). Other model dims
+    that a family's support check needs come as keywords (n_embd=..., vocab_size=...)."""
+    p = _resolve(kernels, device, dtype, head_dim, dropout_p, dims)
     for name, c in p.choices.items():
         if c.family.tk is None or kernels == "torch":
             continue

@@ -76,7 +76,7 @@ def test_torch_mode_equals_reference_and_math(causal):
 def test_families_without_tk_kernel_are_plain_pytorch(kernels):
     """MLP and LayerNorm have no TK kernel: every mode runs PyTorch, with no warning and no error,
     and model.py's modules compute exactly the reference ops."""
-    with dispatch.override("attention", unsupported=lambda device, dtype, head_dim: None):
+    with dispatch.override("attention", unsupported=lambda device, dtype, dims: None):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # no fallback warning: there is nothing to fall back from
             plan = dispatch.plan(kernels, "cpu", torch.float32, 16)
@@ -192,7 +192,8 @@ def fake_tk():
     """The TK attention 'supports' CPU float32/float64 inputs of head dim 16 and runs a FakeKernel."""
     kernel = FakeKernel()
 
-    def unsupported(device, dtype, head_dim):
+    def unsupported(device, dtype, dims):
+        head_dim = dims["head_dim"]
         if device.type == "cpu" and dtype in (torch.float32, torch.float64) and head_dim == 16:
             return None
         return f"the stand-in supports cpu float32/float64 with head dim 16, got {dtype} {head_dim}"
