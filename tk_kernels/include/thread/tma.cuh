@@ -1,0 +1,58 @@
+// Tensor loads and stores through Hopper's TMA unit (cp.async.bulk.tensor, sm_90), issued by ONE
+// thread, completing on an mbarrier (loads) or a bulk group (stores).
+//
+//   load_async(dst, map, bar, col, row)    box of `map` at element (col, row) -> shared dst;
+//                                          out-of-bounds elements are zero-filled
+//   store_async(map, src, col, row)        shared src -> box at (col, row); out-of-bounds parts dropped
+//   store_add_async(map, src, col, row)    the same, adding into global memory (fp32: reduce-add)
+//
+// `map` is a CUtensorMap built on the host (host/tensor_map.cuh) and passed to the kernel as a
+// `const __grid_constant__ CUtensorMap` parameter. Coordinates are in elements, innermost first.
+// Shared buffers: 128-byte aligned, 1024-byte aligned for the 128-byte swizzle.
+#pragma once
+#include <cstdint>
+#include <cuda.h>
+#include "../common/util.cuh"
+#include "mbarrier.cuh"
+
+namespace tk::tma {
+
+__device__ __forceinline__ void load_async(void *dst, const CUtensorMap &map, barrier &bar, int col, int row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+      ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(&map)), "r"(smem_u32(&bar)), "r"(col), "r"(row)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void store_async(const CUtensorMap &map, const void *src, int col, int row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+               ::"l"(reinterpret_cast<uint64_t>(&map)), "r"(smem_u32(src)), "r"(col), "r"(row)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void store_add_async(const CUtensorMap &map, const void *src, int col, int row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group [%0, {%2, %3}], [%1];\n"
+               ::"l"(reinterpret_cast<uint64_t>(&map)), "r"(smem_u32(src)), "r"(col), "r"(row)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Warm the tensor map's cache line before the first load (optional).
+__device__ __forceinline__ void prefetch(const CUtensorMap &map) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map)) : "memory");
+#endif
+}
+
+}  // namespace tk::tma
