@@ -32,34 +32,35 @@ def main():
     ext = build()
     torch.manual_seed(0)
     worst = 0.0
-    for bn in (128, 256):
+    for version, bn in ((1, 128), (1, 256), (2, 128), (2, 256)):
         for M, N, K in [(128, 256, 64), (1, 256, 128), (7, 768, 768), (1000, 2304, 768), (16384, 768, 3072),
                         (16384, 3072, 768), (4096, 4096, 4096)]:
             if N % bn:
                 continue
             a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
             b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
-            c = ext.gemm(a, b, bn)
+            c = ext.gemm(a, b, bn, version)
             torch.cuda.synchronize()
             ref = a.double() @ b.double().T
             err = rel_l2(c, ref)
             cub = rel_l2(a @ b.T, ref)
             ok = err < 2 * cub + 1e-3 and not torch.isnan(c).any().item()
             worst = max(worst, err)
-            print(f"check BN={bn} M={M} N={N} K={K}: rel-L2 {err:.2e} (cuBLAS {cub:.2e}) {'ok' if ok else 'WRONG'}")
+            print(f"check v{version} BN={bn} M={M} N={N} K={K}: rel-L2 {err:.2e} (cuBLAS {cub:.2e}) {'ok' if ok else 'WRONG'}")
     from triton.testing import do_bench
-    print("\nTFLOP/s (median)        ours BN=128  ours BN=256  cuBLAS")
+    variants = ((1, 128), (1, 256), (2, 128), (2, 256))
+    print("\nTFLOP/s (median)" + "".ljust(8) + "".join(f"v{v} BN={bn}".rjust(13) for v, bn in variants) + "cuBLAS".rjust(13))
     for M, N, K in [(8192, 8192, 8192), (16384, 3072, 768), (16384, 768, 3072), (16384, 2304, 768),
                     (16384, 768, 768), (16384, 4096, 1024), (16384, 1024, 4096)]:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
         flop = 2 * M * N * K
         row = []
-        for bn in (128, 256):
+        for version, bn in variants:
             if N % bn:
                 row.append("n/a")
                 continue
-            ms = do_bench(lambda: ext.gemm(a, b, bn), warmup=50, rep=200, return_mode="median")
+            ms = do_bench(lambda: ext.gemm(a, b, bn, version), warmup=50, rep=200, return_mode="median")
             row.append(f"{flop / ms / 1e9:.0f}")
         ms = do_bench(lambda: a @ b.T, warmup=50, rep=200, return_mode="median")
         row.append(f"{flop / ms / 1e9:.0f}")
