@@ -117,13 +117,13 @@ def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> 
     once per plan. May build the extension."""
     if device.type != "cuda":
         return f"no CUDA GPU (tensors are on {device.type}); the TK kernels need an NVIDIA GPU"
-    if not torch.cuda.is_available():
-        return "no usable CUDA GPU (torch.cuda.is_available() is False)"
     if dtype not in SUPPORTED_DTYPES:
         return f"tk classifier supports dtypes bfloat16 and float16, got {dtype}"
     vocab = dims.get("vocab_size")
     if vocab is not None and not 1 <= vocab <= MAX_VOCAB:
         return f"tk classifier supports vocabulary sizes 1 to {MAX_VOCAB}, got vocab_size={vocab}"
+    if not torch.cuda.is_available():
+        return "no usable CUDA GPU (torch.cuda.is_available() is False)"
     return environment_reason(device)
 
 
