@@ -8,8 +8,10 @@ References:
 
 Attention goes through tk_kernels.dispatch, which runs our CUDA kernel or
 PyTorch's SDPA according to config.kernels ("torch", "tk" or "auto") and the
-model's kernel plan (GPT.plan_kernels; see tk_kernels/dispatch.py). MLP and
-LayerNorm have no TK kernel yet and are plain PyTorch ops.
+model's kernel plan (GPT.plan_kernels; see tk_kernels/dispatch.py), and so does
+the loss (lm_head + cross-entropy, our fused chunked kernel: with targets under
+kernels=tk/auto, forward returns None for the logits). MLP and LayerNorm have no
+TK kernel yet and are plain PyTorch ops.
 """
 
 import inspect
@@ -295,9 +297,13 @@ class GPT(nn.Module):
         if cache is not None:
             cache.pos += t
 
-        if targets is not None:
+        if targets is not None and self.config.kernels == "torch":
             logits = self.lm_head(x)
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        elif targets is not None:
+            # kernels=tk/auto: the loss without keeping the (b, t, vocab) logits (not returned)
+            logits = None
+            loss = dispatch.linear_cross_entropy(plan, x, self.lm_head.weight, targets, ignore_index=-1)
         else:
             # inference-time mini-optimization: only forward the lm_head on the very last position
             logits = self.lm_head(x[:, [-1], :])  # note: using list [-1] to preserve the time dim

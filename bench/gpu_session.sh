@@ -6,6 +6,7 @@
 #   bash bench/gpu_session.sh train            # issue 2's check: full config/train_shakespeare_char.py
 #   bash bench/gpu_session.sh train_bench      # bench/bench_train.py: whole train step, torch vs tk
 #   bash bench/gpu_session.sh sanitize         # compute-sanitizer memcheck/racecheck/synccheck
+#   bash bench/gpu_session.sh classifier       # classifier GPU tests + bench/bench_classifier.py
 #
 # Logs and results go to $OUT (default ./bench/out): build.log, gpu_tests.log, bench.log,
 # bench_attention.json, bench_attention.png. Each step has its own timeout and a failing step does
@@ -70,6 +71,16 @@ step_bench() {
     --png "$OUT/bench_attention.png" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
 }
 
+step_classifier() {
+  # the fused classifier: its GPU tests, then fwd+bwd vs eager and torch.compile (time, extra peak memory)
+  timeout ${TEST_TIMEOUT:-600} $PY -m pytest -m gpu -q -s -rfE tests/classifier ${PYTEST_ARGS:-} 2>&1 \
+    | tee "$OUT/classifier_tests.log"
+  local rc=$?
+  timeout ${BENCH_TIMEOUT:-600} $PY bench/bench_classifier.py --json "$OUT/bench_classifier.json" \
+    --png "$OUT/bench_classifier.png" 2>&1 | tee "$OUT/bench_classifier.log" || rc=1
+  return $rc
+}
+
 step_train() {
   # full config/train_shakespeare_char.py (5000 iters); prints wall time and the best val loss
   local input=()
@@ -126,8 +137,8 @@ step_sanitize() {
 
 for s in "${steps[@]}"; do
   case "$s" in
-    env|build|test|bench|train|train_bench|sanitize) ;;
-    *) echo "unknown step '$s' (steps: env build test bench train train_bench sanitize)"; exit 2 ;;
+    env|build|test|bench|classifier|train|train_bench|sanitize) ;;
+    *) echo "unknown step '$s' (steps: env build test bench classifier train train_bench sanitize)"; exit 2 ;;
   esac
   echo "===== $s ====="
   "step_$s"

@@ -5,11 +5,13 @@ tk_kernels: ThunderKittens-style CUDA tile kernels for nanoGPT-TK (map: tk_kerne
     o = tk_kernels.attention(q, k, v, causal=True)     # our CUDA kernel (needs a GPU)
     tk_kernels.is_available()                          # can it run here?
     tk_kernels.check_supported(q, k, v)                # None, or why not
+    loss = tk_kernels.linear_cross_entropy(x, w, targets)   # lm_head + cross-entropy, chunked
 
     plan = tk_kernels.dispatch.plan("auto", device, dtype, head_dim=64)   # once per model
     y = tk_kernels.dispatch.attention(plan, q, k, v, causal=True)         # per call
 
-Importing this package registers the torch custom ops (tk::attention_fwd, tk::attention_bwd) and
+Importing this package registers the torch custom ops (tk::attention_fwd, tk::attention_bwd,
+tk::linear_cross_entropy_fwd) and
 nothing more: it never builds the CUDA extension and never needs a GPU. The build happens on the
 first kernel call or plan on a GPU (python -m tk_kernels.build builds ahead of time).
 """
@@ -18,6 +20,7 @@ from . import reference
 from . import dispatch
 from .dispatch import KERNEL_MODES, TKUnsupportedError
 from .families.attention import attention, check_supported, is_available
+from .families.classifier import linear_cross_entropy
 
-__all__ = ["attention", "is_available", "check_supported", "dispatch", "reference",
+__all__ = ["attention", "linear_cross_entropy", "is_available", "check_supported", "dispatch", "reference",
            "KERNEL_MODES", "TKUnsupportedError"]

@@ -10,8 +10,8 @@ The `kernels` setting of a model:
            distinct reason.
 
 FAMILIES is the registry: per op family its reference op and, if it has one, its TK op and the
-check of which inputs the TK op supports (a reason string when not). Attention is the only family
-with a TK kernel so far; model.py calls MLP and LayerNorm as plain PyTorch ops.
+check of which inputs the TK op supports (a reason string when not). Attention and the classifier
+(lm_head + cross-entropy) have TK kernels; model.py calls MLP and LayerNorm as plain PyTorch ops.
 
 The decision is made in two parts:
 
@@ -24,6 +24,8 @@ The decision is made in two parts:
         per call: what varies per call (dropout while training, q and k of different shapes)
         is plain Python on Python numbers and tensor metadata, which torch.compile folds into
         the graph without a break.
+    dispatch.linear_cross_entropy(plan, x, weight, targets, ignore_index=-1)
+        per call, the same way: the loss of the lm_head, without keeping all logits on the TK path.
 
 describe(...) / Plan.describe() say per family which path runs and why (train.py prints it).
 override(family, ...) swaps a registry entry inside a `with` block (tests, kernel experiments).
@@ -41,6 +43,7 @@ import torch
 
 from . import reference
 from .families.attention import ops as attention_ops
+from .families.classifier import ops as classifier_ops
 
 KERNEL_MODES = ("torch", "tk", "auto")
 
@@ -71,6 +74,8 @@ FAMILIES: dict[str, Family] = {
                         has_dropout=True),
     "mlp": Family("mlp", reference.mlp),
     "layer_norm": Family("layer_norm", reference.layer_norm),
+    "classifier": Family("classifier", reference.linear_cross_entropy,
+                         classifier_ops.linear_cross_entropy_op, classifier_ops.unsupported_reason),
 }
 
 
@@ -139,18 +144,27 @@ class Plan:
 
     def describe(self) -> str:
         """One line per plan, e.g. 'kernels=auto: attention=torch (TK unsupported: no CUDA GPU
-        ...); mlp=torch (no TK kernel yet); layer_norm=torch (no TK kernel yet)'."""
+        ...); mlp=torch (no TK kernel yet); layer_norm=torch (no TK kernel yet); classifier=torch
+        (TK unsupported: same as attention)': each distinct reason is stated once."""
         parts = []
         fallback = "torch" if self.kernels == "auto" else "ERROR"
+        first: dict[str, str] = {}  # reason -> the family that stated it (a reason is stated once)
+
+        def why(name: str, reason: str) -> str:
+            if reason in first:
+                return f"TK unsupported: same as {first[reason]}"
+            first[reason] = name
+            return f"TK unsupported: {reason}"
+
         for name, c in self.choices.items():
             if self.kernels == "torch":
                 text = "torch" + (" (SDPA)" if name == "attention" else "")
             elif c.family.tk is None:
                 text = "torch (no TK kernel yet)"
             elif not c.tk:
-                text = f"{fallback} (TK unsupported: {c.reason})"
+                text = f"{fallback} ({why(name, c.reason)})"
             elif not c.train_tk:
-                text = f"tk in eval, {fallback} while training (TK unsupported: {c.train_reason})"
+                text = f"tk in eval, {fallback} while training ({why(name, c.train_reason)})"
             else:
                 text = "tk"
             parts.append(f"{name}={text}")
@@ -273,3 +287,31 @@ def attention(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         if not torch.compiler.is_compiling():
             _warn_once("attention", reason)
     return reference.attention(q, k, v, causal, dropout_p, scale)
+
+
+def linear_cross_entropy(plan: Plan, x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                         ignore_index: int = -1) -> torch.Tensor:
+    """Mean cross-entropy of F.linear(x, weight) (x (..., C), weight (V, C)) against targets (...)
+    over the targets that are not ignore_index, like reference.linear_cross_entropy, on the
+    implementation the plan chose. Under autocast x and weight go to the autocast dtype first, as
+    F.linear would cast them; the TK op then never holds more than a chunk of the logits."""
+    choice = plan.choices["classifier"]
+    if choice.tk:
+        device_type = x.device.type
+        dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else x.dtype
+        if x.device != plan.device or dtype != plan.dtype:
+            reason = (f"the plan is for {plan.dtype} on {plan.device}, the inputs are {dtype} on "
+                      f"{x.device} (make a plan for them: dispatch.plan or GPT.plan_kernels)")
+        elif x.shape[-1] != weight.shape[-1] or x.shape[:-1] != targets.shape:
+            reason = (f"x {tuple(x.shape)}, weight {tuple(weight.shape)} and targets "
+                      f"{tuple(targets.shape)} do not fit (x (..., C), weight (V, C), targets (...))")
+        else:
+            reason = None
+        if reason is None:
+            return choice.family.tk(x.reshape(-1, x.shape[-1]).to(dtype), weight.to(dtype),
+                                    targets.reshape(-1), ignore_index)
+        if plan.kernels == "tk":
+            raise _tk_error("classifier", reason)
+        if not torch.compiler.is_compiling():
+            _warn_once("classifier", reason)
+    return reference.linear_cross_entropy(x, weight, targets, ignore_index)

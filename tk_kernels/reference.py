@@ -31,3 +31,13 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                eps: float = 1e-5) -> torch.Tensor:
     """LayerNorm over the last dimension with an optional bias."""
     return F.layer_norm(x, weight.shape, weight, bias, eps)
+
+
+def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                         ignore_index: int = -1) -> torch.Tensor:
+    """Mean cross-entropy of the logits F.linear(x, weight) over the targets that are not
+    ignore_index: model.py's loss as it was computed before the fused classifier (under autocast
+    the logits come out of the GEMM in bf16/fp16 and F.cross_entropy upcasts them to fp32).
+    x (..., C), weight (V, C), targets (...)."""
+    logits = F.linear(x, weight)
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=ignore_index)

@@ -76,7 +76,8 @@ def test_torch_mode_equals_reference_and_math(causal):
 def test_families_without_tk_kernel_are_plain_pytorch(kernels):
     """MLP and LayerNorm have no TK kernel: every mode runs PyTorch, with no warning and no error,
     and model.py's modules compute exactly the reference ops."""
-    with dispatch.override("attention", unsupported=lambda device, dtype, dims: None):
+    with dispatch.override("attention", unsupported=lambda device, dtype, dims: None), \
+            dispatch.override("classifier", unsupported=lambda device, dtype, dims: None):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # no fallback warning: there is nothing to fall back from
             plan = dispatch.plan(kernels, "cpu", torch.float32, 16)
@@ -198,7 +199,10 @@ def fake_tk():
             return None
         return f"the stand-in supports cpu float32/float64 with head dim 16, got {dtype} {head_dim}"
 
-    with dispatch.override("attention", tk=kernel, unsupported=unsupported):
+    # the classifier family (tests/classifier/) 'supports' CPU too here, running its reference op
+    with dispatch.override("attention", tk=kernel, unsupported=unsupported), \
+            dispatch.override("classifier", unsupported=lambda device, dtype, dims: None,
+                              tk=reference.linear_cross_entropy):
         yield kernel
 
 

@@ -1,0 +1,207 @@
+"""
+The classifier (lm_head + cross-entropy) on our fused softmax kernel, as torch custom ops with autograd.
+
+    import tk_kernels
+    loss = tk_kernels.linear_cross_entropy(x, weight, targets)   # x (N, C), weight (V, C), targets (N,)
+
+is F.cross_entropy(F.linear(x, weight).float(), targets, ignore_index=-1): the mean over the
+targets that are not ignore_index of logsumexp(logits) - logits[target]. The logits have the
+precision of today's model under autocast: x @ weight^T from a bf16/fp16 GEMM (fp32 accumulate)
+rounded to the input dtype, then upcast; softmax, log and loss are fp32. All ignored -> NaN (0/0),
+like F.cross_entropy.
+
+The (N, V) logits never exist at once. The forward walks the tokens in chunks (CHUNK_BYTES of
+logits at a time: 2048 rows at V = 50304) and per chunk runs
+    logits = x_c @ W^T                         cuBLAS, into one reused chunk buffer
+    our kernel, in place: loss per row, and logits <- softmax - onehot(target)  (0 for ignored rows)
+    dx_c   = dlogits @ W                       cuBLAS, into dx
+    dW    += dlogits^T @ x_c / n_chunks        cuBLAS (addmm, scaled in its fp32 epilogue)
+so the forward leaves the loss and the unscaled gradients dx, dW; the backward multiplies them by
+grad_output / count (count: the non-ignored targets, a device tensor, no host sync) and never
+recomputes the softmax. The kernel writes softmax - onehot without the 1/count factor, so fp16
+gradients do not underflow where F.cross_entropy's would. Targets outside [0, V) that are not
+ignore_index give a NaN loss (F.cross_entropy stops with a device assert instead).
+
+One op is registered (eager and torch.compile without graph breaks):
+    tk::linear_cross_entropy_fwd(x, weight, targets, ignore_index) -> (loss, dx, dw, count)
+with x (N, C) and weight (V, C) bf16/fp16 CUDA tensors of one dtype, targets (N,) int64, V <= 65536.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+MAX_VOCAB = 65536      # the kernel keeps a row in registers: 512 threads x 16 vectors of 8 elements
+CHUNK_BYTES = 1 << 28  # logits held at a time: 256 MiB
+
+
+def _ext():
+    """The compiled classifier extension (built on first use, then cached on disk and per process)."""
+    from tk_kernels.build import load_extension
+    return load_extension("classifier")
+
+
+def chunk_rows(n_rows: int, vocab_size: int) -> int:
+    """Tokens per chunk: the largest power of two whose (rows, V) 16-bit logits fit CHUNK_BYTES
+    (2048 at V = 50304), at most n_rows, at least 1."""
+    rows = 1
+    while rows * 2 * vocab_size * 2 <= CHUNK_BYTES:
+        rows *= 2
+    return max(1, min(rows, n_rows))
+
+
+@torch.library.custom_op("tk::linear_cross_entropy_fwd", mutates_args=(), device_types="cuda")
+def linear_cross_entropy_fwd(x: Tensor, weight: Tensor, targets: Tensor,
+                             ignore_index: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(loss, dx, dw, scales): the fp32 loss, the unscaled gradients dx (N, C) and dw (V, C) in the
+    inputs' dtype, and the fp32 factors (2,) that turn them into d loss / dx and d loss / dw."""
+    x, weight, targets = x.contiguous(), weight.contiguous(), targets.contiguous()
+    N, V = x.shape[0], weight.shape[0]
+    dx = torch.empty_like(x)
+    dw = torch.empty_like(weight)
+    row_loss = torch.empty(N, device=x.device, dtype=torch.float32)
+    count = (targets != ignore_index).sum(dtype=torch.float32)
+    rows = chunk_rows(N, V)
+    n_chunks = max(1, (N + rows - 1) // rows)
+    if N == 0:
+        dw.zero_()
+    else:
+        ext = _ext()
+        logits = x.new_empty((rows, V))  # the one chunk of logits, reused
+        with torch.autocast(x.device.type, enabled=False):  # the op's dtypes are its inputs' dtypes
+            for i, start in enumerate(range(0, N, rows)):
+                end = min(start + rows, N)
+                xc, lg = x[start:end], logits[:end - start]
+                torch.mm(xc, weight.t(), out=lg)
+                ext.softmax_xent_grad_(lg, targets[start:end], row_loss[start:end], ignore_index)
+                torch.mm(lg, weight, out=dx[start:end])
+                # dW summed over the chunks, each scaled by 1/n_chunks in cuBLAS's fp32 epilogue:
+                # bounded like a mean, so fp16 does not overflow
+                dw.addmm_(lg.t(), xc, beta=0.0 if i == 0 else 1.0, alpha=1.0 / n_chunks)
+    scales = torch.stack([1.0 / count, n_chunks / count])
+    return row_loss.sum() / count, dx, dw, scales
+
+
+@linear_cross_entropy_fwd.register_fake
+def _linear_cross_entropy_fwd_fake(x, weight, targets, ignore_index):
+    f32 = dict(device=x.device, dtype=torch.float32)
+    return (torch.empty((), **f32), torch.empty_like(x, memory_format=torch.contiguous_format),
+            torch.empty_like(weight, memory_format=torch.contiguous_format), torch.empty((2,), **f32))
+
+
+def _setup_context(ctx, inputs, output):
+    _, dx, dw, scales = output
+    ctx.save_for_backward(dx, dw, scales)
+    ctx.mark_non_differentiable(dx, dw, scales)
+
+
+def _backward(ctx, dloss, _ddx, _ddw, _dscales):
+    dx, dw, scales = ctx.saved_tensors
+    if dloss is None:
+        return None, None, None, None
+    s = dloss.float() * scales
+    return dx * s[0], dw * s[1], None, None
+
+
+linear_cross_entropy_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+# -----------------------------------------------------------------------------
+# support checks
+
+def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> str | None:
+    """Why the tk classifier cannot run for a model of these dims ({"n_embd", "vocab_size", ...})
+    on inputs of this device and dtype, or None if it can: the check tk_kernels/dispatch.py makes
+    once per plan. May build the extension."""
+    if device.type != "cuda":
+        return f"no CUDA GPU (tensors are on {device.type}); the TK kernels need an NVIDIA GPU"
+    if dtype not in SUPPORTED_DTYPES:
+        return f"tk classifier supports dtypes bfloat16 and float16, got {dtype}"
+    vocab = dims.get("vocab_size")
+    if vocab is not None and not 1 <= vocab <= MAX_VOCAB:
+        return f"tk classifier supports vocabulary sizes 1 to {MAX_VOCAB}, got vocab_size={vocab}"
+    if not torch.cuda.is_available():
+        return "no usable CUDA GPU (torch.cuda.is_available() is False)"
+    return environment_reason(device)
+
+
+_env_reasons: dict[int, str | None] = {}  # device index -> environment_reason
+
+def environment_reason(device: torch.device) -> str | None:
+    """Why the kernel cannot run on this CUDA device (GPU generation, build), or None; once per device."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _env_reasons:
+        major, minor = torch.cuda.get_device_capability(index)
+        name = torch.cuda.get_device_name(index)
+        if (major, minor) < (8, 0):
+            reason = (f"tk classifier needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
+                      f"got {name} with {major}.{minor}")
+        else:
+            reason = _build_reason(major, minor)
+        _env_reasons[index] = reason
+    return _env_reasons[index]
+
+
+def _build_reason(major: int, minor: int) -> str | None:
+    from tk_kernels.build import TKBuildError, arch_runs_on
+    try:
+        ext = _ext()
+    except TKBuildError as e:
+        return f"tk classifier: the tk_kernels CUDA extension does not build/load here: {e}"
+    archs = getattr(ext, "tk_archs", ())
+    if archs and not any(arch_runs_on(a, major, minor) for a in archs):
+        return (f"tk classifier: the extension was built for {', '.join(archs)}, which cannot run on this "
+                f"compute capability {major}.{minor} GPU (unset TK_ARCH or include its architecture)")
+    return None
+
+
+def tensor_reason(x, weight, targets, ignore_index=-1) -> str | None:
+    """Checks on the arguments alone (no GPU queries): safe to trace under torch.compile."""
+    for name, t in (("x", x), ("weight", weight), ("targets", targets)):
+        if not isinstance(t, Tensor):
+            return f"tk classifier: {name} must be a torch.Tensor, got {type(t).__name__}"
+    if x.device.type != "cuda":
+        return f"tk classifier runs on CUDA devices only; x is on {x.device}"
+    if weight.device != x.device or targets.device != x.device:
+        return (f"tk classifier: x, weight, targets must be on one device, got {x.device}, "
+                f"{weight.device}, {targets.device}")
+    if x.dtype not in SUPPORTED_DTYPES or weight.dtype != x.dtype:
+        return (f"tk classifier needs x and weight both bfloat16 or both float16, got {x.dtype} and "
+                f"{weight.dtype} (under autocast, dispatch.linear_cross_entropy casts them)")
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
+        return (f"tk classifier needs x (N, C) and weight (V, C), got shapes {tuple(x.shape)} and "
+                f"{tuple(weight.shape)}")
+    if not 1 <= weight.shape[0] <= MAX_VOCAB:
+        return f"tk classifier supports vocabulary sizes 1 to {MAX_VOCAB}, got V={weight.shape[0]}"
+    if targets.dtype != torch.long or targets.shape != (x.shape[0],):
+        return (f"tk classifier needs int64 targets of shape ({x.shape[0]},), got {targets.dtype} of "
+                f"shape {tuple(targets.shape)}")
+    if not isinstance(ignore_index, int):
+        return f"tk classifier: ignore_index must be an int, got {type(ignore_index).__name__}"
+    return None
+
+
+# -----------------------------------------------------------------------------
+# public API
+
+def linear_cross_entropy_op(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -1) -> Tensor:
+    """The op without argument checks, for callers that checked already (tk_kernels.dispatch)."""
+    loss, _, _, _ = torch.ops.tk.linear_cross_entropy_fwd(x, weight, targets, ignore_index)
+    return loss
+
+
+def linear_cross_entropy(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -1) -> Tensor:
+    """Mean cross-entropy of the logits F.linear(x, weight) over the targets that are not
+    ignore_index, like F.cross_entropy(F.linear(x, weight).float(), targets, ignore_index=...), for
+    x (N, C) and weight (V, C) bf16/fp16 CUDA tensors of one dtype, targets (N,) int64, V <= 65536,
+    without materialising the (N, V) logits. The logits are the bf16/fp16 result of the GEMM (fp32
+    accumulate), upcast to fp32 for softmax and loss; the loss is fp32. Gradients flow to x and
+    weight (a tied embedding accumulates as usual). Raises ValueError for unsupported inputs."""
+    reason = tensor_reason(x, weight, targets, ignore_index)
+    if reason is None and not torch.compiler.is_compiling():
+        reason = environment_reason(x.device)
+    if reason is not None:
+        raise ValueError(reason)
+    return linear_cross_entropy_op(x, weight, targets, ignore_index)
