@@ -3,13 +3,15 @@ tk_kernels: ThunderKittens-style CUDA tile kernels for nanoGPT-TK (map: tk_kerne
 
     import tk_kernels
     o = tk_kernels.attention(q, k, v, causal=True)     # our CUDA kernel (needs a GPU)
+    s, y = tk_kernels.add_layer_norm(x, delta, w, b)   # s = x + delta, y = LayerNorm(s)
+    y = tk_kernels.layer_norm(x, w, b)
     tk_kernels.is_available()                          # can it run here?
     tk_kernels.check_supported(q, k, v)                # None, or why not
 
     plan = tk_kernels.dispatch.plan("auto", device, dtype, head_dim=64)   # once per model
     y = tk_kernels.dispatch.attention(plan, q, k, v, causal=True)         # per call
 
-Importing this package registers the torch custom ops (tk::attention_fwd, tk::attention_bwd) and
+Importing this package registers the torch custom ops (tk::attention_fwd/_bwd, tk::add_layer_norm_fwd/_bwd) and
 nothing more: it never builds the CUDA extension and never needs a GPU. The build happens on the
 first kernel call or plan on a GPU (python -m tk_kernels.build builds ahead of time).
 """
@@ -18,6 +20,7 @@ from . import reference
 from . import dispatch
 from .dispatch import KERNEL_MODES, TKUnsupportedError
 from .families.attention import attention, check_supported, is_available
+from .families.layernorm import add_layer_norm, layer_norm
 
-__all__ = ["attention", "is_available", "check_supported", "dispatch", "reference",
+__all__ = ["attention", "add_layer_norm", "layer_norm", "is_available", "check_supported", "dispatch", "reference",
            "KERNEL_MODES", "TKUnsupportedError"]

@@ -31,3 +31,11 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                eps: float = 1e-5) -> torch.Tensor:
     """LayerNorm over the last dimension with an optional bias."""
     return F.layer_norm(x, weight.shape, weight, bias, eps)
+
+
+def add_layer_norm(x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,
+                   bias: torch.Tensor | None, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    """(s, layer_norm(s)) with s = x + delta (torch's type promotion), or s = x if delta is None:
+    the residual add of a transformer block fused with the next LayerNorm."""
+    s = x if delta is None else x + delta
+    return s, layer_norm(s, weight, bias, eps)
