@@ -140,11 +140,12 @@ def width_reason(width: int) -> str | None:
 
 def tensor_reason(x, delta, weight, bias, out_dtype) -> str | None:
     """Checks on the arguments alone (no GPU queries): safe to trace under torch.compile."""
-    for name, t in (("x", x), ("delta", delta), ("weight", weight), ("bias", bias)):
-        if t is None and name in ("delta", "bias"):
-            continue
+    given = [(n, t) for n, t in (("x", x), ("delta", delta), ("weight", weight), ("bias", bias))
+             if t is not None or n in ("x", "weight")]
+    for name, t in given:
         if not isinstance(t, Tensor):
             return f"tk layer_norm: {name} must be a torch.Tensor, got {type(t).__name__}"
+    for name, t in given:
         if t.device.type != "cuda" or t.device != x.device:
             return f"tk layer_norm runs on one CUDA device; {name} is on {t.device} (x on {x.device})"
     if x.dim() < 1:
