@@ -10,8 +10,10 @@ Attention goes through tk_kernels.dispatch, which runs our CUDA kernel or
 PyTorch's SDPA according to config.kernels ("torch", "tk" or "auto") and the
 model's kernel plan (GPT.plan_kernels; see tk_kernels/dispatch.py), and so does
 the loss (lm_head + cross-entropy, our fused chunked kernel: with targets under
-kernels=tk/auto, forward returns None for the logits). MLP and LayerNorm have no
-TK kernel yet and are plain PyTorch ops.
+kernels=tk/auto, forward returns None for the logits). When the plan runs our
+LayerNorm kernel, each residual add is fused into the LayerNorm that follows it
+(Block.forward_fused); else the blocks are nanoGPT's (Block.forward). The MLP is
+plain PyTorch.
 """
 
 import inspect
@@ -133,6 +135,14 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x), plan, cache)
         x = x + self.mlp(self.ln_2(x))
         return x
+
+    def forward_fused(self, x, delta, plan: dispatch.Plan, cache: KVCache | None = None):
+        """The same block with each residual add fused into the LayerNorm after it: the residual
+        stream is x + delta, where delta (None for the first block) is the previous block's MLP
+        output, not yet added. Returns (x, delta) of the same kind for the next block."""
+        x, h = dispatch.add_layer_norm(plan, x, delta, self.ln_1.weight, self.ln_1.bias)
+        x, h = dispatch.add_layer_norm(plan, x, self.attn(h, plan, cache), self.ln_2.weight, self.ln_2.bias)
+        return x, self.mlp(h)
 
 
 @dataclass
@@ -291,9 +301,16 @@ class GPT(nn.Module):
         tok_emb = self.transformer.wte(idx)  # token embeddings of shape (b, t, n_embd)
         pos_emb = self.transformer.wpe(pos)  # position embeddings of shape (t, n_embd)
         x = self.transformer.drop(tok_emb + pos_emb)
-        for block in self.transformer.h:
-            x = block(x, plan, cache)
-        x = self.transformer.ln_f(x)
+        if plan.path("layer_norm") == "torch":
+            for block in self.transformer.h:
+                x = block(x, plan, cache)
+            x = self.transformer.ln_f(x)
+        else:  # our LayerNorm kernel, each residual add fused into the LayerNorm after it
+            delta = None
+            for block in self.transformer.h:
+                x, delta = block.forward_fused(x, delta, plan, cache)
+            ln_f = self.transformer.ln_f
+            x = dispatch.add_layer_norm(plan, x, delta, ln_f.weight, ln_f.bias)[1]
         if cache is not None:
             cache.pos += t
 

@@ -55,7 +55,7 @@ FAMILY_PATTERNS = (
               "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
     ("loss", ("nll", "log_softmax", "cross_entropy")),
     ("optimizer", ("adam", "foreach", "multi_tensor")),
-    ("LayerNorm", ("layer_norm", "layernorm")),
+    ("LayerNorm", ("layer_norm", "layernorm", "tk_ln::")),
     ("fused (triton)", ("triton_",)),
     ("elementwise", ("elementwise", "reduce_kernel", "aten::")),
 )

@@ -7,6 +7,7 @@
 #   bash bench/gpu_session.sh train_bench      # bench/bench_train.py: whole train step, torch vs tk
 #   bash bench/gpu_session.sh sanitize         # compute-sanitizer memcheck/racecheck/synccheck
 #   bash bench/gpu_session.sh classifier       # classifier GPU tests + bench/bench_classifier.py
+#   bash bench/gpu_session.sh layernorm        # LayerNorm family: its GPU tests, then bench_layernorm.py
 #
 # Logs and results go to $OUT (default ./bench/out): build.log, gpu_tests.log, bench.log,
 # bench_attention.json, bench_attention.png. Each step has its own timeout and a failing step does
@@ -135,10 +136,19 @@ step_sanitize() {
   return $rc
 }
 
+step_layernorm() {
+  # residual add + LayerNorm: the family's GPU tests, then fwd+bwd tk vs eager vs torch.compile
+  timeout ${TEST_TIMEOUT:-600} $PY -m pytest -m gpu -x -q -s -rfE tests/layernorm ${PYTEST_ARGS:-} \
+    2>&1 | tee "$OUT/layernorm_tests.log" | grep -vE "^\[ln rows=" ; local rc=${PIPESTATUS[0]}
+  timeout ${BENCH_TIMEOUT:-600} $PY bench/bench_layernorm.py --json "$OUT/bench_layernorm.json" \
+    --png "$OUT/bench_layernorm.png" 2>&1 | tee "$OUT/bench_layernorm.log" || rc=1
+  return $rc
+}
+
 for s in "${steps[@]}"; do
   case "$s" in
-    env|build|test|bench|classifier|train|train_bench|sanitize) ;;
-    *) echo "unknown step '$s' (steps: env build test bench classifier train train_bench sanitize)"; exit 2 ;;
+    env|build|test|bench|classifier|layernorm|train|train_bench|sanitize) ;;
+    *) echo "unknown step '$s' (steps: env build test bench classifier layernorm train train_bench sanitize)"; exit 2 ;;
   esac
   echo "===== $s ====="
   "step_$s"

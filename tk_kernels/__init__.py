@@ -3,6 +3,8 @@ tk_kernels: ThunderKittens-style CUDA tile kernels for nanoGPT-TK (map: tk_kerne
 
     import tk_kernels
     o = tk_kernels.attention(q, k, v, causal=True)     # our CUDA kernel (needs a GPU)
+    s, y = tk_kernels.add_layer_norm(x, delta, w, b)   # s = x + delta, y = LayerNorm(s)
+    y = tk_kernels.layer_norm(x, w, b)
     tk_kernels.is_available()                          # can it run here?
     tk_kernels.check_supported(q, k, v)                # None, or why not
     loss = tk_kernels.linear_cross_entropy(x, w, targets)   # lm_head + cross-entropy, chunked
@@ -10,7 +12,7 @@ tk_kernels: ThunderKittens-style CUDA tile kernels for nanoGPT-TK (map: tk_kerne
     plan = tk_kernels.dispatch.plan("auto", device, dtype, head_dim=64)   # once per model
     y = tk_kernels.dispatch.attention(plan, q, k, v, causal=True)         # per call
 
-Importing this package registers the torch custom ops (tk::attention_fwd, tk::attention_bwd,
+Importing this package registers the torch custom ops (tk::attention_fwd/_bwd, tk::add_layer_norm_fwd/_bwd,
 tk::linear_cross_entropy_fwd) and
 nothing more: it never builds the CUDA extension and never needs a GPU. The build happens on the
 first kernel call or plan on a GPU (python -m tk_kernels.build builds ahead of time).
@@ -21,6 +23,7 @@ from . import dispatch
 from .dispatch import KERNEL_MODES, TKUnsupportedError
 from .families.attention import attention, check_supported, is_available
 from .families.classifier import linear_cross_entropy
+from .families.layernorm import add_layer_norm, layer_norm
 
-__all__ = ["attention", "linear_cross_entropy", "is_available", "check_supported", "dispatch", "reference",
+__all__ = ["attention", "add_layer_norm", "layer_norm", "linear_cross_entropy", "is_available", "check_supported", "dispatch", "reference",
            "KERNEL_MODES", "TKUnsupportedError"]

@@ -10,8 +10,9 @@ The `kernels` setting of a model:
            distinct reason.
 
 FAMILIES is the registry: per op family its reference op and, if it has one, its TK op and the
-check of which inputs the TK op supports (a reason string when not). Attention and the classifier
-(lm_head + cross-entropy) have TK kernels; model.py calls MLP and LayerNorm as plain PyTorch ops.
+check of which inputs the TK op supports (a reason string when not). Attention, LayerNorm (fused with
+the residual add) and the classifier (lm_head + cross-entropy) have TK kernels; model.py calls the
+MLP as plain PyTorch ops.
 
 The decision is made in two parts:
 
@@ -21,6 +22,7 @@ The decision is made in two parts:
         head dim), raises TKUnsupportedError for kernels=tk, warns for kernels=auto. A Plan is a
         frozen value: torch.compile guards on it and traces no check again.
     dispatch.attention(plan, q, k, v, causal=True, dropout_p=0.0)
+    dispatch.add_layer_norm(plan, x, delta, weight, bias) / dispatch.layer_norm(plan, x, weight, bias)
         per call: what varies per call (dropout while training, q and k of different shapes)
         is plain Python on Python numbers and tensor metadata, which torch.compile folds into
         the graph without a break.
@@ -44,6 +46,7 @@ import torch
 from . import reference
 from .families.attention import ops as attention_ops
 from .families.classifier import ops as classifier_ops
+from .families.layernorm import ops as layernorm_ops
 
 KERNEL_MODES = ("torch", "tk", "auto")
 
@@ -73,7 +76,9 @@ FAMILIES: dict[str, Family] = {
                             device, dtype, dims["head_dim"]),
                         has_dropout=True),
     "mlp": Family("mlp", reference.mlp),
-    "layer_norm": Family("layer_norm", reference.layer_norm),
+    # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype]) -> (x + delta, LayerNorm(x + delta))
+    "layer_norm": Family("layer_norm", reference.add_layer_norm, layernorm_ops.add_layer_norm_op,
+                         layernorm_ops.unsupported_reason),
     "classifier": Family("classifier", reference.linear_cross_entropy,
                          classifier_ops.linear_cross_entropy_op, classifier_ops.unsupported_reason),
 }
@@ -315,3 +320,31 @@ def linear_cross_entropy(plan: Plan, x: torch.Tensor, weight: torch.Tensor, targ
         if not torch.compiler.is_compiling():
             _warn_once("classifier", reason)
     return reference.linear_cross_entropy(x, weight, targets, ignore_index)
+
+
+def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,
+                   bias: torch.Tensor | None, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    """(s, y): s = x + delta (x itself if delta is None), y = LayerNorm(s) over the last dim, on the
+    implementation the plan chose. The reference is exactly `s = x + delta; F.layer_norm(s, ...)`;
+    the TK kernel computes the same s and returns y in the plan's dtype (under autocast the
+    autocast dtype, which the next GEMM reads as is, where F.layer_norm returns float32)."""
+    choice = plan.choices["layer_norm"]
+    if choice.tk:
+        if x.device != plan.device:
+            reason = (f"the plan is for {plan.device}, the inputs are on {x.device} (make a plan for "
+                      "them: dispatch.plan or GPT.plan_kernels)")
+        else:
+            reason = layernorm_ops.tensor_reason(x, delta, weight, bias, plan.dtype)
+        if reason is None:
+            return choice.family.tk(x, delta, weight, bias, eps, plan.dtype)
+        if plan.kernels == "tk":
+            raise _tk_error("layer_norm", reason)
+        if not torch.compiler.is_compiling():
+            _warn_once("layer_norm", reason)
+    return reference.add_layer_norm(x, delta, weight, bias, eps)
+
+
+def layer_norm(plan: Plan, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm of x over its last dim, on the implementation the plan chose (see add_layer_norm)."""
+    return add_layer_norm(plan, x, None, weight, bias, eps)[1]

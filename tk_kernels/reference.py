@@ -41,3 +41,11 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.T
     x (..., C), weight (V, C), targets (...)."""
     logits = F.linear(x, weight)
     return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=ignore_index)
+
+
+def add_layer_norm(x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,
+                   bias: torch.Tensor | None, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+    """(s, layer_norm(s)) with s = x + delta (torch's type promotion), or s = x if delta is None:
+    the residual add of a transformer block fused with the next LayerNorm."""
+    s = x if delta is None else x + delta
+    return s, layer_norm(s, weight, bias, eps)

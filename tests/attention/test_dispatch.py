@@ -74,18 +74,19 @@ def test_torch_mode_equals_reference_and_math(causal):
 
 @pytest.mark.parametrize("kernels", dispatch.KERNEL_MODES)
 def test_families_without_tk_kernel_are_plain_pytorch(kernels):
-    """MLP and LayerNorm have no TK kernel: every mode runs PyTorch, with no warning and no error,
-    and model.py's modules compute exactly the reference ops."""
-    with dispatch.override("attention", unsupported=lambda device, dtype, dims: None), \
-            dispatch.override("classifier", unsupported=lambda device, dtype, dims: None):
+    """The MLP has no TK kernel: every mode runs PyTorch, with no warning and no error, and
+    model.py's modules (the MLP, and the LayerNorm modules whose parameters the fused TK path
+    reads) compute exactly the reference ops."""
+    ok = lambda device, dtype, dims: None
+    with dispatch.override("attention", unsupported=ok), dispatch.override("layer_norm", unsupported=ok), \
+            dispatch.override("classifier", unsupported=ok):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # no fallback warning: there is nothing to fall back from
             plan = dispatch.plan(kernels, "cpu", torch.float32, 16)
-    for name in ("mlp", "layer_norm"):
-        assert dispatch.FAMILIES[name].tk is None and plan.path(name) == "torch"
+    assert dispatch.FAMILIES["mlp"].tk is None and plan.path("mlp") == "torch"
     text = plan.describe()
     if kernels != "torch":
-        assert "mlp=torch (no TK kernel yet)" in text and "layer_norm=torch (no TK kernel yet)" in text
+        assert "mlp=torch (no TK kernel yet)" in text
     m = tiny_gpt(kernels)
     x = torch.randn(2, 5, 32)
     mlp, ln = m.transformer.h[0].mlp, m.transformer.h[0].ln_1
@@ -137,7 +138,7 @@ def test_plan_with_warn_false_leaves_the_report_to_the_caller():
         text = m.plan_kernels(warn=False).describe()
         m(*[torch.randint(64, (2, 20))] * 2)
     assert fallback_warnings(caught) == []
-    assert text.count("no CUDA GPU") == 1
+    assert text.count("no CUDA GPU") == 2  # attention, layer_norm
 
 
 def test_describe_on_cpu():
@@ -146,7 +147,7 @@ def test_describe_on_cpu():
     assert "attention=torch (SDPA)" in text
     text = dispatch.describe("auto", device="cpu", dtype=torch.bfloat16, head_dim=64)
     assert "attention=torch (TK unsupported: no CUDA GPU" in text
-    assert "mlp=torch (no TK kernel yet)" in text and "layer_norm=torch (no TK kernel yet)" in text
+    assert "mlp=torch (no TK kernel yet)" in text and "layer_norm=torch (TK unsupported: no CUDA GPU" in text
     assert "attention=ERROR (TK unsupported" in dispatch.describe("tk", device="cpu")
     with pytest.raises(ValueError, match="kernels must be one of"):
         dispatch.plan("cuda", "cpu", torch.float32, 64)
@@ -190,7 +191,8 @@ class FakeKernel:
 
 @pytest.fixture
 def fake_tk():
-    """The TK attention 'supports' CPU float32/float64 inputs of head dim 16 and runs a FakeKernel."""
+    """The TK attention 'supports' CPU float32/float64 inputs of head dim 16 and runs a FakeKernel
+    (LayerNorm counts as a family without TK kernel here: tests/layernorm/ test its dispatch)."""
     kernel = FakeKernel()
 
     def unsupported(device, dtype, dims):
@@ -199,8 +201,10 @@ def fake_tk():
             return None
         return f"the stand-in supports cpu float32/float64 with head dim 16, got {dtype} {head_dim}"
 
-    # the classifier family (tests/classifier/) 'supports' CPU too here, running its reference op
+    # the classifier family (tests/classifier/) 'supports' CPU too here, running its reference op;
+    # LayerNorm runs PyTorch
     with dispatch.override("attention", tk=kernel, unsupported=unsupported), \
+            dispatch.override("layer_norm", tk=None), \
             dispatch.override("classifier", unsupported=lambda device, dtype, dims: None,
                               tk=reference.linear_cross_entropy):
         yield kernel

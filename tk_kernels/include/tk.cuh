@@ -4,7 +4,7 @@
 //   types/             rt (register tiles), rv (col_vec / row_vec), st (swizzled shared tiles), sv, gl (global layouts)
 //   warp/memory/       one warp (or NT cooperating threads): global<->shared (cp.async), shared<->register (ldmatrix)
 //   warp/register/     one warp: mma_AB/ABt/AtB/AtBt, element-wise maps, reductions, masks, layout changes
-//   thread/            issued by one thread: TMA bulk operations (sm_90+)
+//   thread/            issued by one thread: TMA bulk operations (sm_90+), 16-byte vectors of 8 elements (vec8)
 // Hopper warpgroup ops (wgmma) go in warpgroup/ next to warp/.
 #pragma once
 #include "common/base_types.cuh"
@@ -27,3 +27,4 @@
 #include "warp/register/masks.cuh"
 #include "warp/register/layout.cuh"
 #include "thread/bulk.cuh"
+#include "thread/vec8.cuh"

@@ -27,6 +27,21 @@ __device__ __forceinline__ int warpid() { return threadIdx.x >> 5; }
 // True on every lane if `pred` is true on any lane of the (fully active) warp.
 __device__ __forceinline__ bool warp_any(bool pred) { return __any_sync(0xffffffffu, pred); }
 
+// Sum over the 32 lanes of a (fully active) warp, returned on every lane (butterfly of shuffles).
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+__device__ __forceinline__ float2 warp_sum(float2 x) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    x.x += __shfl_xor_sync(0xffffffffu, x.x, off);
+    x.y += __shfl_xor_sync(0xffffffffu, x.y, off);
+  }
+  return x;
+}
+
 __device__ __forceinline__ float neg_infty() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ float pos_infty() { return __int_as_float(0x7f800000); }
 

@@ -1,0 +1,248 @@
+"""CPU tests of the LayerNorm family (no GPU needed): support checks and their messages, the fake
+(meta) implementations of the custom ops, the autograd glue, and the dispatch: plan-time reasons,
+the per-call fallback, and model.py's fused residual + LayerNorm path run with a stand-in kernel."""
+
+import types
+import warnings
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import tk_kernels
+from model import GPT, GPTConfig
+from tk_kernels import TKUnsupportedError, dispatch, reference
+from tk_kernels.families.layernorm import ops as ln
+
+F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings():
+    dispatch.reset()
+    yield
+    dispatch.reset()
+
+
+def test_package_exports():
+    assert tk_kernels.layer_norm is ln.layer_norm and tk_kernels.add_layer_norm is ln.add_layer_norm
+    assert dispatch.FAMILIES["layer_norm"].tk is ln.add_layer_norm_op
+    assert dispatch.FAMILIES["layer_norm"].reference is reference.add_layer_norm
+    assert hasattr(torch.ops.tk, "add_layer_norm_fwd") and hasattr(torch.ops.tk, "add_layer_norm_bwd")
+
+
+@pytest.mark.parametrize("x,d,y", [(F32, None, F32), (F32, F32, F32), (F32, None, BF16), (F32, F32, BF16),
+                                   (F32, BF16, BF16), (BF16, BF16, BF16), (BF16, None, BF16),
+                                   (F32, F16, F16), (F16, F16, F16), (F32, F32, F16)])
+def test_supported_dtypes(x, d, y):
+    assert ln.dtypes_reason(x, d, y) is None
+
+
+@pytest.mark.parametrize("x,d,y", [(BF16, F32, BF16), (BF16, F16, BF16), (F32, BF16, F32), (BF16, None, F32),
+                                   (F16, BF16, BF16), (F16, None, BF16)])
+def test_unsupported_dtypes_say_what_is(x, d, y):
+    msg = ln.dtypes_reason(x, d, y)
+    assert msg is not None and "no kernel for" in msg and "supported: all float32" in msg
+
+
+def test_float64_is_refused():
+    assert "supports float32, bfloat16 and float16" in ln.dtypes_reason(torch.float64, None, torch.float64)
+
+
+@pytest.mark.parametrize("width", [64, 96, 200, 768, 1024, 1280, 1600, 2048, 8192])
+def test_supported_widths(width):
+    assert ln.width_reason(width) is None
+
+
+@pytest.mark.parametrize("width", [8, 32, 56, 60, 100, 770, 8200, 16384])
+def test_unsupported_widths(width):
+    msg = ln.width_reason(width)
+    assert msg is not None and "multiple of 8 in [64, 8192]" in msg and str(width) in msg
+
+
+def test_tensor_reasons():
+    with FakeTensorMode():
+        x = torch.empty(3, 5, 768, device="cuda")
+        d = torch.empty(3, 5, 768, dtype=BF16, device="cuda")
+        w = torch.empty(768, device="cuda")
+        assert ln.tensor_reason(x, d, w, w, BF16) is None
+        assert ln.tensor_reason(x, None, w, None, BF16) is None
+        assert "delta has shape" in ln.tensor_reason(x, d[:, :4], w, None, BF16)
+        assert "weight must have shape (768,)" in ln.tensor_reason(x, d, w[:700], None, BF16)
+        assert "bias must have shape (768,)" in ln.tensor_reason(x, d, w, w[:8], BF16)
+        assert "multiple of 8" in ln.tensor_reason(x[..., :100], None, w[:100], None, BF16)
+        assert "no kernel for" in ln.tensor_reason(x.to(BF16), x, w, None, BF16)
+    cpu = torch.empty(2, 64)
+    assert "one CUDA device" in ln.tensor_reason(cpu, None, torch.empty(64), None, F32)
+    assert "must be a torch.Tensor" in ln.tensor_reason(cpu, None, [1.0] * 64, None, F32)
+
+
+def test_unsupported_reason_without_gpu():
+    assert ln.unsupported_reason(torch.device("cpu"), F32, {"n_embd": 768}).startswith("no CUDA GPU")
+
+
+def test_checked_api_raises_value_error_on_cpu():
+    x = torch.randn(4, 64)
+    with pytest.raises(ValueError, match="one CUDA device"):
+        tk_kernels.layer_norm(x, torch.ones(64))
+    with pytest.raises(ValueError, match="one CUDA device"):
+        tk_kernels.add_layer_norm(x, x, torch.ones(64))
+
+
+@pytest.mark.parametrize("shape", [(1, 64), (7, 200), (2, 3, 768)])
+@pytest.mark.parametrize("x_dtype,d_dtype,out_dtype", [(F32, BF16, BF16), (BF16, BF16, BF16), (F32, None, F16)])
+def test_fake_forward_shapes(shape, x_dtype, d_dtype, out_dtype):
+    with FakeTensorMode():
+        x = torch.empty(shape, dtype=x_dtype, device="cuda")
+        d = None if d_dtype is None else torch.empty(shape, dtype=d_dtype, device="cuda")
+        w = torch.empty(shape[-1], device="cuda")
+        y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, d, w, None, 1e-5, out_dtype)
+    assert y.shape == shape and y.dtype == out_dtype and y.is_contiguous()
+    assert s.shape == (shape if d is not None else (0,)) and s.dtype == x_dtype
+    assert mean.shape == rstd.shape == shape[:-1] and mean.dtype == rstd.dtype == F32
+
+
+@pytest.mark.parametrize("delta_dtype,has_bias", [(BF16, True), (F32, False), (None, True)])
+def test_fake_backward_shapes(delta_dtype, has_bias):
+    with FakeTensorMode():
+        s = torch.empty(6, 5, 96, device="cuda")
+        dy = torch.empty(6, 5, 96, dtype=BF16, device="cuda")
+        mean = torch.empty(6, 5, device="cuda")
+        w = torch.empty(96, device="cuda")
+        dx, dd, dw, db = torch.ops.tk.add_layer_norm_bwd(dy, s, s, mean, mean, w, has_bias, delta_dtype)
+    assert dx.shape == s.shape and dx.dtype == F32
+    assert dd.shape == ((6, 5, 96) if delta_dtype == BF16 else (0,))
+    assert dd.dtype == (BF16 if delta_dtype == BF16 else F32)
+    assert dw.shape == (96,) and db.shape == ((96,) if has_bias else (0,))
+
+
+def test_autograd_backward_glue(monkeypatch):
+    """The registered backward: the fused op's gradient goes to x and to delta (a separate tensor in
+    delta's dtype only when it differs from x's), none to delta when there is none or to bias without
+    one; the saved tensors are the sum (or x without delta)."""
+    calls = []
+
+    def fake_bwd(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype):
+        calls.append((ds is not None, has_bias, delta_dtype))
+        dx = torch.full(s.shape, 2.0)
+        dd = dx.to(delta_dtype) if delta_dtype is not None else s.new_empty((0,))
+        return dx, dd, torch.ones_like(weight), torch.ones_like(weight) if has_bias else weight.new_empty((0,))
+
+    monkeypatch.setattr(torch.ops.tk, "add_layer_norm_bwd", fake_bwd, raising=False)
+    s, dy, ds = torch.randn(3, 64), torch.randn(3, 64, dtype=BF16), torch.randn(3, 64)
+    mean, w = torch.randn(3), torch.randn(64)
+
+    def ctx(has_delta, has_bias, delta_dtype):
+        return types.SimpleNamespace(saved_tensors=(s, mean, mean, w), has_delta=has_delta, has_bias=has_bias,
+                                     delta_dtype=delta_dtype)
+
+    g = ln._backward(ctx(True, True, BF16), dy, ds, None, None)  # fp32 residual, bf16 delta
+    assert g[0].dtype == F32 and g[1].dtype == BF16 and g[3] is not None and g[4:] == (None, None)
+    g = ln._backward(ctx(True, False, F32), dy, ds, None, None)  # same dtype: one tensor for both
+    assert g[1] is g[0] and g[3] is None
+    g = ln._backward(ctx(False, True, None), dy, torch.zeros(0), None, None)  # plain LayerNorm
+    assert g[1] is None and g[0].shape == s.shape
+    assert calls == [(True, True, BF16), (True, False, None), (False, True, None)]
+    g = ln._backward(ctx(True, True, BF16), None, ds, None, None)  # y unused: the residual gradient only
+    assert g[0] is ds and g[1].dtype == BF16 and g[2] is None
+
+
+# -----------------------------------------------------------------------------
+# dispatch
+
+class StandIn:
+    """A 'TK' add_layer_norm that computes the reference and counts its calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, x, delta, weight, bias, eps, out_dtype):
+        self.calls.append((x.dtype, None if delta is None else delta.dtype, out_dtype))
+        return reference.add_layer_norm(x, delta, weight, bias, eps)
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    """layer_norm 'supports' CPU here (plan and per-call checks), attention has no TK kernel."""
+    kernel = StandIn()
+    monkeypatch.setattr(ln, "tensor_reason", lambda x, delta, weight, bias, out_dtype:
+                        ln.width_reason(x.shape[-1]))
+    with dispatch.override("attention", tk=None), \
+            dispatch.override("layer_norm", tk=kernel, unsupported=lambda device, dtype, dims: None):
+        yield kernel
+
+
+def test_plan_time_reasons():
+    with dispatch.override("attention", tk=None):
+        with pytest.raises(TKUnsupportedError, match="the TK layer_norm kernel cannot run here: no CUDA GPU"):
+            dispatch.plan("tk", "cpu", F32, 16, n_embd=64)
+        with pytest.warns(UserWarning, match="layer_norm falls back to PyTorch: no CUDA GPU"):
+            plan = dispatch.plan("auto", "cpu", F32, 16, n_embd=64)
+    assert plan.path("layer_norm") == "torch"
+    x, d, w, b = torch.randn(2, 3, 64), torch.randn(2, 3, 64), torch.randn(64), torch.randn(64)
+    s, y = dispatch.add_layer_norm(plan, x, d, w, b)
+    assert torch.equal(s, x + d) and torch.equal(y, torch.nn.functional.layer_norm(x + d, (64,), w, b, 1e-5))
+    assert torch.equal(dispatch.layer_norm(plan, x, w, None), torch.nn.functional.layer_norm(x, (64,), w))
+
+
+def test_per_call_path_and_fallback(stand_in):
+    plan = dispatch.plan("tk", "cpu", F32, 16, n_embd=64)
+    assert plan.path("layer_norm") == "tk" and "layer_norm=tk" in plan.describe()
+    x, d, w = torch.randn(5, 64), torch.randn(5, 64), torch.randn(64)
+    s, y = dispatch.add_layer_norm(plan, x, d, w, None)
+    assert stand_in.calls == [(F32, F32, F32)]
+    torch.testing.assert_close(s, x + d)
+    # a width the kernel lacks: tk raises, auto warns once and runs the reference
+    x100 = torch.randn(5, 100)
+    with pytest.raises(TKUnsupportedError, match="multiple of 8"):
+        dispatch.layer_norm(plan, x100, torch.ones(100), None)
+    auto = dispatch.plan("auto", "cpu", F32, 16, n_embd=64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            y = dispatch.layer_norm(auto, x100, torch.ones(100), None)
+    assert len([w for w in caught if "falls back" in str(w.message)]) == 1
+    assert torch.equal(y, torch.nn.functional.layer_norm(x100, (100,)))
+    assert len(stand_in.calls) == 1
+    # inputs on another device than the plan's
+    meta = dispatch.plan("tk", "meta", F32, 16)
+    with pytest.raises(TKUnsupportedError, match="the plan is for meta"):
+        dispatch.layer_norm(meta, x, w, None)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_model_fused_path_equals_flat_path(stand_in, bias):
+    """GPT under a plan that runs the layer_norm kernel takes Block.forward_fused (each residual add
+    fused into the next LayerNorm, 2 n_layer + 1 calls); with the reference inside it computes
+    exactly what the nanoGPT blocks compute, loss and every gradient."""
+    def make(kernels):
+        torch.manual_seed(0)
+        return GPT(GPTConfig(block_size=16, vocab_size=64, n_layer=3, n_head=2, n_embd=64, bias=bias,
+                             kernels=kernels))
+    flat, fused = make("torch"), make("tk")
+    assert list(flat.state_dict()) == list(fused.state_dict())  # parameter names unchanged
+    idx = torch.randint(64, (2, 12))
+    _, loss_flat = flat(idx, idx)
+    _, loss_fused = fused(idx, idx)
+    assert fused.kernel_plan.path("layer_norm") == "tk" and flat.kernel_plan.path("layer_norm") == "torch"
+    assert len(stand_in.calls) == 2 * 3 + 1
+    assert stand_in.calls[0] == (F32, None, F32) and stand_in.calls[1] == (F32, F32, F32)
+    torch.testing.assert_close(loss_fused, loss_flat, rtol=1e-6, atol=1e-6)
+    loss_flat.backward()
+    loss_fused.backward()
+    for (name, p), q in zip(flat.named_parameters(), fused.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-5, atol=1e-6, msg=name)
+    # generate (KV cache: prefill, then one token at a time) goes through the fused path too; greedy
+    n = len(stand_in.calls)
+    flat.eval(), fused.eval()
+    assert torch.equal(fused.generate(idx[:1, :3], 4, top_k=1), flat.generate(idx[:1, :3], 4, top_k=1))
+    assert len(stand_in.calls) == n + 4 * (2 * 3 + 1)
+
+
+def test_auto_without_gpu_keeps_nanogpt_blocks():
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(block_size=16, vocab_size=64, n_layer=1, n_head=2, n_embd=32, kernels="auto"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m(torch.randint(64, (1, 8)))
+    assert m.kernel_plan.path("layer_norm") == "torch"

@@ -1,0 +1,279 @@
+"""GPU tests of the residual add + LayerNorm kernels (python -m pytest -m gpu tests/layernorm;
+skipped without a CUDA GPU).
+
+Accuracy: the forward (s, y, mean, rstd) and every gradient (dx, ddelta, dweight, dbias) are compared
+with a float64 reference computed on the GPU from the same inputs (upcast), as relative L2 error
+||x - ref|| / ||ref||, against a tolerance set by the dtype the value is stored in. The sum s must
+equal torch's x + delta exactly. Each case draws fresh random inputs from a seed taken from
+os.urandom, printed with -s so a failure can be reproduced.
+
+Unwritten outputs are caught by poisoning (as in tests/attention/test_attention_gpu.py): right
+before a launch, blocks of exactly the sizes the op will allocate, in its order, are filled with
+0xFF bytes (NaN in every float dtype) and freed, so the op's own torch.empty calls get NaN memory;
+any element a kernel fails to write stays NaN and fails the comparison.
+"""
+
+import copy
+import math
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.gpu
+
+if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
+    pytest.skip("tk layer_norm needs compute capability >= 8.0", allow_module_level=True)
+
+import tk_kernels  # noqa: E402
+from tk_kernels import dispatch  # noqa: E402
+from tk_kernels.families.layernorm import ops as ln  # noqa: E402
+
+F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
+# tolerance of the relative L2 error by the dtype a value is stored in (bf16 rounding is ~1e-3)
+TOL = {F32: 2e-4, BF16: 8e-3, F16: 1.5e-3}
+# (x, delta, y): autocast training (fp32 residual, 16-bit sublayer output and LN output), pure
+# 16-bit models, fp32 everywhere, and plain LayerNorm (delta None)
+DTYPES = [(F32, BF16, BF16), (BF16, BF16, BF16), (F32, F16, F16), (F16, F16, F16), (F32, F32, F32),
+          (F32, None, BF16), (BF16, None, BF16), (F32, F32, BF16)]
+DTYPE_IDS = ["x32-d16b-y16b", "x16b-d16b-y16b", "x32-d16h-y16h", "x16h-d16h-y16h", "x32-d32-y32",
+             "x32-noD-y16b", "x16b-noD-y16b", "x32-d32-y16b"]
+ROWS = [1, 7, 1000, 16384]
+WIDTHS = [64, 96, 200, 768, 1024, 1600, 2048, 8192]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built():
+    """Build/load the extension once, failing (not skipping) with the build error if it breaks."""
+    reason = ln.environment_reason(torch.device("cuda", torch.cuda.current_device()))
+    assert reason is None, reason
+
+
+def new_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def randn(shape, g, dtype, scale=1.0, shift=0.0):
+    return (torch.randn(shape, generator=g, device="cuda") * scale + shift).to(dtype)
+
+
+def poison(*shapes_dtypes):
+    """Leave NaN-filled blocks of these sizes in the caching allocator (see module docstring)."""
+    blocks = []
+    for shape, dtype in shapes_dtypes:
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        if nbytes:
+            blocks.append(torch.full((nbytes,), 255, dtype=torch.uint8, device="cuda"))
+    del blocks
+
+
+def rel_err(x, ref) -> float:
+    ref = ref.double()
+    return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def ref_forward(s, w, b, eps):
+    """float64 LayerNorm of s (already the rounded sum) with mean and rstd."""
+    s = s.double()
+    mean = s.mean(-1)
+    rstd = torch.rsqrt(s.var(-1, unbiased=False) + eps)
+    y = (s - mean[..., None]) * rstd[..., None] * w.double()
+    return (y + b.double() if b is not None else y), mean, rstd
+
+
+def make_case(rows, C, x_dt, d_dt, bias, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = randn((rows, C), g, x_dt, 1.0, 0.3)  # a non-zero mean per row, like a residual stream
+    d = None if d_dt is None else randn((rows, C), g, d_dt, 0.5)
+    w = randn((C,), g, F32, 0.2, 1.0)
+    b = randn((C,), g, F32, 0.1) if bias else None
+    return g, x, d, w, b
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("x_dt,d_dt,y_dt", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("C", WIDTHS)
+@pytest.mark.parametrize("rows", ROWS)
+def test_forward_and_backward_against_float64(rows, C, x_dt, d_dt, y_dt, bias):
+    if rows * C > 16384 * 2048:
+        pytest.skip("keeps the float64 reference within a few GB")
+    seed = new_seed()
+    g, x, d, w, b = make_case(rows, C, x_dt, d_dt, bias, seed)
+    eps = 1e-5
+    # forward: y, s, mean, rstd (the binding's allocation order)
+    poison(((rows, C), y_dt), ((rows, C) if d is not None else (0,), x_dt), ((rows,), F32), ((rows,), F32))
+    y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, d, w, b, eps, y_dt)
+    torch.cuda.synchronize()
+    s_torch = x if d is None else x + d
+    if d is not None:
+        assert s.dtype == x_dt and torch.equal(s, s_torch), "s differs from torch's x + delta"
+    y_ref, mean_ref, rstd_ref = ref_forward(s_torch, w, b, eps)
+    errs = {"y": rel_err(y, y_ref), "mean": rel_err(mean, mean_ref), "rstd": rel_err(rstd, rstd_ref)}
+    assert y.dtype == y_dt
+
+    # backward: dy in y's dtype, ds (the residual's incoming gradient) in x's dtype
+    dy = randn((rows, C), g, y_dt)
+    ds = randn((rows, C), g, x_dt, 0.5) if d is not None else None
+    split = d is not None and d.dtype != x_dt
+    poison(((rows, C), x_dt), ((rows, C) if split else (0,), d_dt or x_dt), ((C,), F32),
+           ((C,) if bias else (0,), F32))
+    dx, ddelta, dw, db = torch.ops.tk.add_layer_norm_bwd(dy, ds, s if d is not None else x, mean, rstd, w,
+                                                         bias, d.dtype if split else None)
+    torch.cuda.synchronize()
+    s64 = s_torch.double().requires_grad_()
+    w64 = w.double().requires_grad_()
+    b64 = b.double().requires_grad_() if b is not None else None
+    y64 = F.layer_norm(s64, (C,), w64, b64, eps)
+    grads = torch.autograd.grad(y64, [t for t in (s64, w64, b64) if t is not None], dy.double())
+    dx_ref = grads[0] + (ds.double() if ds is not None else 0.0)
+    errs.update(dx=rel_err(dx, dx_ref), dw=rel_err(dw, grads[1]))
+    if bias:
+        errs["db"] = rel_err(db, grads[2])
+    if split:
+        errs["ddelta"] = rel_err(ddelta, dx_ref)
+        assert ddelta.dtype == d.dtype
+    print(f"[ln rows={rows} C={C} {x_dt}/{d_dt}/{y_dt} bias={bias} seed={seed}] "
+          + " ".join(f"{k}={v:.2e}" for k, v in errs.items()))
+    tol = {"y": TOL[y_dt], "mean": TOL[F32], "rstd": TOL[F32], "dx": TOL[x_dt], "dw": TOL[F32],
+           "db": TOL[F32], "ddelta": TOL[d_dt or x_dt]}
+    # dw sums dy * xhat over the rows: the reference's xhat is float64, ours fp32 from fp32 mean/rstd
+    bad = {k: v for k, v in errs.items() if not v <= tol[k]}  # NaN fails too
+    assert not bad, f"errors above tolerance {bad} (seed {seed})"
+
+
+@pytest.mark.parametrize("x_dt,d_dt,y_dt", [(F32, BF16, BF16), (BF16, BF16, BF16), (F32, None, F16)],
+                         ids=["autocast", "bf16", "plain"])
+def test_public_api_autograd(x_dt, d_dt, y_dt):
+    """tk_kernels.add_layer_norm / layer_norm through autograd: the gradients of x, delta, weight, bias
+    equal the reference op's (a float64 copy), including the residual gradient flowing through s."""
+    seed = new_seed()
+    g, x, d, w, b = make_case(333, 768, x_dt, d_dt, True, seed)
+    leaves = [t.detach().clone().requires_grad_() for t in (x, d, w, b) if t is not None]
+    if d is not None:
+        xs, ds_, ws, bs = leaves
+        s, y = tk_kernels.add_layer_norm(xs, ds_, ws, bs, out_dtype=y_dt)
+    else:
+        xs, ws, bs = leaves
+        s, y = xs, tk_kernels.layer_norm(xs, ws, bs, out_dtype=y_dt)
+    gy, gs = randn(y.shape, g, y_dt), randn(s.shape, g, x_dt)
+    torch.autograd.backward([y, s] if d is not None else [y], [gy, gs] if d is not None else [gy])
+    refs = [t.detach().double().requires_grad_() for t in (x, d, w, b) if t is not None]
+    s64 = refs[0] + refs[1] if d is not None else refs[0]
+    y64 = F.layer_norm(s64, (768,), refs[-2], refs[-1], 1e-5)
+    torch.autograd.backward([y64, s64] if d is not None else [y64],
+                            [gy.double(), gs.double()] if d is not None else [gy.double()])
+    for ours, ref in zip(leaves, refs):
+        assert ours.grad is not None and ours.grad.dtype == ours.dtype
+        err = rel_err(ours.grad, ref.grad)
+        assert err <= TOL[ours.dtype], f"grad error {err:.2e} for a {ours.dtype} input (seed {seed})"
+
+
+def test_non_contiguous_inputs_are_copied():
+    x = torch.randn(64, 2, 256, device="cuda")[:, 1]  # row stride 512
+    w = torch.randn(256, device="cuda")
+    assert not x.is_contiguous()
+    torch.testing.assert_close(tk_kernels.layer_norm(x, w), F.layer_norm(x, (256,), w), rtol=1e-5, atol=1e-5)
+    off = torch.randn(64 * 256 + 1, device="cuda")[1:].view(64, 256)  # 4-byte offset: not 16-byte aligned
+    torch.testing.assert_close(tk_kernels.layer_norm(off, w), F.layer_norm(off, (256,), w), rtol=1e-5, atol=1e-5)
+    xt = torch.randn(256, 64, device="cuda").t()  # columns: not contiguous at all
+    torch.testing.assert_close(tk_kernels.layer_norm(xt, w), F.layer_norm(xt, (256,), w), rtol=1e-5, atol=1e-5)
+
+
+def test_backward_is_reproducible():
+    seed = new_seed()
+    _, x, d, w, b = make_case(5000, 1024, F32, BF16, True, seed)
+    y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, d, w, b, 1e-5, BF16)
+    dy = torch.randn_like(y)
+    outs = [torch.ops.tk.add_layer_norm_bwd(dy, None, s, mean, rstd, w, True, BF16) for _ in range(2)]
+    for a, c in zip(*outs):
+        assert torch.equal(a, c)
+
+
+def test_zero_rows():
+    x = torch.empty(0, 768, device="cuda")
+    w = torch.randn(768, device="cuda")
+    y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, x, w, w, 1e-5, BF16)
+    assert y.shape == (0, 768) and mean.shape == (0,)
+    dx, _, dw, db = torch.ops.tk.add_layer_norm_bwd(y, None, s, mean, rstd, w, True, None)
+    assert dx.shape == (0, 768) and torch.equal(dw, torch.zeros_like(w)) and torch.equal(db, torch.zeros_like(w))
+
+
+def test_opcheck():
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x, d = randn((3, 5, 200), g, F32), randn((3, 5, 200), g, BF16)
+    w, b = randn((200,), g, F32), randn((200,), g, F32)
+    torch.library.opcheck(torch.ops.tk.add_layer_norm_fwd.default, (x, d, w, b, 1e-5, BF16))
+    torch.library.opcheck(torch.ops.tk.add_layer_norm_fwd.default, (x, None, w, None, 1e-5, F32))
+    y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, d, w, b, 1e-5, BF16)
+    dy = torch.randn_like(y)
+    torch.library.opcheck(torch.ops.tk.add_layer_norm_bwd.default, (dy, x, s, mean, rstd, w, True, BF16))
+    torch.library.opcheck(torch.ops.tk.add_layer_norm_bwd.default, (dy, None, s, mean, rstd, w, False, None))
+
+
+# -----------------------------------------------------------------------------
+# the GPT model
+
+CFG = dict(block_size=64, vocab_size=512, n_layer=2, n_head=2, n_embd=128, dropout=0.0, bias=True)
+
+
+def test_compiled_gpt_train_step_has_no_graph_breaks():
+    from model import GPT, GPTConfig
+    torch.manual_seed(new_seed())
+    model = GPT(GPTConfig(**CFG, kernels="tk")).cuda()
+    plan = model.plan_kernels(dtype=torch.bfloat16)
+    assert plan.path("layer_norm") == "tk" and plan.path("attention") == "tk"
+    idx = torch.randint(0, CFG["vocab_size"], (4, 64), device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        explained = torch._dynamo.explain(model)(idx, idx)
+    assert explained.graph_break_count == 0, str(explained)
+    assert any("add_layer_norm_fwd" in gr.code for gr in explained.graphs), "tk op not in the graph"
+    torch._dynamo.reset()
+    compiled = torch.compile(copy.deepcopy(model), fullgraph=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        _, loss_c = compiled(idx, idx)
+        _, loss_e = model(idx, idx)
+    loss_c.backward()
+    loss_e.backward()
+    assert abs(loss_c.item() - loss_e.item()) < 1e-2
+    for (n, p), q in zip(model.named_parameters(), compiled.parameters()):
+        assert q.grad is not None and torch.isfinite(q.grad).all(), n
+        assert rel_err(q.grad, p.grad) < 5e-2, n
+
+
+def _train_losses(kernels, steps=50, seed=1234, attention_torch=False):
+    from model import GPT, GPTConfig
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(**CFG, kernels=kernels)).cuda()
+    if attention_torch:  # only the layer_norm family differs from kernels=torch
+        with dispatch.override("attention", unsupported=lambda device, dtype, dims: "off in this test"):
+            model.plan_kernels(dtype=torch.bfloat16, warn=False)
+    else:
+        model.plan_kernels(dtype=torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    # a learnable stream: token t+1 = token t + 7 (mod V), with 20% random tokens
+    losses = []
+    for _ in range(steps):
+        start = torch.randint(0, CFG["vocab_size"], (8, 1), generator=g, device="cuda")
+        seq = (start + 7 * torch.arange(65, device="cuda")) % CFG["vocab_size"]
+        noise = torch.randint(0, CFG["vocab_size"], seq.shape, generator=g, device="cuda")
+        seq = torch.where(torch.rand(seq.shape, generator=g, device="cuda") < 0.2, noise, seq)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            _, loss = model(seq[:, :-1], seq[:, 1:])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("attention_torch", [True, False], ids=["ln-only", "all-tk"])
+def test_training_losses_match_torch(attention_torch):
+    kernels = "auto" if attention_torch else "tk"
+    ours, ref = _train_losses(kernels, attention_torch=attention_torch), _train_losses("torch")
+    worst = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
+    print(f"[train {kernels} attention_torch={attention_torch}] first {ours[0]:.4f}/{ref[0]:.4f} "
+          f"last {ours[-1]:.4f}/{ref[-1]:.4f} worst rel diff {worst:.2e}")
+    assert ours[-1] < ours[0] - 0.5, "the model did not learn"
+    assert worst < 1e-3, f"losses differ from kernels=torch by up to {worst:.2e} relative"

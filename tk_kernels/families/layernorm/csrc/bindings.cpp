@@ -1,0 +1,161 @@
+// Torch bindings of the LayerNorm family's launchers (layernorm.h): the extension tk_layernorm_<hash>.
+// The only file that includes torch headers: it validates tensors, allocates outputs and the
+// backward's workspace, and calls the launchers on the current CUDA stream. The Python ops
+// (families/layernorm/ops.py) pass contiguous, 16-byte aligned tensors, so these checks only fire on
+// direct misuse of the extension.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/python.h>
+
+#include <optional>
+#include <tuple>
+
+#include "layernorm.h"
+
+namespace {
+
+tk_ln::DType dtype_of(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return tk_ln::DType::f32;
+    case at::kBFloat16: return tk_ln::DType::bf16;
+    case at::kHalf: return tk_ln::DType::f16;
+    default: TORCH_CHECK(false, "tk layer_norm: dtype must be float32, bfloat16 or float16, got ", t);
+  }
+}
+
+// A contiguous, 16-byte aligned CUDA tensor of `numel` elements on `like`'s device.
+void check_tensor(const at::Tensor &t, const char *name, const at::Tensor &like, int64_t numel) {
+  TORCH_CHECK(t.is_cuda() && t.device() == like.device(), "tk layer_norm: ", name, " must be on ", like.device(),
+              ", got ", t.device());
+  TORCH_CHECK(t.is_contiguous(), "tk layer_norm: ", name, " must be contiguous");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "tk layer_norm: ", name,
+              " data pointer must be 16-byte aligned");
+  TORCH_CHECK(t.numel() == numel, "tk layer_norm: ", name, " has ", t.numel(), " elements, expected ", numel,
+              " (shape ", t.sizes(), ")");
+}
+
+int check_cols(const at::Tensor &x) {
+  TORCH_CHECK(x.dim() >= 1, "tk layer_norm: x must have at least 1 dimension");
+  const int64_t C = x.size(-1);
+  TORCH_CHECK(C % tk_ln::VEC == 0 && C >= tk_ln::MIN_COLS && C <= tk_ln::MAX_COLS,
+              "tk layer_norm: the width (last dim) must be a multiple of 8 in [", tk_ln::MIN_COLS, ", ",
+              tk_ln::MAX_COLS, "], got ", C);
+  return int(C);
+}
+
+void check_params(const at::Tensor &w, const char *name, const at::Tensor &x, int C) {
+  check_tensor(w, name, x, C);
+  TORCH_CHECK(w.scalar_type() == at::kFloat, "tk layer_norm: ", name, " must be float32, got ", w.scalar_type());
+}
+
+// (y, s, mean, rstd); s is empty without delta
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor &x,
+                                                                   const std::optional<at::Tensor> &delta,
+                                                                   const at::Tensor &weight,
+                                                                   const std::optional<at::Tensor> &bias, double eps,
+                                                                   at::ScalarType out_dtype) {
+  const int C = check_cols(x);
+  check_tensor(x, "x", x, x.numel());
+  check_params(weight, "weight", x, C);
+  if (bias) check_params(*bias, "bias", x, C);
+  const tk_ln::DType xt = dtype_of(x.scalar_type()), yt = dtype_of(out_dtype);
+  tk_ln::DType dt = xt;
+  if (delta) {
+    check_tensor(*delta, "delta", x, x.numel());
+    TORCH_CHECK(delta->sizes() == x.sizes(), "tk layer_norm: delta has shape ", delta->sizes(), ", x has ",
+                x.sizes());
+    dt = dtype_of(delta->scalar_type());
+  }
+  TORCH_CHECK(tk_ln::supported_dtypes(xt, dt, yt), "tk layer_norm: unsupported dtypes x=", x.scalar_type(),
+              " delta=", delta ? delta->scalar_type() : x.scalar_type(), " out=", out_dtype);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t rows = x.numel() / C;
+  at::Tensor y = at::empty(x.sizes(), x.options().dtype(out_dtype));
+  at::Tensor s = delta ? at::empty(x.sizes(), x.options()) : at::empty({0}, x.options());
+  auto stat_shape = x.sizes().slice(0, x.dim() - 1);
+  at::Tensor mean = at::empty(stat_shape, x.options().dtype(at::kFloat));
+  at::Tensor rstd = at::empty(stat_shape, x.options().dtype(at::kFloat));
+
+  tk_ln::FwdParams p{};
+  p.x = x.data_ptr();
+  p.delta = delta ? delta->data_ptr() : nullptr;
+  p.weight = weight.data_ptr<float>();
+  p.bias = bias ? bias->data_ptr<float>() : nullptr;
+  p.s = delta ? s.data_ptr() : nullptr;
+  p.y = y.data_ptr();
+  p.mean = mean.data_ptr<float>();
+  p.rstd = rstd.data_ptr<float>();
+  p.rows = rows;
+  p.cols = C;
+  p.eps = float(eps);
+  p.x_t = xt; p.delta_t = dt; p.y_t = yt;
+  const cudaError_t err = tk_ln::layer_norm_forward(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "tk layer_norm forward failed: ", cudaGetErrorString(err));
+  return {y, s, mean, rstd};
+}
+
+// (dx, ddelta, dweight, dbias); ddelta is empty unless delta_dtype differs from s's dtype, dbias
+// empty without bias
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
+    const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s, const at::Tensor &mean,
+    const at::Tensor &rstd, const at::Tensor &weight, bool has_bias, std::optional<at::ScalarType> delta_dtype) {
+  const int C = check_cols(s);
+  check_tensor(s, "s", s, s.numel());
+  check_tensor(dy, "dy", s, s.numel());
+  if (ds) check_tensor(*ds, "ds", s, s.numel());
+  const int64_t rows = s.numel() / C;
+  check_tensor(mean, "mean", s, rows);
+  check_tensor(rstd, "rstd", s, rows);
+  TORCH_CHECK(mean.scalar_type() == at::kFloat && rstd.scalar_type() == at::kFloat,
+              "tk layer_norm: mean and rstd must be float32");
+  check_params(weight, "weight", s, C);
+  const tk_ln::DType xt = dtype_of(s.scalar_type()), yt = dtype_of(dy.scalar_type());
+  const tk_ln::DType dt = delta_dtype ? dtype_of(*delta_dtype) : xt;
+  TORCH_CHECK(!ds || ds->scalar_type() == s.scalar_type(), "tk layer_norm: ds has dtype ", ds->scalar_type(),
+              ", expected ", s.scalar_type());
+  TORCH_CHECK(tk_ln::supported_dtypes(xt, dt, yt), "tk layer_norm: unsupported dtypes s=", s.scalar_type(),
+              " dy=", dy.scalar_type());
+  const c10::cuda::CUDAGuard guard(s.device());
+  at::Tensor dx = at::empty(s.sizes(), s.options());
+  at::Tensor ddelta = dt != xt ? at::empty(s.sizes(), s.options().dtype(*delta_dtype)) : at::empty({0}, s.options());
+  at::Tensor dweight = at::empty({C}, weight.options());
+  at::Tensor dbias = has_bias ? at::empty({C}, weight.options()) : at::empty({0}, weight.options());
+
+  tk_ln::BwdParams p{};
+  p.dy = dy.data_ptr();
+  p.ds = ds ? ds->data_ptr() : nullptr;
+  p.s = s.data_ptr();
+  p.mean = mean.data_ptr<float>();
+  p.rstd = rstd.data_ptr<float>();
+  p.weight = weight.data_ptr<float>();
+  p.dx = dx.data_ptr();
+  p.ddelta = dt != xt ? ddelta.data_ptr() : nullptr;
+  p.dweight = dweight.data_ptr<float>();
+  p.dbias = has_bias ? dbias.data_ptr<float>() : nullptr;
+  p.rows = rows;
+  p.cols = C;
+  p.x_t = xt; p.dy_t = yt; p.delta_t = dt;
+  const int64_t ws = tk_ln::backward_workspace_floats(p);
+  TORCH_CHECK(ws >= 0, "tk layer_norm backward: cannot size the workspace: ", cudaGetErrorString(cudaGetLastError()));
+  at::Tensor partial = at::empty({std::max<int64_t>(ws, 1)}, weight.options());
+  p.partial = partial.data_ptr<float>();
+  const cudaError_t err = tk_ln::layer_norm_backward(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "tk layer_norm backward failed: ", cudaGetErrorString(err));
+  return {dx, ddelta, dweight, dbias};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "tk_kernels: residual add + LayerNorm forward/backward";
+  m.def("forward", &forward,
+        "(x, delta | None, weight, bias | None, eps, out_dtype) -> (y, s, mean, rstd): s = x + delta in x's dtype "
+        "(empty without delta), y = LayerNorm(s) * weight + bias in out_dtype, mean/rstd fp32 per row",
+        pybind11::arg("x"), pybind11::arg("delta"), pybind11::arg("weight"), pybind11::arg("bias"),
+        pybind11::arg("eps"), pybind11::arg("out_dtype"));
+  m.def("backward", &backward,
+        "(dy, ds | None, s, mean, rstd, weight, has_bias, delta_dtype | None) -> (dx, ddelta, dweight, dbias)",
+        pybind11::arg("dy"), pybind11::arg("ds"), pybind11::arg("s"), pybind11::arg("mean"), pybind11::arg("rstd"),
+        pybind11::arg("weight"), pybind11::arg("has_bias"), pybind11::arg("delta_dtype"));
+}
