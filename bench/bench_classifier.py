@@ -9,9 +9,15 @@ one's extra peak memory (torch.cuda.max_memory_allocated over what was allocated
 
 import argparse
 import json
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 
 def eager_loss(x, w, t):

@@ -160,6 +160,8 @@ def test_public_api_autograd(x_dt, d_dt, y_dt):
     torch.autograd.backward([y, s] if d is not None else [y], [gy, gs] if d is not None else [gy])
     refs = [t.detach().double().requires_grad_() for t in (x, d, w, b) if t is not None]
     s64 = refs[0] + refs[1] if d is not None else refs[0]
+    if d is not None:  # s = x + delta is rounded to x's dtype, as the residual stream stores it
+        s64 = s64 + (s64.detach().to(x_dt).double() - s64.detach())
     y64 = F.layer_norm(s64, (768,), refs[-2], refs[-1], 1e-5)
     torch.autograd.backward([y64, s64] if d is not None else [y64],
                             [gy.double(), gs.double()] if d is not None else [gy.double()])
