@@ -67,8 +67,7 @@ class Family:
 FAMILIES: dict[str, Family] = {
     "attention": Family("attention", reference.attention, attention_ops.attention_op,
                         lambda device, dtype, dims: attention_ops.unsupported_reason(
-                            device, dtype, dims["head_dim"]),
-                        has_dropout=True),
+                            device, dtype, dims["head_dim"])),
     "mlp": Family("mlp", reference.mlp),
     "layer_norm": Family("layer_norm", reference.layer_norm),
 }
@@ -256,7 +255,7 @@ def attention(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     on the implementation the plan chose."""
     choice = plan.choices["attention"]
     if choice.tk:
-        if dropout_p > 0.0:
+        if dropout_p > 0.0 and choice.family.has_dropout:
             reason = _dropout_reason("attention")
         elif q.shape != k.shape or q.shape != v.shape:
             reason = (f"q, k and v differ in shape ({tuple(q.shape)}, {tuple(k.shape)}, "
@@ -267,7 +266,7 @@ def attention(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         else:
             reason = None
         if reason is None:
-            return choice.family.tk(q, k, v, causal, scale)
+            return choice.family.tk(q, k, v, causal, scale, dropout_p)
         if plan.kernels == "tk":
             raise _tk_error("attention", reason)
         if not torch.compiler.is_compiling():

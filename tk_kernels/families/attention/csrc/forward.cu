@@ -48,6 +48,7 @@
 #include <cmath>
 
 #include "attention.h"
+#include "dropout.cuh"
 #include "tk.cuh"
 
 namespace tk_attn {
@@ -85,6 +86,12 @@ struct fwd_args {
   int batch;           // B
   float scale_log2;    // softmax scale * log2(e)
 };
+// The dropout kernels' arguments: the same plus the dropout's (the p = 0 kernels keep fwd_args).
+template <typename T>
+struct fwd_dropout_args : fwd_args<T> {
+  dropout_args drop;
+};
+template <typename T, bool DROPOUT> using fwd_args_t = std::conditional_t<DROPOUT, fwd_dropout_args<T>, fwd_args<T>>;
 
 // Which (query block, b, h) this CTA handles. Non-causal: the query blocks of one head are adjacent
 // (they share K/V through L2). Causal: query block slowest and reversed, so all heads' heaviest
@@ -104,9 +111,9 @@ __device__ __forceinline__ block_coord block_coords(const fwd_args<T> &a) {
 
 constexpr int FWD_THREADS = FWD_WARPS * WARP_THREADS;
 
-template <typename T, int D, bool CAUSAL>
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
 __global__ void __launch_bounds__(FWD_THREADS, fwd_config<D>::min_blocks)
-attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
+attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
   using cfg = fwd_config<D>;
   constexpr int BLOCK_N = cfg::block_n;
   constexpr int NUM_THREADS = FWD_THREADS;
@@ -141,6 +148,15 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   zero(o);
   neg_infty(m);
   zero(l);
+  dropout_key drop_key{};
+  if constexpr (DROPOUT) {
+    uint64_t seed, offset;
+    drop_key = load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset);
+    if (blockIdx.x == 0 && threadIdx.x == 0 && a.drop.rng_out != nullptr) {
+      a.drop.rng_out[0] = int64_t(seed);
+      a.drop.rng_out[1] = int64_t(offset);
+    }
+  }
 
   for (int j = 0; j < n_tiles; j++) {
     const int n0 = j * BLOCK_N;
@@ -203,7 +219,18 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
       for (int kk = 0; kk < BLOCK_N / 16; kk++) {
         rt<T, 16, D, col_l> v_frag;
         load_B(v_frag, subtile<16, D>(sV[stage], kk, 0));
-        mma_AB(o, col_slice<16>(p, kk), v_frag, o);
+        if constexpr (DROPOUT) {
+          // Dropout after the row sum (l and lse are those of the undropped softmax), on the 16-bit P,
+          // one 16-key slice at a time right before its mma (few live registers); 1 / (1 - p) is applied
+          // with 1 / l at the end.
+          rt<T, WARP_M, 16> p_kk = col_slice<16>(p, kk);
+          keep_bits<rt<T, WARP_M, 16>> keep;
+          dropout_bits_q(keep, drop_key, b * a.heads + h, r0, n0 + 16 * kk);
+          apply_bits(p_kk, keep, zero_dropped{});
+          mma_AB(o, p_kk, v_frag, o);
+        } else {
+          mma_AB(o, col_slice<16>(p, kk), v_frag, o);
+        }
       }
     }
   }
@@ -211,7 +238,8 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
 
   // Epilogue: O /= l, lse = (m c + log2 l) ln 2; rows >= T are not written.
   col_vec<WARP_M> inv_l, lse;
-  unary_map(inv_l, l, [](float x) { return 1.f / x; });
+  if constexpr (DROPOUT) unary_map(inv_l, l, [ks = a.drop.keep_scale](float x) { return ks / x; });
+  else unary_map(inv_l, l, [](float x) { return 1.f / x; });
   mul_row(o, o, inv_l);
   log2(lse, l);
   binary_map(lse, lse, m, [c = a.scale_log2](float lg, float mx) { return (mx * c + lg) * LN2; });
@@ -229,9 +257,9 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   store<WARP_THREADS>(a.o, o_stage, {b_e, h_e, r0_e, 0});
 }
 
-template <typename T, int D, bool CAUSAL>
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
 cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
-  fwd_args<T> a;
+  fwd_args_t<T, DROPOUT> a;
   const auto make_gl = [&](const void *ptr, const Strides &s) {
     return gl<T>{static_cast<T *>(const_cast<void *>(ptr)), {p.B, p.H, p.T, p.D}, {s.b, s.h, s.t}};
   };
@@ -244,9 +272,15 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   a.heads = p.H;
   a.batch = p.B;
   a.scale_log2 = p.scale * LOG2E;
+  if constexpr (DROPOUT) {
+    a.drop.rng = p.rng;
+    a.drop.threshold = dropout_threshold(p.dropout_p);
+    a.drop.keep_scale = 1.f / (1.f - p.dropout_p);
+    a.drop.rng_out = p.rng_state;
+  }
 
   constexpr int smem_bytes = fwd_smem<T, D>::bytes;
-  auto kernel = attention_fwd_kernel<T, D, CAUSAL>;
+  auto kernel = attention_fwd_kernel<T, D, CAUSAL, DROPOUT>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess) return err;
   const int64_t n_blocks = int64_t((p.T + BLOCK_M - 1) / BLOCK_M) * p.H * p.B;
@@ -256,10 +290,10 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, bool DROPOUT>
 cudaError_t dispatch(const FwdParams &p, cudaStream_t stream) {
-  if (p.D == 64) return p.causal ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
-  if (p.D == 128) return p.causal ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+  if (p.D == 64) return p.causal ? launch<T, 64, true, DROPOUT>(p, stream) : launch<T, 64, false, DROPOUT>(p, stream);
+  if (p.D == 128) return p.causal ? launch<T, 128, true, DROPOUT>(p, stream) : launch<T, 128, false, DROPOUT>(p, stream);
   return cudaErrorInvalidValue;
 }
 
@@ -274,8 +308,11 @@ cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
   // The running max is taken on raw scores and the scale folded into exp2, which needs scale > 0.
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
-  if (p.dtype == DType::bf16) return dispatch<bf16>(p, stream);
-  if (p.dtype == DType::fp16) return dispatch<half>(p, stream);
+  if (!(p.dropout_p >= 0.f && p.dropout_p < 1.f)) return cudaErrorInvalidValue;
+  const bool drop = p.dropout_p > 0.f;
+  if (drop && p.rng_state == nullptr) return cudaErrorInvalidValue;
+  if (p.dtype == DType::bf16) return drop ? dispatch<bf16, true>(p, stream) : dispatch<bf16, false>(p, stream);
+  if (p.dtype == DType::fp16) return drop ? dispatch<half, true>(p, stream) : dispatch<half, false>(p, stream);
   return cudaErrorInvalidValue;
 }
 
