@@ -5,7 +5,7 @@ The `kernels` setting of a model:
 
     torch  the PyTorch reference ops (tk_kernels/reference.py; SDPA for attention).
     tk     our TK kernel; where it cannot run (no GPU, arch, dtype, head dim, build failure,
-           dropout while training, ...) raise TKUnsupportedError saying why.
+           a family whose TK op lacks dropout while training, ...) raise TKUnsupportedError saying why.
     auto   our TK kernel where it can run, else the reference op, with a one-time warning per
            distinct reason.
 

@@ -51,7 +51,7 @@ cudaError_t launch_kernels(const BwdParams &p, const bwd_args_t<T, DROPOUT> &a, 
   int budget = 0;
   bool sm90 = false;
   if ((err = device_budget(budget, sm90)) != cudaSuccess) return err;
-  const dkdv_launch *c = select_dkdv(D, p.deterministic, budget, sm90);
+  const dkdv_launch *c = select_dkdv(D, p.deterministic, budget, sm90, DROPOUT);
   if (c == nullptr) return cudaErrorInvalidValue;
   bwd_args_t<T, DROPOUT> ac = a;
   ac.dq_xor32 = c->dq == dq_mode::bulk;  // the bulk path's dq_accum layout

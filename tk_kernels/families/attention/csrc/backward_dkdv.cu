@@ -95,12 +95,16 @@ struct kv_block_pos {
   int n0, key0;
   bool kv_tail;  // the key block runs past T
 };
-// The dropout of a DROPOUT kernel's CTA: its key, head and 1 / (1 - p).
+// The dropout of a DROPOUT kernel's CTA: its key, head and 1 / (1 - p). Kept in (static) shared memory,
+// written once per CTA, read with constant-address loads where needed: in registers these 6 words cost
+// the sm_80 D = 64 kernel a 16-byte spill. Only the DROPOUT kernels reference kv_drop, so only they
+// allocate it.
 struct kv_dropout {
   dropout_key key;
   int bh;
   float keep_scale;
 };
+__shared__ kv_dropout kv_drop;
 
 // One query block mb (rows [block_m mb, block_m (mb + 1))) against the CTA's keys, using buffer `stage`:
 // prefetch the next block of the CTA's order (mb_next, -1 if none) into the other buffer, accumulate dV
@@ -116,7 +120,7 @@ template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M, bool BULK, bool DROPOU
 __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, const bwd_args<T> &a,
                                           const kv_block_pos<T> &c, int mb, int mb_next, int stage,
                                           const rt<T, 16, D> &k_reg, const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk,
-                                          rt<float, 16, D> &dv, const kv_dropout &drop) {
+                                          rt<float, 16, D> &dv) {
   using cfg = dkdv_config<D, BLOCK_M>;
   constexpr int QS = cfg::q_step, BM = cfg::block_m;
   const int m0 = mb * BM;
@@ -138,7 +142,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
     }
     // P^T (DROPOUT: its keep bits first)
     keep_bits<rt<float, 16, QS>> keep;
-    if constexpr (DROPOUT) dropout_bits_k(keep, drop.key, drop.bh, c.key0, q0);
+    if constexpr (DROPOUT) dropout_bits_k(keep, kv_drop.key, kv_drop.bh, c.key0, q0);
     rt<float, 16, QS> p;
     scores_t<cfg::kv_in_registers, T>(p, k_reg, sm.k, cur.q, w, hq);
     row_vec<QS> lse2;
@@ -153,7 +157,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
     row_vec<QS> delta;
     load_query_vec(delta, cur.delta, hq * QS);
     if constexpr (DROPOUT) {
-      dropout_ds(ds, p, keep, drop.keep_scale, [&](rt<float, 16, QS> &x) { sub_col(x, x, delta); });
+      dropout_ds(ds, p, keep, kv_drop.keep_scale, [&](rt<float, 16, QS> &x) { sub_col(x, x, delta); });
       apply_bits(p, keep, zero_dropped{});          // dV gets the dropped P (scaled by 1 / (1 - p) at the end)
     } else {
       sub_col(ds, ds, delta);
@@ -216,6 +220,9 @@ bwd_dkdv_kernel(const __grid_constant__ bwd_args_t<T, DROPOUT> a) {
   const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
   fetch_query_block<BLOCK_M>(buf[0], in, order.start);
   commit_group();
+  if constexpr (DROPOUT) {
+    if (threadIdx.x == 0) kv_drop = {bwd_dropout_key(a), bh, a.drop.keep_scale};  // visible after this barrier
+  }
   wait_group<0>();
   __syncthreads();
 
@@ -231,11 +238,9 @@ bwd_dkdv_kernel(const __grid_constant__ bwd_args_t<T, DROPOUT> a) {
   const dkdv_tiles<T, D, BLOCK_M> sm{sK, sV, buf, dq_stage};
   float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * (BULK ? a.dq_rows : seq) * D : nullptr;
   const kv_block_pos<T> pos{in, dq_head, n0, key0, kv_tail};
-  kv_dropout drop{};
-  if constexpr (DROPOUT) drop = {bwd_dropout_key(a), bh, a.drop.keep_scale};
   for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb))
     dkdv_step<T, D, ATOMIC_DQ, BLOCK_M, BULK, DROPOUT>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1,
-                                                       i & 1, k_reg, v_reg, dk, dv, drop);
+                                                       i & 1, k_reg, v_reg, dk, dv);
 
   // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (after the barrier no
   // warp reads K any more), then 16-byte stores; keys >= T are skipped.

@@ -62,12 +62,16 @@ __device__ __forceinline__ void mma_AB_shared(rt<float, 32, D / 2> &acc, PS &ps,
   }
 }
 
-// The dropout of a DROPOUT kernel's CTA: its key, head and 1 / (1 - p).
+// The dropout of a DROPOUT kernel's CTA: its key, head and 1 / (1 - p). Kept in (static) shared memory,
+// written once per CTA and read by every phase 1 with constant-address loads: in registers these 6 words
+// cost the A100 / deterministic (two-barrier) variants an 8-byte spill. Only the DROPOUT kernels reference
+// split_drop, so only they allocate it.
 struct split_dropout {
   dropout_key key;
   int bh;
   float keep_scale;
 };
+__shared__ split_dropout split_drop;
 
 // Phase 1 of one query block for this warp's 32 keys x BM/2 queries: P^T and dS^T into shared memory.
 // DROPOUT: the stored P^T is the dropped one (it only feeds dV, scaled by 1 / (1 - p) at the end).
@@ -75,7 +79,7 @@ template <typename T, int D, bool DROPOUT = false, typename Buf, typename PS>
 __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, const split_kv_tile<T, D> &sK,
                                              const split_kv_tile<T, D> &sV, const rt<T, 32, D> &k_reg,
                                              const rt<T, 32, D> &v_reg, const bwd_args<T> &a, int n0, int m0,
-                                             bool kv_tail, const split_dropout &drop) {
+                                             bool kv_tail) {
   constexpr bool REGS = false;                   // D = 128: K / V slices re-read from shared memory
   constexpr int QP = SPLIT_BLOCK_M / 2;       // queries per warp
   const int g = warpid() >> 1, qh = warpid() & 1;
@@ -90,7 +94,7 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
     return;
   }
   keep_bits<rt<float, 32, QP>> keep;
-  if constexpr (DROPOUT) dropout_bits_k(keep, drop.key, drop.bh, key0, q0);
+  if constexpr (DROPOUT) dropout_bits_k<rt<float, 32, QP>, true>(keep, split_drop.key, split_drop.bh, key0, q0);
   rt<float, 32, QP> p, ds;
   scores_t<REGS, T>(p, k_reg, sK, cur.q, g, qh);
   row_vec<QP> lse2;
@@ -108,7 +112,7 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
   row_vec<QP> delta;
   load_query_vec(delta, cur.delta, QP * qh);
   if constexpr (DROPOUT) {
-    dropout_ds(ds, p, keep, drop.keep_scale, [&](rt<float, 32, QP> &x) { sub_col(x, x, delta); });
+    dropout_ds(ds, p, keep, split_drop.keep_scale, [&](rt<float, 32, QP> &x) { sub_col(x, x, delta); });
     apply_bits(p, keep, zero_dropped{});
   } else {
     sub_col(ds, ds, delta);
@@ -185,14 +189,15 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   } else {
     wait_group<0>();
   }
+  if constexpr (DROPOUT) {
+    if (threadIdx.x == 0) split_drop = {bwd_dropout_key(a), bh, a.drop.keep_scale};  // visible after this barrier
+  }
   __syncthreads();
 
   rt<T, 32, D> k_reg, v_reg;                      // unused at D = 128 (scores_t reads sK / sV)
   rt<float, 32, D / 2> dk, dv;
   zero(dk);
   zero(dv);
-  split_dropout drop{};
-  if constexpr (DROPOUT) drop = {bwd_dropout_key(a), bh, a.drop.keep_scale};
 
   if constexpr (STAGED) {
     // One-barrier pipeline with bulk dQ: 3 query buffers = block i (cur), block i + 1 (being fetched),
@@ -209,7 +214,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       if (i + 1 < order.count()) fetch_query_block_split_warp<T, D>(buf[next_buf], in, order.next(mb));
       commit_group();
       auto &cur = buf[cur_buf];
-      split_phase1<T, D, DROPOUT>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail, drop);
+      split_phase1<T, D, DROPOUT>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
       wait_group<0>();                            // block i + 1 has landed (this thread's copies)
       __syncthreads();                            // P^T / dS^T of i and block i + 1 visible; i - 1 done
       mma_AB_shared<T, D, BM>(dv, ps[cur_ps].p, cur.dout, g, half);   // dV += P^T dO
@@ -225,7 +230,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
     for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb)) {
       const int m0 = mb * BM;
       auto &cur = buf[cur_buf];
-      split_phase1<T, D, DROPOUT>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail, drop);
+      split_phase1<T, D, DROPOUT>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
       wait_group<0>();                            // block i + 1 has landed (this thread's copies)
       __syncthreads();                            // P^T / dS^T of i and block i + 1 visible; i - 1 done
       if (i + 2 < order.count()) fetch_query_block<BM>(buf[next2_buf], in, order.next(order.next(mb)));
@@ -248,7 +253,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       commit_group();
       auto &cur = buf[stage];
 
-      split_phase1<T, D, DROPOUT>(cur, ps[0].p, ps[0].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail, drop);
+      split_phase1<T, D, DROPOUT>(cur, ps[0].p, ps[0].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
       __syncthreads();                            // P^T, dS^T of the block complete
 
       mma_AB_shared<T, D, BM>(dv, ps[0].p, cur.dout, g, half);   // dV += P^T dO
@@ -282,14 +287,20 @@ cudaError_t launch_dkdv_split(const dkdv_launch &c, const bwd_args_t<T, X> &a, u
   if (c.kernel == dkdv_kernel::split_one_barrier) {
     if (c.dq == dq_mode::bulk)
       return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true, true, X>, grid, KV_THREADS, smem, stream, a);
-    if (c.dq == dq_mode::red_add)
-      return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true, false, X>, grid, KV_THREADS, smem, stream, a);
+    if (c.dq == dq_mode::red_add) {
+      if constexpr (X) return cudaErrorInvalidValue;  // no dropout variant (configs.cu)
+      else return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true>, grid, KV_THREADS, smem, stream, a);
+    }
     return cudaErrorInvalidValue;
   }
-  if (c.dq == dq_mode::bulk)
-    return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false, true, X>, grid, KV_THREADS, smem, stream, a);
-  if (c.dq == dq_mode::red_add)
-    return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false, false, X>, grid, KV_THREADS, smem, stream, a);
+  if (c.dq == dq_mode::bulk) {
+    if constexpr (X) return cudaErrorInvalidValue;  // no dropout variant (configs.cu: it spilled; select_dkdv skips it)
+    else return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false, true>, grid, KV_THREADS, smem, stream, a);
+  }
+  if (c.dq == dq_mode::red_add) {
+    if constexpr (X) return cudaErrorInvalidValue;  // no dropout variant (configs.cu)
+    else return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false>, grid, KV_THREADS, smem, stream, a);
+  }
   return launch_with_smem(bwd_dkdv_split_kernel<T, D, false, false, false, X>, grid, KV_THREADS, smem, stream, a);
 }
 template cudaError_t launch_dkdv_split<bf16, false>(const dkdv_launch &, const bwd_args<bf16> &, unsigned, cudaStream_t);

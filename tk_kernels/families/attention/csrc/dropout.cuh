@@ -37,11 +37,10 @@ using namespace tk;
 struct dropout_key {
   uint32_t k0, k1, c3;
   uint32_t threshold;     // keep iff the 16-bit uniform >= threshold
-  uint32_t threshold_hi;  // threshold << 16: the test for a high half (x >= threshold_hi on the whole word)
 };
 
 __host__ __device__ __forceinline__ dropout_key make_dropout_key(uint64_t seed, uint64_t offset, uint32_t threshold) {
-  return {uint32_t(seed), uint32_t(seed >> 32) ^ uint32_t(offset >> 32), uint32_t(offset), threshold, threshold << 16};
+  return {uint32_t(seed), uint32_t(seed >> 32) ^ uint32_t(offset >> 32), uint32_t(offset), threshold};
 }
 
 // Seed and offset of a dropout_rng (graph capture: read from device memory now).
@@ -70,7 +69,7 @@ __host__ __device__ __forceinline__ uint32_t philox_word(const philox4 &r, int w
 }
 // Keep test of the 16-bit half `hi` of random word x.
 __host__ __device__ __forceinline__ bool dropout_keep_half(const dropout_key &d, uint32_t x, bool hi) {
-  return hi ? x >= d.threshold_hi : (x & 0xffffu) >= d.threshold;
+  return (hi ? x >> 16 : x & 0xffffu) >= d.threshold;
 }
 // Whether element (q, k) of head bh is kept: the definition, one element at a time (the debug mask
 // kernel; the tile functions below compute the same bits a group at a time).
@@ -123,8 +122,10 @@ __device__ __forceinline__ void dropout_bits_q(keep_bits<RT> &b, const dropout_k
 
 // Keep bits of an S^T tile (rows = keys key0 + r, cols = queries q0 + c; row_l; the dK / dV kernels).
 // R = 16 or 32 keys, key0 % 16 == 0; C = 16 with q0 % 16 == 0, or C % 32 == 0 with q0 % 32 == 0.
-// One Philox call per (16-key band i, 32 queries jp, pair element e).
-template <typename RT>
+// One Philox call per (16-key band i, 32 queries jp, pair element e). ROLLED (tiles of <= 32 bits):
+// the calls run in a loop rather than unrolled, so only one call's words are live (the split kernel's
+// register budget).
+template <typename RT, bool ROLLED = false>
 __device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_key &d, int bh, int key0, int q0) {
   constexpr int C = RT::cols;
   static_assert(RT::is_row && (C == 16 || C % 32 == 0), "dropout_bits_k: row_l tiles of 16 or 32n query columns");
@@ -134,6 +135,23 @@ __device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_k
   const int qw = C == 16 ? (q0 >> 3) & 2 : 0;
 #pragma unroll
   for (int x = 0; x < (b.n + 31) / 32; x++) b.w[x] = 0;
+  if constexpr (ROLLED) {
+    static_assert(keep_bits<RT>::n <= 32, "dropout_bits_k<ROLLED>: one 32-bit word of keep bits");
+#pragma unroll 1
+    for (int ie = 0; ie < RT::height * QG * 2; ie++) {
+      const int i = ie / (QG * 2), jp = ie / 2 % QG, e = ie % 2;
+      const philox4 r = dropout_group(d, bh, q0 + 32 * jp + 2 * t + e, key0 + 16 * i + g);
+      uint32_t bits = 0;
+#pragma unroll
+      for (int jj = 0; jj < JJ; jj++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          bits |= uint32_t(dropout_keep_half(d, philox_word(r, qw + 2 * jj + (k >> 1)), k & 1))
+                  << keep_bit<RT>(0, jj, k, 0);
+      b.w[0] |= bits << keep_bit<RT>(i, 2 * jp, 0, e);  // keep_bit is linear in (i, j, e)
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < RT::height; i++)
 #pragma unroll

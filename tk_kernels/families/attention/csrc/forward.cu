@@ -59,21 +59,27 @@ using namespace tk;
 constexpr int BLOCK_M = 128;                      // query rows per CTA
 constexpr int FWD_WARPS = 4;                      // 32 query rows per warp
 
-// Keys per tile and CTAs per SM (the register budget: 2 -> <= 255 registers) per head dim.
-template <int D> struct fwd_config;
-template <> struct fwd_config<64> {
+// Keys per tile and CTAs per SM (the register budget: 2 -> <= 255 registers) per head dim, and
+// with dropout (DROPOUT): the D = 64 dropout kernel takes 64-key tiles (with 128 its Philox words
+// and keep bits do not fit the 255 registers next to the 32 x 128 scores: it spilled 16-20 bytes).
+template <int D, bool DROPOUT = false> struct fwd_config;
+template <> struct fwd_config<64, false> {
   static constexpr int block_n = 128;
   static constexpr int min_blocks = 2;
 };
-template <> struct fwd_config<128> {
+template <> struct fwd_config<64, true> {
+  static constexpr int block_n = 64;
+  static constexpr int min_blocks = 2;
+};
+template <bool DROPOUT> struct fwd_config<128, DROPOUT> {
   static constexpr int block_n = 64;
   static constexpr int min_blocks = 2;
 };
 
-template <typename T, int D>
+template <typename T, int D, bool DROPOUT = false>
 struct fwd_smem {
   using q_tile = st<T, BLOCK_M, D>;
-  using kv_tile = st<T, fwd_config<D>::block_n, D>;
+  using kv_tile = st<T, fwd_config<D, DROPOUT>::block_n, D>;
   static constexpr int bytes = shared_bytes<q_tile, kv_tile, kv_tile, kv_tile, kv_tile>();
 };
 
@@ -112,14 +118,14 @@ __device__ __forceinline__ block_coord block_coords(const fwd_args<T> &a) {
 constexpr int FWD_THREADS = FWD_WARPS * WARP_THREADS;
 
 template <typename T, int D, bool CAUSAL, bool DROPOUT>
-__global__ void __launch_bounds__(FWD_THREADS, fwd_config<D>::min_blocks)
+__global__ void __launch_bounds__(FWD_THREADS, fwd_config<D, DROPOUT>::min_blocks)
 attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
-  using cfg = fwd_config<D>;
+  using cfg = fwd_config<D, DROPOUT>;
   constexpr int BLOCK_N = cfg::block_n;
   constexpr int NUM_THREADS = FWD_THREADS;
   constexpr int WARP_M = BLOCK_M / FWD_WARPS;        // query rows per warp
-  using q_tile = typename fwd_smem<T, D>::q_tile;
-  using kv_tile = typename fwd_smem<T, D>::kv_tile;
+  using q_tile = typename fwd_smem<T, D, DROPOUT>::q_tile;
+  using kv_tile = typename fwd_smem<T, D, DROPOUT>::kv_tile;
 
   extern __shared__ __align__(128) char smem[];
   shared_allocator al(smem);
@@ -279,7 +285,7 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
     a.drop.rng_out = p.rng_state;
   }
 
-  constexpr int smem_bytes = fwd_smem<T, D>::bytes;
+  constexpr int smem_bytes = fwd_smem<T, D, DROPOUT>::bytes;
   auto kernel = attention_fwd_kernel<T, D, CAUSAL, DROPOUT>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess) return err;
