@@ -17,6 +17,9 @@
 // S^T tiles (rows = keys) it holds k = key0 + g + {0, 8} and q = q0 + 2t + e + {0, 8, 16, 24}.
 // Bit 31 of counter word 1 separates these counters from those of PyTorch's own Philox kernels
 // (curand's counter there is the offset / 4 plus a small index: its word 1 stays 0 in practice).
+// Kernels draw a tile's keep bits (dropout_bits_q for S tiles, dropout_bits_k for S^T tiles; one
+// bit per element, e.g. 4 registers for a 32 x 128 tile) and apply them (apply_bits); the per-element
+// dropout_keep is the definition, used by the debug mask kernel (dropout_mask.cu).
 //
 // Seed and offset: from PyTorch's CUDA generator (bindings.cpp: philox_cuda_state), passed as a
 // dropout_rng: eager calls carry the values, calls under CUDA-graph capture carry pointers to

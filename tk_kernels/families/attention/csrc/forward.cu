@@ -43,6 +43,13 @@
 //     were TK_FWD_* macros until commit 1674171 (git history).
 //   * Shared memory: D = 64 82,048 B, D = 128 98,432 B; both fit the 101,376 B per block of 99 KB GPUs
 //     (sm_86 / sm_89), so the forward has a single configuration per head dim.
+// Dropout (the DROPOUT = true kernels; p = 0 runs the kernels above, unchanged): after the row sum,
+//       P~ = P o keep (dropout.cuh: the keep bits of (seed, offset, bh, row, key), drawn per 16-key
+//       slice right before its P V mma),   O += P~ V_j,   and at the end O *= 1 / ((1 - p) l).
+//   m, l and lse are those of the softmax before dropout (the backward recomputes P from lse and
+//   regenerates the same bits). CTA 0 writes the (seed, offset) it used (rng_out). The D = 64 dropout
+//   kernel uses 64-key tiles (fwd_config: with 128 it spilled). Overhead: to be measured
+//   (bench/bench_attention_dropout.py).
 // Measured (H200, bf16, bench/RESULTS.md, commit 2071b28): 1.04-1.25x SDPA flash at the 10 forward shapes
 // (D = 64: 1.11-1.25x, D = 128: 1.04-1.10x). No spills on sm_80 and sm_90a.
 #include <cmath>
