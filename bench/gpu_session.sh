@@ -8,6 +8,8 @@
 #   bash bench/gpu_session.sh sanitize         # compute-sanitizer memcheck/racecheck/synccheck
 #   bash bench/gpu_session.sh classifier       # classifier GPU tests + bench/bench_classifier.py
 #   bash bench/gpu_session.sh layernorm        # LayerNorm family: its GPU tests, then bench_layernorm.py
+#   bash bench/gpu_session.sh dropout          # attention dropout: its GPU tests, then its overhead benchmark
+#   bash bench/gpu_session.sh train_seeds      # shakespeare_char, kernels=tk vs torch, seeds 1337 1 2, side by side
 #
 # Logs and results go to $OUT (default ./bench/out): build.log, gpu_tests.log, bench.log,
 # bench_attention.json, bench_attention.png. Each step has its own timeout and a failing step does
@@ -145,10 +147,49 @@ step_layernorm() {
   return $rc
 }
 
+step_dropout() {
+  # the attention dropout: its GPU tests, then fwd+bwd at p = 0.2 vs 0 (ours, SDPA flash, cuDNN)
+  local x="-x"
+  [ "${PYTEST_X:-1}" = "0" ] && x=""
+  timeout ${TEST_TIMEOUT:-600} $PY -m pytest -m gpu $x -q -s -rfE --durations=10 \
+    tests/attention/test_attention_dropout_gpu.py ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/dropout_tests.log"
+  local rc=$?
+  timeout ${BENCH_TIMEOUT:-600} $PY bench/bench_attention_dropout.py --json "$OUT/bench_attention_dropout.json" \
+    2>&1 | tee "$OUT/bench_dropout.log" || rc=1
+  return $rc
+}
+
+step_train_seeds() {
+  # config/train_shakespeare_char.py (dropout 0.2, --compile=True) with kernels=tk and kernels=torch for
+  # seeds 1337, 1, 2: six runs side by side on the one GPU, each in its own out_dir under $OUT/train_seeds;
+  # then a table of best val loss and wall time, and the eval curves (step: val loss) next to each other
+  local input=()
+  [ -n "${SHAKESPEARE_INPUT:-}" ] && input=(--input "$SHAKESPEARE_INPUT")
+  $PY data/shakespeare_char/prepare.py "${input[@]}" > "$OUT/prepare.log" 2>&1 || { tail -3 "$OUT/prepare.log"; return 1; }
+  local dir="$OUT/train_seeds" k s rc=0
+  mkdir -p "$dir"
+  for k in tk torch; do
+    for s in 1337 1 2; do
+      ( t0=$SECONDS
+        timeout ${TRAIN_TIMEOUT:-1800} $PY train.py config/train_shakespeare_char.py --kernels=$k --seed=$s \
+          --compile=True --out_dir="$dir/out_${k}_$s" --overwrite=True ${TRAIN_ARGS:-} > "$dir/${k}_$s.log" 2>&1
+        echo "$? $((SECONDS - t0))" > "$dir/${k}_$s.rc" ) &
+    done
+  done
+  wait
+  for k in tk torch; do
+    for s in 1337 1 2; do
+      [ "$(cut -d' ' -f1 "$dir/${k}_$s.rc")" = "0" ] || { rc=1; echo "kernels=$k seed=$s failed:"; tail -20 "$dir/${k}_$s.log"; }
+    done
+  done
+  $PY bench/train_seeds_table.py "$dir" || rc=1
+  return $rc
+}
+
 for s in "${steps[@]}"; do
   case "$s" in
-    env|build|test|bench|classifier|layernorm|train|train_bench|sanitize) ;;
-    *) echo "unknown step '$s' (steps: env build test bench classifier layernorm train train_bench sanitize)"; exit 2 ;;
+    env|build|test|bench|classifier|layernorm|train|train_bench|sanitize|dropout|train_seeds) ;;
+    *) echo "unknown step '$s' (steps: env build test bench classifier layernorm train train_bench sanitize dropout train_seeds)"; exit 2 ;;
   esac
   echo "===== $s ====="
   "step_$s"

@@ -37,9 +37,9 @@ def run_case(B: int, H: int, T: int, D: int, causal: bool, dtype: torch.dtype,
     qkv = torch.randn(B, T, 3, H, D, device="cuda", dtype=dtype, generator=g)
     q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
     scale = 1.0 / math.sqrt(D)
-    o, lse = torch.ops.tk.attention_fwd(q, k, v, causal, scale)
+    o, lse, rng = torch.ops.tk.attention_fwd(q, k, v, causal, scale, 0.0)
     dout = torch.randn(B, H, T, D, device="cuda", dtype=dtype, generator=g)
-    grads = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, deterministic)
+    grads = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, deterministic, 0.0, rng)
     torch.cuda.synchronize()
     for name, t in zip(("o", "lse", "dq", "dk", "dv"), (o, lse, *grads)):
         if not torch.isfinite(t).all():

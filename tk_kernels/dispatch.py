@@ -5,7 +5,7 @@ The `kernels` setting of a model:
 
     torch  the PyTorch reference ops (tk_kernels/reference.py; SDPA for attention).
     tk     our TK kernel; where it cannot run (no GPU, arch, dtype, head dim, build failure,
-           dropout while training, ...) raise TKUnsupportedError saying why.
+           a family whose TK op lacks dropout while training, ...) raise TKUnsupportedError saying why.
     auto   our TK kernel where it can run, else the reference op, with a one-time warning per
            distinct reason.
 
@@ -73,8 +73,7 @@ class Family:
 FAMILIES: dict[str, Family] = {
     "attention": Family("attention", reference.attention, attention_ops.attention_op,
                         lambda device, dtype, dims: attention_ops.unsupported_reason(
-                            device, dtype, dims["head_dim"]),
-                        has_dropout=True),
+                            device, dtype, dims["head_dim"])),
     "mlp": Family("mlp", reference.mlp),
     # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype]) -> (x + delta, LayerNorm(x + delta))
     "layer_norm": Family("layer_norm", reference.add_layer_norm, layernorm_ops.add_layer_norm_op,
@@ -275,7 +274,7 @@ def attention(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     on the implementation the plan chose."""
     choice = plan.choices["attention"]
     if choice.tk:
-        if dropout_p > 0.0:
+        if dropout_p > 0.0 and choice.family.has_dropout:
             reason = _dropout_reason("attention")
         elif q.shape != k.shape or q.shape != v.shape:
             reason = (f"q, k and v differ in shape ({tuple(q.shape)}, {tuple(k.shape)}, "
@@ -286,7 +285,7 @@ def attention(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         else:
             reason = None
         if reason is None:
-            return choice.family.tk(q, k, v, causal, scale)
+            return choice.family.tk(q, k, v, causal, scale, dropout_p)
         if plan.kernels == "tk":
             raise _tk_error("attention", reason)
         if not torch.compiler.is_compiling():

@@ -146,8 +146,12 @@ def test_fake_forward_shapes_and_strides(B, H, T, D, dtype):
     with FakeTensorMode():
         qkv = torch.empty(B, T, 3, H, D, dtype=dtype, device="cuda")
         q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
-        o, lse = torch.ops.tk.attention_fwd(q, k, v, True, 0.125)
+        o, lse, rng = torch.ops.tk.attention_fwd(q, k, v, True, 0.125, 0.0)
+        o2, lse2, rng2 = torch.ops.tk.attention_fwd(q, k, v, True, 0.125, 0.2)
         ref = torch.empty(B, T, H, D, dtype=dtype, device="cuda").transpose(1, 2)
+    # rng_state: empty without dropout (nothing drawn), (seed, offset) with it
+    assert rng.shape == (0,) and rng2.shape == (2,) and rng2.dtype == torch.int64 and rng2.device.type == "cuda"
+    assert o2.stride() == o.stride() and lse2.shape == lse.shape
     assert o.shape == (B, H, T, D) and o.dtype == dtype and o.device.type == "cuda"
     assert o.stride() == ref.stride() == _bthd_strides(B, H, T, D)
     assert lse.shape == (B, H, T) and lse.dtype == torch.float32 and lse.is_contiguous()
@@ -160,7 +164,8 @@ def test_fake_backward_shapes_and_strides(B, H, T, D):
     with FakeTensorMode():
         q, k, v, o, do = (torch.empty(B, H, T, D, dtype=torch.float16, device="cuda") for _ in range(5))
         lse = torch.empty(B, H, T, dtype=torch.float32, device="cuda")
-        dq, dk, dv = torch.ops.tk.attention_bwd(q, k, v, o, lse, do, False, 0.1, True)
+        rng = torch.empty(2, dtype=torch.int64, device="cuda")
+        dq, dk, dv = torch.ops.tk.attention_bwd(q, k, v, o, lse, do, False, 0.1, True, 0.3, rng)
     for g in (dq, dk, dv):
         assert g.shape == (B, H, T, D) and g.dtype == torch.float16
         assert g.stride() == _bthd_strides(B, H, T, D)
@@ -170,27 +175,30 @@ def test_autograd_backward_calls_bwd_op_with_deterministic_flag(monkeypatch):
     """The registered backward passes causal/scale from the forward and the deterministic setting."""
     calls = []
 
-    def fake_bwd(q, k, v, o, lse, dout, causal, scale, deterministic):
-        calls.append((causal, scale, deterministic))
+    def fake_bwd(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state):
+        calls.append((causal, scale, deterministic, dropout_p, rng_state))
         return q, k, v
 
     monkeypatch.setattr(torch.ops.tk, "attention_bwd", fake_bwd, raising=False)
     q, k, v, o, do = (torch.randn(1, 1, 2, 64) for _ in range(5))
     lse = torch.randn(1, 1, 2)
-    ctx = types.SimpleNamespace(saved_tensors=(q, k, v, o, lse), causal=False, scale=0.25)
+    rng = torch.tensor([7, 12])
+    ctx = types.SimpleNamespace(saved_tensors=(q, k, v, o, lse, rng), causal=False, scale=0.25, dropout_p=0.2)
     monkeypatch.delenv("TK_DETERMINISTIC", raising=False)
-    grads = tka._backward(ctx, do, None)
-    assert grads[3:] == (None, None) and grads[0] is q
+    grads = tka._backward(ctx, do, None, None)
+    assert grads[3:] == (None, None, None) and grads[0] is q
     monkeypatch.setenv("TK_DETERMINISTIC", "1")
-    tka._backward(ctx, do, None)
+    tka._backward(ctx, do, None, None)
     monkeypatch.delenv("TK_DETERMINISTIC")
     prev = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
-        tka._backward(ctx, do, None)
+        tka._backward(ctx, do, None, None)
     finally:
         torch.use_deterministic_algorithms(prev)
-    assert calls == [(False, 0.25, False), (False, 0.25, True), (False, 0.25, True)]
+    # the backward regenerates the forward's mask: same dropout_p, the rng_state the forward saved
+    assert [c[:4] for c in calls] == [(False, 0.25, False, 0.2), (False, 0.25, True, 0.2), (False, 0.25, True, 0.2)]
+    assert all(c[4] is rng for c in calls)
 
 
 def test_kernel_ready_copies_only_when_needed():

@@ -65,6 +65,10 @@ def qkv_split(B, H, T, D, dtype, g):
     return qkv.permute(2, 0, 3, 1, 4).unbind(0)
 
 
+# the rng_state argument of the backward op without dropout (dropout_p = 0 reads none)
+NO_RNG = torch.empty(0, dtype=torch.int64, device="cuda") if torch.cuda.is_available() else None
+
+
 def poison(*shapes_dtypes):
     """Leave NaN-filled blocks of these sizes in the caching allocator (see module docstring)."""
     blocks = []
@@ -274,7 +278,7 @@ def test_raw_forward_lse(T, D, causal):
     q, k, v = qkv_split(B, H, T, D, torch.float16, gen(seed))
     scale = 1.0 / math.sqrt(D)
     poison_fwd(q)
-    o, lse = torch.ops.tk.attention_fwd(q, k, v, causal, scale)
+    o, lse, _ = torch.ops.tk.attention_fwd(q, k, v, causal, scale, 0.0)
     assert not torch.isnan(o).any() and not torch.isnan(lse).any()
     assert lse.shape == (B, H, T) and lse.dtype == torch.float32 and lse.is_contiguous()
     assert o.stride() == (T * H * D, D, H * D, 1)  # (B, T, H, D) memory: free transpose+view
@@ -289,7 +293,7 @@ def _bwd_inputs(B, H, T, D, causal, seed, dtype=torch.bfloat16):
     q, k, v = qkv_split(B, H, T, D, dtype, g)
     dout = randn((B, H, T, D), g, dtype)
     scale = 1.0 / math.sqrt(D)
-    o, lse = torch.ops.tk.attention_fwd(q, k, v, causal, scale)
+    o, lse, _ = torch.ops.tk.attention_fwd(q, k, v, causal, scale, 0.0)
     return q, k, v, o, lse, dout, scale
 
 
@@ -301,13 +305,13 @@ def test_repeatability(B, H, T, D, causal):
     # forward: bitwise
     for _ in range(2):
         poison_fwd(q)
-        o2, lse2 = torch.ops.tk.attention_fwd(q, k, v, causal, scale)
+        o2, lse2, _ = torch.ops.tk.attention_fwd(q, k, v, causal, scale, 0.0)
         assert torch.equal(o, o2) and torch.equal(lse, lse2), "forward is not bitwise reproducible"
     # backward, deterministic: bitwise, all three
     runs = []
     for _ in range(3):
         poison_bwd(q)
-        runs.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, True))
+        runs.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, True, 0.0, NO_RNG))
     for run in runs[1:]:
         for name, a, b in zip(("dq", "dk", "dv"), runs[0], run):
             assert torch.equal(a, b), f"deterministic {name} differs between runs"
@@ -315,7 +319,7 @@ def test_repeatability(B, H, T, D, causal):
     fast = []
     for _ in range(3):
         poison_bwd(q)
-        fast.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, False))
+        fast.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, False, 0.0, NO_RNG))
     for run in fast:
         assert not any(torch.isnan(t).any() for t in run)
         assert torch.equal(run[1], fast[0][1]) and torch.equal(run[2], fast[0][2]), "dK/dV not bitwise"
@@ -359,12 +363,12 @@ def test_opcheck(det, monkeypatch):
                                         (1, 2, 17, 128, False, torch.float16)]:
         q, k, v = qkv_split(B, H, T, D, dtype, gen(seed))
         q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-        torch.library.opcheck(torch.ops.tk.attention_fwd.default, (q, k, v, causal, 1.0 / math.sqrt(D)))
+        torch.library.opcheck(torch.ops.tk.attention_fwd.default, (q, k, v, causal, 1.0 / math.sqrt(D), 0.0))
         qd, kd, vd = (t.detach() for t in (q, k, v))
-        o, lse = torch.ops.tk.attention_fwd(qd, kd, vd, causal, 0.125)
+        o, lse, rng = torch.ops.tk.attention_fwd(qd, kd, vd, causal, 0.125, 0.0)
         dout = randn(q.shape, gen(seed + 1), dtype)
         torch.library.opcheck(torch.ops.tk.attention_bwd.default,
-                              (qd, kd, vd, o, lse, dout, causal, 0.125, det == "1"))
+                              (qd, kd, vd, o, lse, dout, causal, 0.125, det == "1", 0.0, rng))
 
 
 def test_unsupported_inputs_raise_value_error():
@@ -457,12 +461,12 @@ def test_small_smem_deterministic(B, H, T, D, causal, small_smem, monkeypatch):
     runs = []
     for _ in range(2):
         poison_bwd(q)
-        runs.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, True))
+        runs.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, True, 0.0, NO_RNG))
     for name, a, b in zip(("dq", "dk", "dv"), *runs):
         assert not torch.isnan(a).any(), f"deterministic {name}: NaN"
         assert torch.equal(a, b), f"deterministic {name} differs between runs"
     poison_bwd(q)
-    fast = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, False)
+    fast = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, False, 0.0, NO_RNG)
     assert torch.equal(fast[1], runs[0][1]) and torch.equal(fast[2], runs[0][2]), \
         "dK/dV differ between deterministic and default modes"
     e = rel_err(fast[0], runs[0][0].double())

@@ -183,10 +183,12 @@ class FakeKernel:
 
     def __init__(self):
         self.calls = 0
+        self.dropout_ps = []
 
-    def __call__(self, q, k, v, causal=True, scale=None):
+    def __call__(self, q, k, v, causal=True, scale=None, dropout_p=0.0):
         self.calls += 1
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        self.dropout_ps.append(dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, dropout_p=dropout_p)
 
 
 @pytest.fixture
@@ -246,31 +248,45 @@ def test_inputs_that_do_not_fit_the_plan(fake_tk):
     assert m.kernel_plan.dtype == torch.float64 and fake_tk.calls == 4
 
 
-def test_dropout_while_training_is_not_supported_by_tk(fake_tk):
+def test_dropout_while_training_runs_tk(fake_tk):
+    """The TK attention has dropout: a plan with dropout_p > 0 takes it in training too, and the
+    per-call dropout_p reaches the kernel (the model passes 0 in eval)."""
     _, q, k, v = qkv_views(D=16)
-    # planned with dropout: tk refuses at once, auto warns once
-    with pytest.raises(TKUnsupportedError, match="dropout"):
-        dispatch.plan("tk", "cpu", torch.float32, 16, dropout_p=0.1)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        plan = dispatch.plan("auto", "cpu", torch.float32, 16, dropout_p=0.1)
-        for _ in range(2):
+    for mode in ("tk", "auto"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            plan = dispatch.plan(mode, "cpu", torch.float32, 16, dropout_p=0.1)
             out = dispatch.attention(plan, q, k, v, dropout_p=0.1)
-    assert len(fallback_warnings(caught)) == 1 and "dropout" in fallback_warnings(caught)[0]
-    assert fake_tk.calls == 0 and out.shape == q.shape
-    assert plan.path("attention") == "tk" and plan.path("attention", training=True) == "torch"
-    assert "attention=tk in eval, torch while training (TK unsupported: attention dropout" in plan.describe()
-    assert "tk in eval, ERROR while training" in dispatch.describe("tk", device="cpu", head_dim=16,
-                                                                   dropout_p=0.1)
-    # planned without dropout (e.g. in eval), then called with it: the per-call check
-    with pytest.raises(TKUnsupportedError, match="dropout"):
-        dispatch.attention(dispatch.plan("tk", "cpu", torch.float32, 16), q, k, v, dropout_p=0.1)
-    # a GPT with dropout: its first forward in train mode plans with it, in eval without
-    with pytest.raises(TKUnsupportedError, match="dropout"):
-        tiny_gpt("tk", dropout=0.1)(*[torch.randint(64, (2, 20))] * 2)
-    m = tiny_gpt("tk", dropout=0.1).eval()
-    m(torch.randint(64, (2, 20)))
-    assert fake_tk.calls == 2
+        assert plan.path("attention", training=True) == "tk" and out.shape == q.shape
+        assert plan.describe().startswith(f"kernels={mode}: attention=tk;")
+    assert fake_tk.dropout_ps == [0.1, 0.1]
+    m = tiny_gpt("tk", dropout=0.1)
+    m(*[torch.randint(64, (2, 20))] * 2)             # training: dropout 0.1 per layer
+    m.eval()
+    m(torch.randint(64, (2, 20)))                    # eval: no dropout
+    assert fake_tk.dropout_ps[2:] == [0.1, 0.1, 0.0, 0.0]
+
+
+def test_family_without_dropout_falls_back_while_training(fake_tk):
+    """The registry's has_dropout (a TK op without dropout): training with dropout_p > 0 is refused
+    by kernels=tk and runs the reference op under kernels=auto."""
+    _, q, k, v = qkv_views(D=16)
+    with dispatch.override("attention", has_dropout=True):
+        with pytest.raises(TKUnsupportedError, match="dropout"):
+            dispatch.plan("tk", "cpu", torch.float32, 16, dropout_p=0.1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plan = dispatch.plan("auto", "cpu", torch.float32, 16, dropout_p=0.1)
+            for _ in range(2):
+                out = dispatch.attention(plan, q, k, v, dropout_p=0.1)
+        assert len(fallback_warnings(caught)) == 1 and "dropout" in fallback_warnings(caught)[0]
+        assert fake_tk.calls == 0 and out.shape == q.shape
+        assert plan.path("attention") == "tk" and plan.path("attention", training=True) == "torch"
+        assert "attention=tk in eval, torch while training (TK unsupported: attention dropout" in plan.describe()
+        assert "tk in eval, ERROR while training" in dispatch.describe("tk", device="cpu", head_dim=16,
+                                                                       dropout_p=0.1)
+        with pytest.raises(TKUnsupportedError, match="dropout"):
+            dispatch.attention(dispatch.plan("tk", "cpu", torch.float32, 16), q, k, v, dropout_p=0.1)
 
 
 def test_unequal_shapes_are_not_sent_to_tk(fake_tk):
@@ -305,10 +321,10 @@ def test_tk_path_compiles_without_graph_breaks(fake_tk):
 
 
 def test_auto_fallback_compiles_without_graph_breaks(fake_tk):
-    """kernels=auto with dropout: SDPA while training, the (stand-in) TK kernel in eval, each one
-    graph; the plan's warning was given when planning, none while tracing."""
+    """kernels=auto with dropout and a TK op without it: SDPA while training, the (stand-in) TK kernel
+    in eval, each one graph; the plan's warning was given when planning, none while tracing."""
     model = tiny_gpt("auto", dropout=0.1)
-    with warnings.catch_warnings(record=True) as caught:
+    with dispatch.override("attention", has_dropout=True), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.plan_kernels()
         compiled = torch.compile(model, backend="eager", fullgraph=True)

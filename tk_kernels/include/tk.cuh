@@ -9,6 +9,7 @@
 #pragma once
 #include "common/base_types.cuh"
 #include "common/util.cuh"
+#include "common/philox.cuh"
 #include "types/register/rt.cuh"
 #include "types/register/rv.cuh"
 #include "types/shared/st.cuh"

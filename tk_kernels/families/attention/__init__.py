@@ -2,7 +2,7 @@
 (ops.py) and their CUDA sources (csrc/). The package exposes ops.attention as tk_kernels.attention."""
 
 from .ops import (MIN_SMEM_BYTES, SUPPORTED_DTYPES, SUPPORTED_HEAD_DIMS, attention, attention_op,
-                  check_supported, is_available, unavailable_reason, unsupported_reason)
+                  check_supported, dropout_mask, is_available, unavailable_reason, unsupported_reason)
 
 __all__ = ["MIN_SMEM_BYTES", "SUPPORTED_DTYPES", "SUPPORTED_HEAD_DIMS", "attention", "attention_op",
-           "check_supported", "is_available", "unavailable_reason", "unsupported_reason"]
+           "check_supported", "dropout_mask", "is_available", "unavailable_reason", "unsupported_reason"]

@@ -3,14 +3,24 @@ Flash attention on the tk_kernels CUDA kernels, as torch custom ops with autogra
 
     import tk_kernels
     y = tk_kernels.attention(q, k, v, causal=True)   # same as F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y = tk_kernels.attention(q, k, v, dropout_p=0.2) # dropout on the attention probabilities (training)
 
 Two ops are registered (they work in eager mode and inside torch.compile without graph breaks):
-    tk::attention_fwd(q, k, v, causal, scale) -> (o, lse)
-    tk::attention_bwd(q, k, v, o, lse, dout, causal, scale, deterministic) -> (dq, dk, dv)
+    tk::attention_fwd(q, k, v, causal, scale, dropout_p) -> (o, lse, rng_state)
+    tk::attention_bwd(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state) -> (dq, dk, dv)
 q, k, v are (B, H, T, D) bf16/fp16 CUDA tensors with D in {64, 128}; any strides (views of a fused
 qkv tensor run without a copy). o, dq, dk, dv come back as (B, H, T, D) views of (B, T, H, D)
 memory, so o.transpose(1, 2).view(B, T, H * D) is free. lse is the (B, H, T) fp32 natural-log
-log-sum-exp of the scaled scores.
+log-sum-exp of the scaled scores (of the softmax before dropout).
+
+Dropout (dropout_p in [0, 1)) drops each element of the softmax P with probability dropout_p and
+scales the kept ones by 1 / (1 - dropout_p), like F.scaled_dot_product_attention(dropout_p=...).
+The keep mask is a pure function of (seed, offset, b * H + h, query, key) (Philox4x32-10, in
+csrc/dropout.cuh); the forward takes seed and offset from PyTorch's default CUDA generator of the
+device (so torch.manual_seed reproduces a run and every call draws a new mask; CUDA-graph safe) and
+returns them as rng_state, a (2,) int64 CUDA tensor [seed, offset] (empty (0,) when dropout_p == 0:
+no generator state is drawn then); the backward regenerates the same mask from it.
+dropout_mask(rng_state, B, H, T, dropout_p) returns that mask, for tests.
 
 The backward accumulates dQ with fp32 atomics (fast; dQ may differ in the last bits between runs).
 It is bitwise reproducible when torch.use_deterministic_algorithms(True) is on or TK_DETERMINISTIC=1.
@@ -61,27 +71,30 @@ def _empty_bthd(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
 
 
 @torch.library.custom_op("tk::attention_fwd", mutates_args=(), device_types="cuda")
-def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
+                  dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
     q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
-    return _ext().attention_forward(q, k, v, causal, scale)
+    return _ext().attention_forward(q, k, v, causal, scale, dropout_p)
 
 
 @attention_fwd.register_fake
-def _attention_fwd_fake(q, k, v, causal, scale):
+def _attention_fwd_fake(q, k, v, causal, scale, dropout_p):
     B, H, T, D = q.shape
-    return _empty_bthd(q), q.new_empty((B, H, T), dtype=torch.float32)
+    rng_state = q.new_empty((2 if dropout_p > 0.0 else 0,), dtype=torch.int64)
+    return _empty_bthd(q), q.new_empty((B, H, T), dtype=torch.float32), rng_state
 
 
 @torch.library.custom_op("tk::attention_bwd", mutates_args=(), device_types="cuda")
 def attention_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
-                  causal: bool, scale: float, deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
+                  causal: bool, scale: float, deterministic: bool, dropout_p: float,
+                  rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     q, k, v, o, dout = (_kernel_ready(t) for t in (q, k, v, o, dout))
     lse = lse.contiguous()
-    return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic)
+    return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
 
 
 @attention_bwd.register_fake
-def _attention_bwd_fake(q, k, v, o, lse, dout, causal, scale, deterministic):
+def _attention_bwd_fake(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state):
     return _empty_bthd(q), _empty_bthd(k), _empty_bthd(v)
 
 
@@ -91,23 +104,33 @@ def deterministic_backward() -> bool:
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, causal, scale = inputs
-    o, lse = output
-    ctx.save_for_backward(q, k, v, o, lse)
-    ctx.causal, ctx.scale = causal, scale
-    ctx.mark_non_differentiable(lse)
+    q, k, v, causal, scale, dropout_p = inputs
+    o, lse, rng_state = output
+    ctx.save_for_backward(q, k, v, o, lse, rng_state)
+    ctx.causal, ctx.scale, ctx.dropout_p = causal, scale, dropout_p
+    ctx.mark_non_differentiable(lse, rng_state)
 
 
-def _backward(ctx, dout, dlse):
-    # dlse is ignored: lse is marked non-differentiable
-    q, k, v, o, lse = ctx.saved_tensors
+def _backward(ctx, dout, dlse, drng):
+    # dlse and drng are ignored: lse and rng_state are marked non-differentiable
+    q, k, v, o, lse, rng_state = ctx.saved_tensors
     if dout is None:
-        return None, None, None, None, None
-    dq, dk, dv = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale, deterministic_backward())
-    return dq, dk, dv, None, None
+        return None, None, None, None, None, None
+    dq, dk, dv = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale, deterministic_backward(),
+                                            ctx.dropout_p, rng_state)
+    return dq, dk, dv, None, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def dropout_mask(rng_state: Tensor, B: int, H: int, T: int, dropout_p: float) -> Tensor:
+    """The (B, H, T, T) uint8 keep mask (1 = kept, before any causal mask) of the dropout that a
+    forward with this rng_state (its third output: the (2,) int64 [seed, offset] it used) and
+    dropout_p applied, computed on the GPU by the kernels' own keep function. For tests: a
+    reference is then softmax(S) * mask / (1 - dropout_p) @ V. torch.tensor([seed, offset],
+    dtype=torch.int64, device="cuda") gives the mask of any (seed, offset)."""
+    return _ext().attention_dropout_mask(rng_state, B, H, T, float(dropout_p))
 
 
 # -----------------------------------------------------------------------------
@@ -156,7 +179,7 @@ def environment_reason(device: torch.device) -> str | None:
     return _env_reasons[index]
 
 
-def tensor_reason(q, k, v, causal=True, scale=None) -> str | None:
+def tensor_reason(q, k, v, causal=True, scale=None, dropout_p=0.0) -> str | None:
     """Checks on the arguments alone (no GPU queries): safe to trace under torch.compile."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, Tensor):
@@ -184,15 +207,21 @@ def tensor_reason(q, k, v, causal=True, scale=None) -> str | None:
         return f"tk attention: scale must be a Python float or None, got {type(scale).__name__}"
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         return f"tk attention needs a positive finite scale (the kernel works in log2 units), got scale={scale}"
+    if not isinstance(dropout_p, (int, float)) or isinstance(dropout_p, bool):
+        return f"tk attention: dropout_p must be a Python float, got {type(dropout_p).__name__}"
+    if not 0.0 <= dropout_p < 1.0:
+        return f"tk attention supports dropout_p in [0, 1), got dropout_p={dropout_p}"
     return None
 
 
-def check_supported(q, k, v, causal: bool = True, scale: float | None = None) -> str | None:
+def check_supported(q, k, v, causal: bool = True, scale: float | None = None,
+                    dropout_p: float = 0.0) -> str | None:
     """None if tk attention can run on these inputs here, else a human-readable reason naming what
     is supported: CUDA tensors on one device of compute capability >= 8.0, dtype bf16/fp16 (all
-    equal), 4-D (B, H, T, D) with the same shape for q, k, v, D in {64, 128}, and an extension that
-    builds. The first call on a GPU may build the extension (minutes, then cached on disk)."""
-    reason = tensor_reason(q, k, v, causal, scale)
+    equal), 4-D (B, H, T, D) with the same shape for q, k, v, D in {64, 128}, dropout_p in [0, 1),
+    and an extension that builds. The first call on a GPU may build the extension (minutes, then
+    cached on disk)."""
+    reason = tensor_reason(q, k, v, causal, scale, dropout_p)
     if reason is not None or torch.compiler.is_compiling():
         return reason  # the environment was checked when the model ran eagerly / was planned
     return environment_reason(q.device)
@@ -227,21 +256,24 @@ def is_available() -> bool:
 # -----------------------------------------------------------------------------
 # public API
 
-def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None) -> Tensor:
+def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None,
+                 dropout_p: float = 0.0) -> Tensor:
     """The kernel without argument checks, for callers that checked already (tk_kernels.dispatch,
     whose plan checked device, dtype and head dim, and which checks the shapes per call)."""
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    o, _ = torch.ops.tk.attention_fwd(q, k, v, causal, float(scale))
+    o, _, _ = torch.ops.tk.attention_fwd(q, k, v, causal, float(scale), float(dropout_p))
     return o
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None) -> Tensor:
-    """softmax(q @ k^T * scale [+ causal mask]) @ v, like
-    F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale), for (B, H, T, D)
-    bf16/fp16 CUDA tensors with D in {64, 128}. scale defaults to 1/sqrt(D).
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None,
+              dropout_p: float = 0.0) -> Tensor:
+    """softmax(q @ k^T * scale [+ causal mask]) @ v, with dropout of probability dropout_p on the
+    softmax, like F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal,
+    scale=scale), for (B, H, T, D) bf16/fp16 CUDA tensors with D in {64, 128}. scale defaults to
+    1/sqrt(D). dropout_p applies whenever it is > 0 (pass 0.0 in eval, as model.py does).
     Raises ValueError (naming what is supported) for inputs the kernels cannot handle."""
-    reason = check_supported(q, k, v, causal, scale)
+    reason = check_supported(q, k, v, causal, scale, dropout_p)
     if reason is not None:
         raise ValueError(reason)
-    return attention_op(q, k, v, causal, scale)
+    return attention_op(q, k, v, causal, scale, dropout_p)

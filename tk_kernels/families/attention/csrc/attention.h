@@ -15,6 +15,17 @@ struct Strides {
   int64_t b, h, t;
 };
 
+// Seed and offset of the dropout's Philox generator, as PyTorch's CUDA generator hands them out
+// (at::PhiloxCudaState, copied field by field in bindings.cpp: no ATen types in kernel files).
+// Eager: the values. Under CUDA-graph capture: pointers to them, read when the kernel runs, and
+// an offset to add (the kernel's share of the graph's offset). See dropout.cuh.
+struct dropout_rng {
+  uint64_t seed, offset;                 // captured == false
+  const int64_t *seed_ptr, *offset_ptr;  // captured == true
+  uint64_t offset_intragraph;
+  bool captured;
+};
+
 struct FwdParams {
   const void *q, *k, *v;   // (B, H, T, D)
   void *o;                 // (B, H, T, D) output
@@ -24,6 +35,10 @@ struct FwdParams {
   float scale;             // softmax scale (1/sqrt(D) by default)
   bool causal;
   DType dtype;
+  // Dropout on P (dropout_p in [0, 1)); p == 0 runs the kernels without dropout.
+  float dropout_p;
+  dropout_rng rng;         // p > 0: the generator state to draw from
+  int64_t *rng_state;      // p > 0: (2,) int64 device output: the (seed, offset) used
 };
 
 struct BwdParams {
@@ -39,7 +54,16 @@ struct BwdParams {
   bool causal;
   bool deterministic;                 // true: bitwise-reproducible dQ (no atomics)
   DType dtype;
+  float dropout_p;                    // as in the forward; p > 0: regenerate its mask from rng_state
+  const int64_t *rng_state;           // p > 0: (2,) int64 device tensor (seed, offset) the forward wrote
 };
+
+// Dropout threshold of probability p in [0, 1): keep iff a 16-bit uniform >= round(p * 2^16)
+// (capped at 2^16 - 1, so every p < 1 keeps something).
+inline uint32_t dropout_threshold(float p) {
+  const double t = double(p) * 65536.0 + 0.5;
+  return t >= 65535.0 ? 65535u : uint32_t(t);
+}
 
 // Rows per head of BwdParams::dq_accum: T rounded up to a multiple of 128 (room for whole query blocks).
 constexpr int64_t dq_accum_rows(int64_t T) { return (T + 127) / 128 * 128; }
@@ -57,5 +81,10 @@ int attention_backward_min_smem_bytes();
 // Shared memory of the dK / dV configuration the backward would launch now on the current device
 // for head dim D (in {64, 128}; -1 otherwise or on a CUDA error): which configuration runs, for tests.
 int attention_backward_dkdv_smem_bytes(int D, bool deterministic);
+
+// Debug: mask[bh][q][k] = 1 if the dropout of probability p with the (seed, offset) in rng_state
+// ((2,) int64 on the device) keeps element (q, k) of head bh, else 0; mask is BH x T x T uint8.
+cudaError_t attention_dropout_mask(uint8_t *mask, const int64_t *rng_state, int BH, int T, float p,
+                                   cudaStream_t stream);
 
 }  // namespace tk_attn

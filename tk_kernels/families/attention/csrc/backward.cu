@@ -5,6 +5,15 @@
 //     dV   = P^T dO                 dP = dO V^T
 //     dS   = P * (dP - delta)       delta_i = rowsum(dO_i * O_i)
 //     dQ   = scale * dS K           dK = scale * dS^T Q
+// With dropout of probability p (the forward computed O = (P o Z) V with Z = keep mask / (1 - p),
+// keep mask regenerated here from the forward's (seed, offset): dropout.cuh):
+//     dV   = (P o Z)^T dO           dP~ = Z o (dO V^T)          dS = P o (dP~ - delta)
+// and delta is unchanged: softmax's backward needs sum_j P_ij dP~_ij (the gradient w.r.t. P of
+// the loss is dP~ = Z o dP), and sum_j P_ij Z_ij (dO_i . V_j) = dO_i . sum_j (P o Z)_ij V_j =
+// dO_i . O_i. Each kernel draws a tile's keep bits once (dropout.cuh: dropout_bits_k / _q, 1 bit per
+// element) and uses them for dP~ and for the dropped P of dV (dV is scaled by 1 / (1 - p) at the end).
+// The split kernel (D = 128) has dropout variants only for its bulk dQ path and the deterministic path;
+// configs.cu marks the others, and with dropout an A100 runs the transposed kernel at D = 128.
 // Causal is top-left aligned (key j is visible to query i iff j <= i). Exponentials are exp2 with
 // log2(e) folded into the scale: P = 2^(S * scale*log2e - lse*log2e).
 //
@@ -32,6 +41,31 @@
 namespace tk_attn {
 namespace {
 
+template <typename T, bool DROPOUT>
+cudaError_t launch_kernels(const BwdParams &p, const bwd_args_t<T, DROPOUT> &a, cudaStream_t stream) {
+  const int D = p.D;
+  cudaError_t err;
+
+  // 1. delta = rowsum(dO * O)
+  if ((err = launch_delta<T>(a, make_gl<T>(p, p.o, p.o_s), D, stream)) != cudaSuccess) return err;
+
+  // 2. dK, dV (+ dQ partials): the configuration of the table that fits this device
+  int budget = 0;
+  bool sm90 = false;
+  if ((err = device_budget(budget, sm90)) != cudaSuccess) return err;
+  const dkdv_launch *c = select_dkdv(D, p.deterministic, budget, sm90, DROPOUT);
+  if (c == nullptr) return cudaErrorInvalidValue;
+  bwd_args_t<T, DROPOUT> ac = a;
+  ac.dq_xor32 = c->dq == dq_mode::bulk;  // the bulk path's dq_accum layout
+  const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(p.B * p.H);
+  err = c->kernel == dkdv_kernel::transposed ? launch_dkdv_transposed<T, DROPOUT>(*c, ac, kv_grid, stream)
+                                             : launch_dkdv_split<T, DROPOUT>(*c, ac, kv_grid, stream);
+  if (err != cudaSuccess) return err;
+
+  // 3. dQ
+  return p.deterministic ? launch_dq_deterministic<T, DROPOUT>(ac, D, stream) : launch_dq_convert<T>(ac, D, stream);
+}
+
 template <typename T>
 cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   const int D = p.D;
@@ -54,25 +88,14 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   a.scale = p.scale;
   a.scale_log2 = p.scale * LOG2E;
   a.causal = p.causal;
-  cudaError_t err;
-
-  // 1. delta = rowsum(dO * O)
-  if ((err = launch_delta<T>(a, make_gl<T>(p, p.o, p.o_s), D, stream)) != cudaSuccess) return err;
-
-  // 2. dK, dV (+ dQ partials): the configuration of the table that fits this device
-  int budget = 0;
-  bool sm90 = false;
-  if ((err = device_budget(budget, sm90)) != cudaSuccess) return err;
-  const dkdv_launch *c = select_dkdv(D, p.deterministic, budget, sm90);
-  if (c == nullptr) return cudaErrorInvalidValue;
-  a.dq_xor32 = c->dq == dq_mode::bulk;  // the bulk path's dq_accum layout
-  const unsigned kv_grid = unsigned(cdiv(p.T, KV_BLOCK_N)) * unsigned(p.B * p.H);
-  err = c->kernel == dkdv_kernel::transposed ? launch_dkdv_transposed<T>(*c, a, kv_grid, stream)
-                                             : launch_dkdv_split<T>(*c, a, kv_grid, stream);
-  if (err != cudaSuccess) return err;
-
-  // 3. dQ
-  return p.deterministic ? launch_dq_deterministic<T>(a, D, stream) : launch_dq_convert<T>(a, D, stream);
+  if (p.dropout_p == 0.f) return launch_kernels<T, false>(p, a, stream);
+  bwd_dropout_args<T> ad;
+  static_cast<bwd_args<T> &>(ad) = a;
+  ad.drop.rng = dropout_rng{0, 0, p.rng_state, p.rng_state + 1, 0, true};  // the forward's (seed, offset)
+  ad.drop.threshold = dropout_threshold(p.dropout_p);
+  ad.drop.keep_scale = 1.f / (1.f - p.dropout_p);
+  ad.drop.rng_out = nullptr;
+  return launch_kernels<T, true>(p, ad, stream);
 }
 
 }  // namespace
@@ -84,6 +107,7 @@ cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream) {
   if (!p.q || !p.k || !p.v || !p.o || !p.dout || !p.lse || !p.dq || !p.dk || !p.dv || !p.delta)
     return cudaErrorInvalidValue;
   if (!p.deterministic && !p.dq_accum) return cudaErrorInvalidValue;
+  if (!(p.dropout_p >= 0.f && p.dropout_p < 1.f) || (p.dropout_p > 0.f && !p.rng_state)) return cudaErrorInvalidValue;
   // Grids are 1-D over (blocks x B x H); keep them within 2^31 - 1 CTAs.
   if (int64_t(p.B) * p.H * ((int64_t(p.T) + 63) / 64) > 0x7fffffffLL) return cudaErrorInvalidValue;
   if (p.dtype == DType::bf16) return launch<bf16>(p, stream);

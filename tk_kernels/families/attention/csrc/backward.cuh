@@ -7,6 +7,7 @@
 
 #include "attention.h"
 #include "dq_accum.cuh"
+#include "dropout.cuh"
 #include "tk.cuh"
 
 namespace tk_attn {
@@ -105,6 +106,20 @@ struct bwd_args {
   float scale_log2;       // scale * log2(e)
   bool causal;
 };
+// The dropout kernels' arguments: the same plus the dropout's (the p = 0 kernels keep bwd_args).
+// Their rng is the forward's rng_state, read as a captured dropout_rng (see dropout.cuh).
+template <typename T>
+struct bwd_dropout_args : bwd_args<T> {
+  dropout_args drop;
+};
+template <typename T, bool DROPOUT> using bwd_args_t = std::conditional_t<DROPOUT, bwd_dropout_args<T>, bwd_args<T>>;
+
+// The dropout key a backward CTA works with (DROPOUT kernels only; the p = 0 kernels never call it).
+template <typename A>
+__device__ __forceinline__ dropout_key bwd_dropout_key(const A &a) {
+  uint64_t seed, offset;
+  return load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset);
+}
 
 // The query-side inputs of one head: Q and dO as (T, D) gls, and its lse / delta rows.
 template <typename T>
@@ -355,11 +370,14 @@ cudaError_t launch_with_smem(K kernel, unsigned grid, int threads, int smem, cud
 // Launchers of the kernel files, for T in {bf16, half}; each returns the first CUDA error.
 struct dkdv_launch;  // configs.cuh
 template <typename T> cudaError_t launch_delta(const bwd_args<T> &a, const gl<T> &o, int D, cudaStream_t stream);
-template <typename T>
-cudaError_t launch_dkdv_transposed(const dkdv_launch &c, const bwd_args<T> &a, unsigned grid, cudaStream_t stream);
-template <typename T>
-cudaError_t launch_dkdv_split(const dkdv_launch &c, const bwd_args<T> &a, unsigned grid, cudaStream_t stream);
+// DROPOUT = true: the kernels with dropout (their args a bwd_dropout_args<T>).
+template <typename T, bool DROPOUT>
+cudaError_t launch_dkdv_transposed(const dkdv_launch &c, const bwd_args_t<T, DROPOUT> &a, unsigned grid,
+                                   cudaStream_t stream);
+template <typename T, bool DROPOUT>
+cudaError_t launch_dkdv_split(const dkdv_launch &c, const bwd_args_t<T, DROPOUT> &a, unsigned grid, cudaStream_t stream);
 template <typename T> cudaError_t launch_dq_convert(const bwd_args<T> &a, int D, cudaStream_t stream);
-template <typename T> cudaError_t launch_dq_deterministic(const bwd_args<T> &a, int D, cudaStream_t stream);
+template <typename T, bool DROPOUT>
+cudaError_t launch_dq_deterministic(const bwd_args_t<T, DROPOUT> &a, int D, cudaStream_t stream);
 
 }  // namespace tk_attn

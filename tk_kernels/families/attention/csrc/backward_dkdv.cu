@@ -95,6 +95,16 @@ struct kv_block_pos {
   int n0, key0;
   bool kv_tail;  // the key block runs past T
 };
+// The dropout of a DROPOUT kernel's CTA: its key, head and 1 / (1 - p). Kept in (static) shared memory,
+// written once per CTA, read with constant-address loads where needed: in registers these 6 words cost
+// the sm_80 D = 64 kernel a 16-byte spill. Only the DROPOUT kernels reference kv_drop, so only they
+// allocate it.
+struct kv_dropout {
+  dropout_key key;
+  int bh;
+  float keep_scale;
+};
+__shared__ kv_dropout kv_drop;
 
 // One query block mb (rows [block_m mb, block_m (mb + 1))) against the CTA's keys, using buffer `stage`:
 // prefetch the next block of the CTA's order (mb_next, -1 if none) into the other buffer, accumulate dV
@@ -105,7 +115,8 @@ struct kv_block_pos {
 // every warp reaches only once its dQ reads of this step are done.
 // The query-step loop is unrolled by 2: both steps of a D = 64 block (offsets become immediates; the lane
 // offsets are not rebuilt for the second step).
-template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M, bool BULK>
+// DROPOUT: the step's keep bits are drawn first; dS^T = P^T (keep dP^T / (1 - p) - delta), dV takes the dropped P^T.
+template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M, bool BULK, bool DROPOUT>
 __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, const bwd_args<T> &a,
                                           const kv_block_pos<T> &c, int mb, int mb_next, int stage,
                                           const rt<T, 16, D> &k_reg, const rt<T, 16, D> &v_reg, rt<float, 16, D> &dk,
@@ -129,7 +140,9 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
       }
       continue;
     }
-    // P^T
+    // P^T (DROPOUT: its keep bits first)
+    keep_bits<rt<float, 16, QS>> keep;
+    if constexpr (DROPOUT) dropout_bits_k(keep, kv_drop.key, kv_drop.bh, c.key0, q0);
     rt<float, 16, QS> p;
     scores_t<cfg::kv_in_registers, T>(p, k_reg, sm.k, cur.q, w, hq);
     row_vec<QS> lse2;
@@ -143,8 +156,13 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
     scores_t<cfg::kv_in_registers, T>(ds, v_reg, sm.v, cur.dout, w, hq);
     row_vec<QS> delta;
     load_query_vec(delta, cur.delta, hq * QS);
-    sub_col(ds, ds, delta);
-    mul(ds, ds, p);
+    if constexpr (DROPOUT) {
+      dropout_ds(ds, p, keep, kv_drop.keep_scale, [&](rt<float, 16, QS> &x) { sub_col(x, x, delta); });
+      apply_bits(p, keep, zero_dropped{});          // dV gets the dropped P (scaled by 1 / (1 - p) at the end)
+    } else {
+      sub_col(ds, ds, delta);
+      mul(ds, ds, p);
+    }
 
     rt<T, 16, QS> p16, ds16;
     copy(p16, p);
@@ -174,9 +192,9 @@ __device__ __noinline__ void store_dkdv_rows(const bwd_args<T> &a, const st<T, K
   store<WARP_THREADS>(a.dv, subtile<16, D>(sV, w, 0), {b, h, key0, 0});
 }
 
-template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M = dkdv_block_m<D>, bool BULK = false>
+template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M = dkdv_block_m<D>, bool BULK = false, bool DROPOUT = false>
 __global__ void __launch_bounds__(KV_THREADS, dkdv_config<D, BLOCK_M>::min_blocks)
-bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
+bwd_dkdv_kernel(const __grid_constant__ bwd_args_t<T, DROPOUT> a) {
   using cfg = dkdv_config<D, BLOCK_M>;
   using S = dkdv_smem<T, D, BLOCK_M>;
   extern __shared__ __align__(128) char smem[];
@@ -202,6 +220,9 @@ bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
   const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
   fetch_query_block<BLOCK_M>(buf[0], in, order.start);
   commit_group();
+  if constexpr (DROPOUT) {
+    if (threadIdx.x == 0) kv_drop = {bwd_dropout_key(a), bh, a.drop.keep_scale};  // visible after this barrier
+  }
   wait_group<0>();
   __syncthreads();
 
@@ -218,13 +239,14 @@ bwd_dkdv_kernel(const __grid_constant__ bwd_args<T> a) {
   float *dq_head = ATOMIC_DQ ? a.dq_accum.ptr + int64_t(bh) * (BULK ? a.dq_rows : seq) * D : nullptr;
   const kv_block_pos<T> pos{in, dq_head, n0, key0, kv_tail};
   for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb))
-    dkdv_step<T, D, ATOMIC_DQ, BLOCK_M, BULK>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1, i & 1,
-                                              k_reg, v_reg, dk, dv);
+    dkdv_step<T, D, ATOMIC_DQ, BLOCK_M, BULK, DROPOUT>(sm, a, pos, mb, i + 1 < order.count() ? order.next(mb) : -1,
+                                                       i & 1, k_reg, v_reg, dk, dv);
 
   // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (after the barrier no
   // warp reads K any more), then 16-byte stores; keys >= T are skipped.
   __syncthreads();
   mul(dk, dk, a.scale);
+  if constexpr (DROPOUT) mul(dv, dv, a.drop.keep_scale);
   auto dk_stage = subtile<16, D>(sK, w, 0);
   auto dv_stage = subtile<16, D>(sV, w, 0);
   store<BWD_ADDR>(dk_stage, dk);
@@ -264,8 +286,8 @@ __device__ __forceinline__ void scores(rt<float, 16, DQ_BLOCK_N> &s, XS &xs, YS 
   }
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constant__ bwd_args<T> a) {
+template <typename T, int D, bool DROPOUT = false>
+__global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constant__ bwd_args_t<T, DROPOUT> a) {
   using S = dq_smem<T, D>;
   extern __shared__ __align__(128) char smem[];
   shared_allocator al(smem);
@@ -307,6 +329,8 @@ __global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constan
   load(delta, sDelta.data + 16 * w, 16);
   rt<float, 16, D> dq;
   zero(dq);
+  dropout_key drop_key{};
+  if constexpr (DROPOUT) drop_key = bwd_dropout_key(a);
 
   for (int j = 0; j < n_steps; j++) {
     const int stage = j & 1;
@@ -317,6 +341,8 @@ __global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constan
     }
     commit_group();
 
+    keep_bits<rt<float, 16, DQ_BLOCK_N>> keep;
+    if constexpr (DROPOUT) dropout_bits_q(keep, drop_key, bh, q0, n0);
     rt<float, 16, DQ_BLOCK_N> p, ds;
     scores<T, D>(p, sQ, sK[stage]);
     row_map(p, p, lse2, [c = a.scale_log2](float x, float l) { return fmaf(x, c, -l); });
@@ -325,8 +351,12 @@ __global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constan
     exp2(p, p);
 
     scores<T, D>(ds, sdO, sV[stage]);
-    sub_row(ds, ds, delta);
-    mul(ds, ds, p);
+    if constexpr (DROPOUT) {
+      dropout_ds(ds, p, keep, a.drop.keep_scale, [&](rt<float, 16, DQ_BLOCK_N> &x) { sub_row(x, x, delta); });
+    } else {
+      sub_row(ds, ds, delta);
+      mul(ds, ds, p);
+    }
     rt<T, 16, DQ_BLOCK_N> ds16;
     copy(ds16, ds);
 #pragma unroll
@@ -349,38 +379,52 @@ __global__ void __launch_bounds__(DQ_THREADS) bwd_dq_kernel(const __grid_constan
 
 }  // namespace
 
-template <typename T>
-cudaError_t launch_dkdv_transposed(const dkdv_launch &c, const bwd_args<T> &a, unsigned grid, cudaStream_t stream) {
+template <typename T, bool DROPOUT>
+cudaError_t launch_dkdv_transposed(const dkdv_launch &c, const bwd_args_t<T, DROPOUT> &a, unsigned grid,
+                                   cudaStream_t stream) {
   const int smem = c.smem_bytes;
+  constexpr bool X = DROPOUT;
   if (c.D == 64 && c.block_m == dkdv_block_m<64>) {
     if (c.dq == dq_mode::bulk)
-      return launch_with_smem(bwd_dkdv_kernel<T, 64, true, dkdv_block_m<64>, true>, grid, KV_THREADS, smem, stream, a);
+      return launch_with_smem(bwd_dkdv_kernel<T, 64, true, dkdv_block_m<64>, true, X>, grid, KV_THREADS, smem, stream, a);
     if (c.dq == dq_mode::red_add)
-      return launch_with_smem(bwd_dkdv_kernel<T, 64, true>, grid, KV_THREADS, smem, stream, a);
-    return launch_with_smem(bwd_dkdv_kernel<T, 64, false>, grid, KV_THREADS, smem, stream, a);
+      return launch_with_smem(bwd_dkdv_kernel<T, 64, true, dkdv_block_m<64>, false, X>, grid, KV_THREADS, smem, stream, a);
+    return launch_with_smem(bwd_dkdv_kernel<T, 64, false, dkdv_block_m<64>, false, X>, grid, KV_THREADS, smem, stream, a);
   }
   if (c.D == 64 && c.block_m == dkdv_small_block_m<64> && c.dq != dq_mode::bulk)
     return c.dq == dq_mode::none
-               ? launch_with_smem(bwd_dkdv_kernel<T, 64, false, dkdv_small_block_m<64>>, grid, KV_THREADS, smem, stream, a)
-               : launch_with_smem(bwd_dkdv_kernel<T, 64, true, dkdv_small_block_m<64>>, grid, KV_THREADS, smem, stream, a);
+               ? launch_with_smem(bwd_dkdv_kernel<T, 64, false, dkdv_small_block_m<64>, false, X>, grid, KV_THREADS, smem,
+                                  stream, a)
+               : launch_with_smem(bwd_dkdv_kernel<T, 64, true, dkdv_small_block_m<64>, false, X>, grid, KV_THREADS, smem,
+                                  stream, a);
   if (c.D == 128 && c.block_m == dkdv_small_block_m<128> && c.dq != dq_mode::bulk)
     return c.dq == dq_mode::none
-               ? launch_with_smem(bwd_dkdv_kernel<T, 128, false, dkdv_small_block_m<128>>, grid, KV_THREADS, smem, stream, a)
-               : launch_with_smem(bwd_dkdv_kernel<T, 128, true, dkdv_small_block_m<128>>, grid, KV_THREADS, smem, stream, a);
+               ? launch_with_smem(bwd_dkdv_kernel<T, 128, false, dkdv_small_block_m<128>, false, X>, grid, KV_THREADS,
+                                  smem, stream, a)
+               : launch_with_smem(bwd_dkdv_kernel<T, 128, true, dkdv_small_block_m<128>, false, X>, grid, KV_THREADS,
+                                  smem, stream, a);
   return cudaErrorInvalidValue;
 }
-template cudaError_t launch_dkdv_transposed<bf16>(const dkdv_launch &, const bwd_args<bf16> &, unsigned, cudaStream_t);
-template cudaError_t launch_dkdv_transposed<half>(const dkdv_launch &, const bwd_args<half> &, unsigned, cudaStream_t);
 
-template <typename T>
-cudaError_t launch_dq_deterministic(const bwd_args<T> &a, int D, cudaStream_t stream) {
+template <typename T, bool DROPOUT>
+cudaError_t launch_dq_deterministic(const bwd_args_t<T, DROPOUT> &a, int D, cudaStream_t stream) {
   const unsigned grid = unsigned(cdiv(a.seq, DQ_BLOCK_M)) * unsigned(a.q.shape[0] * a.heads);
-  if (D == 64) return launch_with_smem(bwd_dq_kernel<T, 64>, grid, DQ_THREADS, dq_smem<T, 64>::bytes, stream, a);
-  if (D == 128) return launch_with_smem(bwd_dq_kernel<T, 128>, grid, DQ_THREADS, dq_smem<T, 128>::bytes, stream, a);
+  if (D == 64)
+    return launch_with_smem(bwd_dq_kernel<T, 64, DROPOUT>, grid, DQ_THREADS, dq_smem<T, 64>::bytes, stream, a);
+  if (D == 128)
+    return launch_with_smem(bwd_dq_kernel<T, 128, DROPOUT>, grid, DQ_THREADS, dq_smem<T, 128>::bytes, stream, a);
   return cudaErrorInvalidValue;
 }
 
-template cudaError_t launch_dq_deterministic<bf16>(const bwd_args<bf16> &, int, cudaStream_t);
-template cudaError_t launch_dq_deterministic<half>(const bwd_args<half> &, int, cudaStream_t);
+template cudaError_t launch_dkdv_transposed<bf16, false>(const dkdv_launch &, const bwd_args<bf16> &, unsigned, cudaStream_t);
+template cudaError_t launch_dkdv_transposed<half, false>(const dkdv_launch &, const bwd_args<half> &, unsigned, cudaStream_t);
+template cudaError_t launch_dkdv_transposed<bf16, true>(const dkdv_launch &, const bwd_dropout_args<bf16> &, unsigned,
+                                                        cudaStream_t);
+template cudaError_t launch_dkdv_transposed<half, true>(const dkdv_launch &, const bwd_dropout_args<half> &, unsigned,
+                                                        cudaStream_t);
+template cudaError_t launch_dq_deterministic<bf16, false>(const bwd_args<bf16> &, int, cudaStream_t);
+template cudaError_t launch_dq_deterministic<half, false>(const bwd_args<half> &, int, cudaStream_t);
+template cudaError_t launch_dq_deterministic<bf16, true>(const bwd_dropout_args<bf16> &, int, cudaStream_t);
+template cudaError_t launch_dq_deterministic<half, true>(const bwd_dropout_args<half> &, int, cudaStream_t);
 
 }  // namespace tk_attn

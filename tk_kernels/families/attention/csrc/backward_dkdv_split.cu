@@ -62,8 +62,20 @@ __device__ __forceinline__ void mma_AB_shared(rt<float, 32, D / 2> &acc, PS &ps,
   }
 }
 
+// The dropout of a DROPOUT kernel's CTA: its key, head and 1 / (1 - p). Kept in (static) shared memory,
+// written once per CTA and read by every phase 1 with constant-address loads: in registers these 6 words
+// cost the A100 / deterministic (two-barrier) variants an 8-byte spill. Only the DROPOUT kernels reference
+// split_drop, so only they allocate it.
+struct split_dropout {
+  dropout_key key;
+  int bh;
+  float keep_scale;
+};
+__shared__ split_dropout split_drop;
+
 // Phase 1 of one query block for this warp's 32 keys x BM/2 queries: P^T and dS^T into shared memory.
-template <typename T, int D, typename Buf, typename PS>
+// DROPOUT: the stored P^T is the dropped one (it only feeds dV, scaled by 1 / (1 - p) at the end).
+template <typename T, int D, bool DROPOUT = false, typename Buf, typename PS>
 __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, const split_kv_tile<T, D> &sK,
                                              const split_kv_tile<T, D> &sV, const rt<T, 32, D> &k_reg,
                                              const rt<T, 32, D> &v_reg, const bwd_args<T> &a, int n0, int m0,
@@ -81,6 +93,8 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
     store<BWD_ADDR>(dst, zeros);
     return;
   }
+  keep_bits<rt<float, 32, QP>> keep;
+  if constexpr (DROPOUT) dropout_bits_k<rt<float, 32, QP>, true>(keep, split_drop.key, split_drop.bh, key0, q0);
   rt<float, 32, QP> p, ds;
   scores_t<REGS, T>(p, k_reg, sK, cur.q, g, qh);
   row_vec<QP> lse2;
@@ -97,8 +111,13 @@ __device__ __forceinline__ void split_phase1(const Buf &cur, PS &sPt, PS &sdSt, 
   scores_t<REGS, T>(ds, v_reg, sV, cur.dout, g, qh);
   row_vec<QP> delta;
   load_query_vec(delta, cur.delta, QP * qh);
-  sub_col(ds, ds, delta);
-  mul(ds, ds, p);
+  if constexpr (DROPOUT) {
+    dropout_ds(ds, p, keep, split_drop.keep_scale, [&](rt<float, 32, QP> &x) { sub_col(x, x, delta); });
+    apply_bits(p, keep, zero_dropped{});
+  } else {
+    sub_col(ds, ds, delta);
+    mul(ds, ds, p);
+  }
   store<BWD_ADDR>(pt, p);                                   // fp32 -> 16-bit on the way
   store<BWD_ADDR>(dst, ds);
 }
@@ -135,8 +154,8 @@ __device__ __forceinline__ float *warp_share(Buf &buf) {
   return reinterpret_cast<float *>(tile + 16 * (w & 3) * Buf::q_cols);
 }
 
-template <typename T, int D, bool ATOMIC_DQ, bool ONE_BAR, bool BULK = false>
-__global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __grid_constant__ bwd_args<T> a) {
+template <typename T, int D, bool ATOMIC_DQ, bool ONE_BAR, bool BULK = false, bool DROPOUT = false>
+__global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __grid_constant__ bwd_args_t<T, DROPOUT> a) {
   using S = split_smem<T, D, ONE_BAR>;
   extern __shared__ __align__(128) char smem[];
   shared_allocator al(smem);
@@ -170,6 +189,9 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
   } else {
     wait_group<0>();
   }
+  if constexpr (DROPOUT) {
+    if (threadIdx.x == 0) split_drop = {bwd_dropout_key(a), bh, a.drop.keep_scale};  // visible after this barrier
+  }
   __syncthreads();
 
   rt<T, 32, D> k_reg, v_reg;                      // unused at D = 128 (scores_t reads sK / sV)
@@ -192,7 +214,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       if (i + 1 < order.count()) fetch_query_block_split_warp<T, D>(buf[next_buf], in, order.next(mb));
       commit_group();
       auto &cur = buf[cur_buf];
-      split_phase1<T, D>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
+      split_phase1<T, D, DROPOUT>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
       wait_group<0>();                            // block i + 1 has landed (this thread's copies)
       __syncthreads();                            // P^T / dS^T of i and block i + 1 visible; i - 1 done
       mma_AB_shared<T, D, BM>(dv, ps[cur_ps].p, cur.dout, g, half);   // dV += P^T dO
@@ -208,7 +230,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
     for (int i = 0, mb = order.start; i < order.count(); i++, mb = order.next(mb)) {
       const int m0 = mb * BM;
       auto &cur = buf[cur_buf];
-      split_phase1<T, D>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
+      split_phase1<T, D, DROPOUT>(cur, ps[cur_ps].p, ps[cur_ps].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
       wait_group<0>();                            // block i + 1 has landed (this thread's copies)
       __syncthreads();                            // P^T / dS^T of i and block i + 1 visible; i - 1 done
       if (i + 2 < order.count()) fetch_query_block<BM>(buf[next2_buf], in, order.next(order.next(mb)));
@@ -231,7 +253,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
       commit_group();
       auto &cur = buf[stage];
 
-      split_phase1<T, D>(cur, ps[0].p, ps[0].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
+      split_phase1<T, D, DROPOUT>(cur, ps[0].p, ps[0].ds, sK, sV, k_reg, v_reg, a, n0, m0, kv_tail);
       __syncthreads();                            // P^T, dS^T of the block complete
 
       mma_AB_shared<T, D, BM>(dv, ps[0].p, cur.dout, g, half);   // dV += P^T dO
@@ -247,6 +269,7 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
 
   // Epilogue: dK *= scale; stage through this warp's own 32 x D/2 blocks of sK / sV, 16-byte stores.
   mul(dk, dk, a.scale);
+  if constexpr (DROPOUT) mul(dv, dv, a.drop.keep_scale);
   store<BWD_ADDR>(subtile<32, D / 2>(sK, g, half), dk);
   store<BWD_ADDR>(subtile<32, D / 2>(sV, g, half), dv);
   __syncwarp();
@@ -256,25 +279,35 @@ __global__ void __launch_bounds__(KV_THREADS, 1) bwd_dkdv_split_kernel(const __g
 
 }  // namespace
 
-template <typename T>
-cudaError_t launch_dkdv_split(const dkdv_launch &c, const bwd_args<T> &a, unsigned grid, cudaStream_t stream) {
+template <typename T, bool X>
+cudaError_t launch_dkdv_split(const dkdv_launch &c, const bwd_args_t<T, X> &a, unsigned grid, cudaStream_t stream) {
   constexpr int D = 128;
   const int smem = c.smem_bytes;
   if (c.D != D || c.block_m != SPLIT_BLOCK_M) return cudaErrorInvalidValue;
   if (c.kernel == dkdv_kernel::split_one_barrier) {
     if (c.dq == dq_mode::bulk)
-      return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true, true>, grid, KV_THREADS, smem, stream, a);
-    if (c.dq == dq_mode::red_add)
-      return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true>, grid, KV_THREADS, smem, stream, a);
+      return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true, true, X>, grid, KV_THREADS, smem, stream, a);
+    if (c.dq == dq_mode::red_add) {
+      if constexpr (X) return cudaErrorInvalidValue;  // no dropout variant (configs.cu)
+      else return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, true>, grid, KV_THREADS, smem, stream, a);
+    }
     return cudaErrorInvalidValue;
   }
-  if (c.dq == dq_mode::bulk)
-    return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false, true>, grid, KV_THREADS, smem, stream, a);
-  if (c.dq == dq_mode::red_add)
-    return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false>, grid, KV_THREADS, smem, stream, a);
-  return launch_with_smem(bwd_dkdv_split_kernel<T, D, false, false>, grid, KV_THREADS, smem, stream, a);
+  if (c.dq == dq_mode::bulk) {
+    if constexpr (X) return cudaErrorInvalidValue;  // no dropout variant (configs.cu: it spilled; select_dkdv skips it)
+    else return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false, true>, grid, KV_THREADS, smem, stream, a);
+  }
+  if (c.dq == dq_mode::red_add) {
+    if constexpr (X) return cudaErrorInvalidValue;  // no dropout variant (configs.cu)
+    else return launch_with_smem(bwd_dkdv_split_kernel<T, D, true, false>, grid, KV_THREADS, smem, stream, a);
+  }
+  return launch_with_smem(bwd_dkdv_split_kernel<T, D, false, false, false, X>, grid, KV_THREADS, smem, stream, a);
 }
-template cudaError_t launch_dkdv_split<bf16>(const dkdv_launch &, const bwd_args<bf16> &, unsigned, cudaStream_t);
-template cudaError_t launch_dkdv_split<half>(const dkdv_launch &, const bwd_args<half> &, unsigned, cudaStream_t);
+template cudaError_t launch_dkdv_split<bf16, false>(const dkdv_launch &, const bwd_args<bf16> &, unsigned, cudaStream_t);
+template cudaError_t launch_dkdv_split<half, false>(const dkdv_launch &, const bwd_args<half> &, unsigned, cudaStream_t);
+template cudaError_t launch_dkdv_split<bf16, true>(const dkdv_launch &, const bwd_dropout_args<bf16> &, unsigned,
+                                                   cudaStream_t);
+template cudaError_t launch_dkdv_split<half, true>(const dkdv_launch &, const bwd_dropout_args<half> &, unsigned,
+                                                   cudaStream_t);
 
 }  // namespace tk_attn

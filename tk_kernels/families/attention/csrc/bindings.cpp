@@ -4,12 +4,16 @@
 // Only light headers: ATen, the pybind11 tensor casters, and c10's CUDA stream/guard (which need
 // nothing beyond the CUDA runtime headers, unlike ATen/cuda/CUDAContext.h which pulls in cuBLAS and
 // cuSPARSE headers a minimal CUDA toolkit may not have).
+// ATen/cuda/CUDAGeneratorImpl.h (PyTorch's CUDA generator, for the dropout's seed and offset) needs
+// no CUDA library headers either.
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/python.h>
 
 #include <algorithm>
+#include <mutex>
 #include <tuple>
 
 #include "attention.h"
@@ -65,17 +69,64 @@ void check_lse(const at::Tensor& lse, const at::Tensor& q) {
   TORCH_CHECK(lse.is_contiguous(), "tk attention: lse must be contiguous");
 }
 
-std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                     bool causal, double scale) {
+void check_dropout_p(double p) {
+  TORCH_CHECK(p >= 0.0 && p < 1.0, "tk attention: dropout_p must be in [0, 1), got ", p);
+}
+
+// Philox offset increment per dropout call: each call only needs an offset no other call shares
+// (the element coordinates fill the rest of the counter, dropout.cuh); 4 keeps PyTorch's convention
+// that offsets advance in multiples of 4.
+constexpr uint64_t DROPOUT_OFFSET_INCREMENT = 4;
+
+// The seed and offset of PyTorch's default CUDA generator of q's device for one dropout call, the way
+// PyTorch's fused kernels take them: lock the generator, philox_cuda_state(increment) (advances the
+// offset; under CUDA-graph capture it returns pointers plus an intra-graph offset instead of values).
+tk_attn::dropout_rng next_dropout_rng(const at::Tensor& q) {
+  auto* gen = at::check_generator<at::CUDAGeneratorImpl>(at::cuda::detail::getDefaultCUDAGenerator(q.device().index()));
+  at::PhiloxCudaState st;
+  {
+    std::lock_guard<std::mutex> lock(gen->mutex_);
+    st = gen->philox_cuda_state(DROPOUT_OFFSET_INCREMENT);
+  }
+  tk_attn::dropout_rng r{};
+  r.captured = st.captured_;
+  if (st.captured_) {
+    r.seed_ptr = st.seed_.ptr;
+    r.offset_ptr = st.offset_.ptr;
+    r.offset_intragraph = uint64_t(st.offset_intragraph_);
+  } else {
+    r.seed = st.seed_.val;
+    r.offset = st.offset_.val;
+  }
+  return r;
+}
+
+void check_rng_state(const at::Tensor& rng_state, const at::Tensor& q) {
+  TORCH_CHECK(rng_state.is_cuda() && rng_state.device() == q.device(), "tk attention: rng_state must be on ", q.device());
+  TORCH_CHECK(rng_state.scalar_type() == at::kLong && rng_state.dim() == 1 && rng_state.size(0) == 2 &&
+                  rng_state.is_contiguous(),
+              "tk attention: rng_state must be a contiguous (2,) int64 tensor (seed, offset), got ",
+              rng_state.scalar_type(), " of shape ", rng_state.sizes());
+}
+
+// (o, lse, rng_state): rng_state is the (2,) int64 (seed, offset) the dropout used when dropout_p > 0
+// (written by the kernel: correct under CUDA-graph replay too), an empty (0,) tensor when dropout_p == 0
+// (no generator state is drawn then).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k,
+                                                                 const at::Tensor& v, bool causal, double scale,
+                                                                 double dropout_p) {
   check_bhtd(q, "q", q);
   check_bhtd(k, "k", q);
   check_bhtd(v, "v", q);
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   TORCH_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
+  check_dropout_p(dropout_p);
   at::Tensor o = empty_bthd(q);
   at::Tensor lse = at::empty({B, H, T}, q.options().dtype(at::kFloat));
-  if (B * H == 0) return {o, lse};
+  const bool drop = dropout_p > 0.0;
+  at::Tensor rng_state = at::empty({drop ? 2 : 0}, q.options().dtype(at::kLong));
+  if (B * H == 0) return {o, lse, rng_state};
 
   tk_attn::FwdParams p{};
   p.q = q.data_ptr(); p.k = k.data_ptr(); p.v = v.data_ptr();
@@ -86,20 +137,28 @@ std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const 
   p.scale = float(scale);
   p.causal = causal;
   p.dtype = dtype_of(q);
+  p.dropout_p = float(dropout_p);
+  if (drop) {
+    p.rng = next_dropout_rng(q);
+    p.rng_state = rng_state.data_ptr<int64_t>();
+  }
   cudaError_t err = tk_attn::attention_forward(p, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "tk attention forward failed: ", cudaGetErrorString(err));
-  return {o, lse};
+  return {o, lse, rng_state};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
-    const at::Tensor& dout, bool causal, double scale, bool deterministic) {
+    const at::Tensor& dout, bool causal, double scale, bool deterministic, double dropout_p,
+    const at::Tensor& rng_state) {
   check_bhtd(q, "q", q);
   check_bhtd(k, "k", q);
   check_bhtd(v, "v", q);
   check_bhtd(o, "o", q);
   check_bhtd(dout, "dout", q);
   check_lse(lse, q);
+  check_dropout_p(dropout_p);
+  if (dropout_p > 0.0) check_rng_state(rng_state, q);
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   TORCH_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
@@ -122,9 +181,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
   p.causal = causal;
   p.deterministic = deterministic;
   p.dtype = dtype_of(q);
+  p.dropout_p = float(dropout_p);
+  p.rng_state = dropout_p > 0.0 ? rng_state.data_ptr<int64_t>() : nullptr;
   cudaError_t err = tk_attn::attention_backward(p, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "tk attention backward failed: ", cudaGetErrorString(err));
   return {dq, dk, dv};
+}
+
+// Debug: the (B, H, T, T) uint8 keep mask (1 = kept) of a dropout of probability dropout_p with the
+// (seed, offset) in rng_state, computed by the kernels' own keep function.
+at::Tensor attention_dropout_mask(const at::Tensor& rng_state, int64_t B, int64_t H, int64_t T, double dropout_p) {
+  TORCH_CHECK(rng_state.is_cuda(), "tk attention: rng_state must be a CUDA tensor");
+  check_rng_state(rng_state, rng_state);
+  check_dropout_p(dropout_p);
+  TORCH_CHECK(B >= 1 && H >= 1 && T >= 1 && B * H <= INT32_MAX && T <= INT32_MAX,
+              "tk attention: dropout mask needs B, H, T >= 1, got ", B, ", ", H, ", ", T);
+  const c10::cuda::CUDAGuard guard(rng_state.device());
+  at::Tensor mask = at::empty({B, H, T, T}, rng_state.options().dtype(at::kByte));
+  cudaError_t err = tk_attn::attention_dropout_mask(mask.data_ptr<uint8_t>(), rng_state.data_ptr<int64_t>(), int(B * H),
+                                                    int(T), float(dropout_p), c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "tk attention dropout mask failed: ", cudaGetErrorString(err));
+  return mask;
 }
 
 }  // namespace
@@ -132,12 +209,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "tk_kernels: ThunderKittens-style CUDA kernels (attention forward/backward)";
   m.def("attention_forward", &attention_forward,
-        "(q, k, v, causal, scale) -> (o, lse); q/k/v (B, H, T, D) bf16/fp16, o in (B, T, H, D) memory order",
-        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("causal"), pybind11::arg("scale"));
+        "(q, k, v, causal, scale, dropout_p) -> (o, lse, rng_state); q/k/v (B, H, T, D) bf16/fp16, o in (B, T, H, D) "
+        "memory order, rng_state the (seed, offset) the dropout used ((2,) int64; (0,) when dropout_p == 0)",
+        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("causal"), pybind11::arg("scale"),
+        pybind11::arg("dropout_p"));
   m.def("attention_backward", &attention_backward,
-        "(q, k, v, o, lse, dout, causal, scale, deterministic) -> (dq, dk, dv)",
+        "(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state) -> (dq, dk, dv)",
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
-        pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("deterministic"));
+        pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("deterministic"),
+        pybind11::arg("dropout_p"), pybind11::arg("rng_state"));
+  m.def("attention_dropout_mask", &attention_dropout_mask,
+        "(rng_state, B, H, T, dropout_p) -> (B, H, T, T) uint8 keep mask (1 = kept) of the dropout with that (seed, "
+        "offset)",
+        pybind11::arg("rng_state"), pybind11::arg("B"), pybind11::arg("H"), pybind11::arg("T"),
+        pybind11::arg("dropout_p"));
   m.def("min_smem_bytes",
         [] {
           return std::max(tk_attn::attention_forward_min_smem_bytes(), tk_attn::attention_backward_min_smem_bytes());

@@ -23,19 +23,22 @@ using Q = dq_mode;
 // red_add entry, 99 KB GPUs (RTX 30xx / 40xx, sm_86 / sm_89: 101,376 B) the small ones.
 constexpr dkdv_launch CONFIGS[] = {
     // D = 64: the transposed kernel, 128-query blocks; 64-query blocks on 99 KB GPUs
-    {64, K::transposed, 128, Q::bulk, transposed_bulk_bytes},
-    {64, K::transposed, 128, Q::red_add, transposed_bytes},
-    {64, K::transposed, 128, Q::none, transposed_bytes},
-    {64, K::transposed, 64, Q::red_add, small64_bytes},
-    {64, K::transposed, 64, Q::none, small64_bytes},
+    {64, K::transposed, 128, Q::bulk, transposed_bulk_bytes, true},
+    {64, K::transposed, 128, Q::red_add, transposed_bytes, true},
+    {64, K::transposed, 128, Q::none, transposed_bytes, true},
+    {64, K::transposed, 64, Q::red_add, small64_bytes, true},
+    {64, K::transposed, 64, Q::none, small64_bytes, true},
     // D = 128: the split kernel, 64-query blocks; the transposed kernel with 16-query blocks on 99 KB GPUs
-    {128, K::split_one_barrier, 64, Q::bulk, split_one_bar_bytes},
-    {128, K::split_one_barrier, 64, Q::red_add, split_one_bar_bytes},
-    {128, K::split_two_barrier, 64, Q::bulk, split_bulk_bytes},
-    {128, K::split_two_barrier, 64, Q::red_add, split_bytes},
-    {128, K::split_two_barrier, 64, Q::none, split_bytes},
-    {128, K::transposed, 16, Q::red_add, small128_bytes},
-    {128, K::transposed, 16, Q::none, small128_bytes},
+    // dropout = false: the split kernel's dropout variants with these dQ modes spilled (the red_add ones 88
+    // bytes on sm_80, the two-barrier bulk one 16 bytes on sm_90a), so with dropout an A100 (and a budget
+    // below 225 KB on sm_90) runs the transposed kernel's 16-query configuration at D = 128
+    {128, K::split_one_barrier, 64, Q::bulk, split_one_bar_bytes, true},
+    {128, K::split_one_barrier, 64, Q::red_add, split_one_bar_bytes, false},
+    {128, K::split_two_barrier, 64, Q::bulk, split_bulk_bytes, false},
+    {128, K::split_two_barrier, 64, Q::red_add, split_bytes, false},
+    {128, K::split_two_barrier, 64, Q::none, split_bytes, true},
+    {128, K::transposed, 16, Q::red_add, small128_bytes, true},
+    {128, K::transposed, 16, Q::none, small128_bytes, true},
 };
 
 constexpr int SMALL_GPU_SMEM = 101376;  // opt-in shared memory per block of sm_86 / sm_89 GPUs (99 KB)
@@ -50,10 +53,10 @@ static_assert(bwd_min_smem_bytes() <= SMALL_GPU_SMEM, "the small configurations 
 
 }  // namespace
 
-const dkdv_launch *select_dkdv(int D, bool deterministic, int budget, bool sm90) {
+const dkdv_launch *select_dkdv(int D, bool deterministic, int budget, bool sm90, bool dropout) {
   const dkdv_launch *last = nullptr;
   for (const dkdv_launch &c : CONFIGS) {
-    if (c.D != D || (c.dq == dq_mode::none) != deterministic) continue;
+    if (c.D != D || (c.dq == dq_mode::none) != deterministic || (dropout && !c.dropout)) continue;
     last = &c;
     if (c.dq == dq_mode::bulk && !sm90) continue;
     if (c.smem_bytes <= budget) return &c;

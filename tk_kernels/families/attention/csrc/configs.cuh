@@ -25,12 +25,14 @@ struct dkdv_launch {
   int block_m;      // queries per block
   dq_mode dq;
   int smem_bytes;   // dynamic shared memory per CTA
+  bool dropout;     // has a dropout variant (DROPOUT kernels; all but one, whose dropout variant spilled)
 };
 
 // The configuration to run for head dim D (64 / 128): the first entry of the table, in order, for this
-// D and determinism whose dQ mode the device has and whose shared memory fits `budget`; if none fits,
-// the smallest one (which then fails to launch with a CUDA error). nullptr for an unsupported D.
-const dkdv_launch *select_dkdv(int D, bool deterministic, int budget, bool sm90);
+// D and determinism (and, with dropout, having a dropout variant) whose dQ mode the device has and whose
+// shared memory fits `budget`; if none fits, the smallest one (which then fails to launch with a CUDA
+// error). nullptr for an unsupported D.
+const dkdv_launch *select_dkdv(int D, bool deterministic, int budget, bool sm90, bool dropout = false);
 
 // The current device's shared-memory budget per block (opt-in limit, capped by a positive $TK_SMEM_LIMIT,
 // read on every call) and whether it is sm_90+.

@@ -43,11 +43,19 @@
 //     were TK_FWD_* macros until commit 1674171 (git history).
 //   * Shared memory: D = 64 82,048 B, D = 128 98,432 B; both fit the 101,376 B per block of 99 KB GPUs
 //     (sm_86 / sm_89), so the forward has a single configuration per head dim.
+// Dropout (the DROPOUT = true kernels; p = 0 runs the kernels above, unchanged): after the row sum,
+//       P~ = P o keep (dropout.cuh: the keep bits of (seed, offset, bh, row, key), drawn per 16-key
+//       slice right before its P V mma),   O += P~ V_j,   and at the end O *= 1 / ((1 - p) l).
+//   m, l and lse are those of the softmax before dropout (the backward recomputes P from lse and
+//   regenerates the same bits). CTA 0 writes the (seed, offset) it used (rng_out). The D = 64 dropout
+//   kernel uses 64-key tiles (fwd_config: with 128 it spilled). Overhead: to be measured
+//   (bench/bench_attention_dropout.py).
 // Measured (H200, bf16, bench/RESULTS.md, commit 2071b28): 1.04-1.25x SDPA flash at the 10 forward shapes
 // (D = 64: 1.11-1.25x, D = 128: 1.04-1.10x). No spills on sm_80 and sm_90a.
 #include <cmath>
 
 #include "attention.h"
+#include "dropout.cuh"
 #include "tk.cuh"
 
 namespace tk_attn {
@@ -58,21 +66,27 @@ using namespace tk;
 constexpr int BLOCK_M = 128;                      // query rows per CTA
 constexpr int FWD_WARPS = 4;                      // 32 query rows per warp
 
-// Keys per tile and CTAs per SM (the register budget: 2 -> <= 255 registers) per head dim.
-template <int D> struct fwd_config;
-template <> struct fwd_config<64> {
+// Keys per tile and CTAs per SM (the register budget: 2 -> <= 255 registers) per head dim, and
+// with dropout (DROPOUT): the D = 64 dropout kernel takes 64-key tiles (with 128 its Philox words
+// and keep bits do not fit the 255 registers next to the 32 x 128 scores: it spilled 16-20 bytes).
+template <int D, bool DROPOUT = false> struct fwd_config;
+template <> struct fwd_config<64, false> {
   static constexpr int block_n = 128;
   static constexpr int min_blocks = 2;
 };
-template <> struct fwd_config<128> {
+template <> struct fwd_config<64, true> {
+  static constexpr int block_n = 64;
+  static constexpr int min_blocks = 2;
+};
+template <bool DROPOUT> struct fwd_config<128, DROPOUT> {
   static constexpr int block_n = 64;
   static constexpr int min_blocks = 2;
 };
 
-template <typename T, int D>
+template <typename T, int D, bool DROPOUT = false>
 struct fwd_smem {
   using q_tile = st<T, BLOCK_M, D>;
-  using kv_tile = st<T, fwd_config<D>::block_n, D>;
+  using kv_tile = st<T, fwd_config<D, DROPOUT>::block_n, D>;
   static constexpr int bytes = shared_bytes<q_tile, kv_tile, kv_tile, kv_tile, kv_tile>();
 };
 
@@ -85,6 +99,12 @@ struct fwd_args {
   int batch;           // B
   float scale_log2;    // softmax scale * log2(e)
 };
+// The dropout kernels' arguments: the same plus the dropout's (the p = 0 kernels keep fwd_args).
+template <typename T>
+struct fwd_dropout_args : fwd_args<T> {
+  dropout_args drop;
+};
+template <typename T, bool DROPOUT> using fwd_args_t = std::conditional_t<DROPOUT, fwd_dropout_args<T>, fwd_args<T>>;
 
 // Which (query block, b, h) this CTA handles. Non-causal: the query blocks of one head are adjacent
 // (they share K/V through L2). Causal: query block slowest and reversed, so all heads' heaviest
@@ -104,15 +124,15 @@ __device__ __forceinline__ block_coord block_coords(const fwd_args<T> &a) {
 
 constexpr int FWD_THREADS = FWD_WARPS * WARP_THREADS;
 
-template <typename T, int D, bool CAUSAL>
-__global__ void __launch_bounds__(FWD_THREADS, fwd_config<D>::min_blocks)
-attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
-  using cfg = fwd_config<D>;
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
+__global__ void __launch_bounds__(FWD_THREADS, fwd_config<D, DROPOUT>::min_blocks)
+attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
+  using cfg = fwd_config<D, DROPOUT>;
   constexpr int BLOCK_N = cfg::block_n;
   constexpr int NUM_THREADS = FWD_THREADS;
   constexpr int WARP_M = BLOCK_M / FWD_WARPS;        // query rows per warp
-  using q_tile = typename fwd_smem<T, D>::q_tile;
-  using kv_tile = typename fwd_smem<T, D>::kv_tile;
+  using q_tile = typename fwd_smem<T, D, DROPOUT>::q_tile;
+  using kv_tile = typename fwd_smem<T, D, DROPOUT>::kv_tile;
 
   extern __shared__ __align__(128) char smem[];
   shared_allocator al(smem);
@@ -141,6 +161,15 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   zero(o);
   neg_infty(m);
   zero(l);
+  dropout_key drop_key{};
+  if constexpr (DROPOUT) {
+    uint64_t seed, offset;
+    drop_key = load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset);
+    if (blockIdx.x == 0 && threadIdx.x == 0 && a.drop.rng_out != nullptr) {
+      a.drop.rng_out[0] = int64_t(seed);
+      a.drop.rng_out[1] = int64_t(offset);
+    }
+  }
 
   for (int j = 0; j < n_tiles; j++) {
     const int n0 = j * BLOCK_N;
@@ -203,7 +232,18 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
       for (int kk = 0; kk < BLOCK_N / 16; kk++) {
         rt<T, 16, D, col_l> v_frag;
         load_B(v_frag, subtile<16, D>(sV[stage], kk, 0));
-        mma_AB(o, col_slice<16>(p, kk), v_frag, o);
+        if constexpr (DROPOUT) {
+          // Dropout after the row sum (l and lse are those of the undropped softmax), on the 16-bit P,
+          // one 16-key slice at a time right before its mma (few live registers); 1 / (1 - p) is applied
+          // with 1 / l at the end.
+          rt<T, WARP_M, 16> p_kk = col_slice<16>(p, kk);
+          keep_bits<rt<T, WARP_M, 16>> keep;
+          dropout_bits_q(keep, drop_key, b * a.heads + h, r0, n0 + 16 * kk);
+          apply_bits(p_kk, keep, zero_dropped{});
+          mma_AB(o, p_kk, v_frag, o);
+        } else {
+          mma_AB(o, col_slice<16>(p, kk), v_frag, o);
+        }
       }
     }
   }
@@ -211,7 +251,8 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
 
   // Epilogue: O /= l, lse = (m c + log2 l) ln 2; rows >= T are not written.
   col_vec<WARP_M> inv_l, lse;
-  unary_map(inv_l, l, [](float x) { return 1.f / x; });
+  if constexpr (DROPOUT) unary_map(inv_l, l, [ks = a.drop.keep_scale](float x) { return ks / x; });
+  else unary_map(inv_l, l, [](float x) { return 1.f / x; });
   mul_row(o, o, inv_l);
   log2(lse, l);
   binary_map(lse, lse, m, [c = a.scale_log2](float lg, float mx) { return (mx * c + lg) * LN2; });
@@ -229,9 +270,9 @@ attention_fwd_kernel(const __grid_constant__ fwd_args<T> a) {
   store<WARP_THREADS>(a.o, o_stage, {b_e, h_e, r0_e, 0});
 }
 
-template <typename T, int D, bool CAUSAL>
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
 cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
-  fwd_args<T> a;
+  fwd_args_t<T, DROPOUT> a;
   const auto make_gl = [&](const void *ptr, const Strides &s) {
     return gl<T>{static_cast<T *>(const_cast<void *>(ptr)), {p.B, p.H, p.T, p.D}, {s.b, s.h, s.t}};
   };
@@ -244,9 +285,15 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   a.heads = p.H;
   a.batch = p.B;
   a.scale_log2 = p.scale * LOG2E;
+  if constexpr (DROPOUT) {
+    a.drop.rng = p.rng;
+    a.drop.threshold = dropout_threshold(p.dropout_p);
+    a.drop.keep_scale = 1.f / (1.f - p.dropout_p);
+    a.drop.rng_out = p.rng_state;
+  }
 
-  constexpr int smem_bytes = fwd_smem<T, D>::bytes;
-  auto kernel = attention_fwd_kernel<T, D, CAUSAL>;
+  constexpr int smem_bytes = fwd_smem<T, D, DROPOUT>::bytes;
+  auto kernel = attention_fwd_kernel<T, D, CAUSAL, DROPOUT>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess) return err;
   const int64_t n_blocks = int64_t((p.T + BLOCK_M - 1) / BLOCK_M) * p.H * p.B;
@@ -256,10 +303,10 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, bool DROPOUT>
 cudaError_t dispatch(const FwdParams &p, cudaStream_t stream) {
-  if (p.D == 64) return p.causal ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
-  if (p.D == 128) return p.causal ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+  if (p.D == 64) return p.causal ? launch<T, 64, true, DROPOUT>(p, stream) : launch<T, 64, false, DROPOUT>(p, stream);
+  if (p.D == 128) return p.causal ? launch<T, 128, true, DROPOUT>(p, stream) : launch<T, 128, false, DROPOUT>(p, stream);
   return cudaErrorInvalidValue;
 }
 
@@ -274,8 +321,11 @@ cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
   // The running max is taken on raw scores and the scale folded into exp2, which needs scale > 0.
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
-  if (p.dtype == DType::bf16) return dispatch<bf16>(p, stream);
-  if (p.dtype == DType::fp16) return dispatch<half>(p, stream);
+  if (!(p.dropout_p >= 0.f && p.dropout_p < 1.f)) return cudaErrorInvalidValue;
+  const bool drop = p.dropout_p > 0.f;
+  if (drop && p.rng_state == nullptr) return cudaErrorInvalidValue;
+  if (p.dtype == DType::bf16) return drop ? dispatch<bf16, true>(p, stream) : dispatch<bf16, false>(p, stream);
+  if (p.dtype == DType::fp16) return drop ? dispatch<half, true>(p, stream) : dispatch<half, false>(p, stream);
   return cudaErrorInvalidValue;
 }
 

@@ -1,0 +1,115 @@
+"""
+The cost of attention dropout: forward + backward at dropout p vs p = 0, ours and PyTorch SDPA's
+flash and cuDNN backends side by side (a backend without dropout support shows "n/a").
+
+    python bench/bench_attention_dropout.py                  # the issue's two shapes, p = 0.2, bf16
+    python bench/bench_attention_dropout.py --p 0.1 --json out.json
+
+Per (shape, implementation): the median time of one forward + backward (torch.autograd.grad of
+o on q, k, v), at p = 0 and at p, and the overhead (t_p / t_0 - 1) in %. Target for ours: <= 10%.
+Timing as in bench_attention.py (triton.testing.do_bench, or CUDA events).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for path in (REPO_ROOT, os.path.join(REPO_ROOT, "bench")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+from bench_attention import bench_ms, environment, short_error  # noqa: E402
+
+SHAPES = [(16, 12, 1024, 64), (64, 6, 256, 64)]  # (B, H, T, D), causal: GPT-2 small, shakespeare_char
+IMPLS = ("tk", "flash", "cudnn")
+
+
+def make_impl(name: str):
+    """name -> fn(q, k, v, dropout_p) -> o (causal)."""
+    if name == "tk":
+        from tk_kernels.families.attention import ops as tka
+        reason = tka.unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(reason)
+        return lambda q, k, v, p: tka.attention(q, k, v, causal=True, dropout_p=p)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}[name]
+
+    def sdpa(q, k, v, p):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+    return sdpa
+
+
+def fwd_bwd_ms(fn, q, k, v, dout, p) -> float:
+    def step():
+        o = fn(q, k, v, p)
+        torch.autograd.grad(o, (q, k, v), dout)
+    step()  # fails here (not inside the timer) if the backend cannot run this
+    return bench_ms(step)[0]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--p", type=float, default=0.2, help="dropout probability (default 0.2)")
+    ap.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    ap.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {','.join(IMPLS)}")
+    ap.add_argument("--json", help="write the results to this JSON file")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_attention_dropout: needs a CUDA GPU")
+        return 1
+    if not 0.0 < args.p < 1.0:
+        print(f"bench_attention_dropout: --p must be in (0, 1), got {args.p}")
+        return 2
+    impls = [s.strip() for s in args.impls.split(",") if s.strip()]
+    bad = [s for s in impls if s not in IMPLS]
+    if bad:
+        print(f"bench_attention_dropout: unknown implementation(s) {bad}; choose from {', '.join(IMPLS)}")
+        return 2
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    env = environment()
+    print(f"{env['gpu']} (cc {env['capability']}), torch {env['torch']}, {args.dtype}, causal, "
+          f"fwd+bwd ms, dropout p = {args.p} vs 0, timer {env['timer']}")
+    results = []
+    torch.manual_seed(0)
+    for (B, H, T, D) in SHAPES:
+        qkv = torch.randn(B, T, 3, H, D, device="cuda", dtype=dtype)  # nanoGPT's strided q, k, v
+        q, k, v = (t.detach().requires_grad_() for t in qkv.permute(2, 0, 3, 1, 4).unbind(0))
+        dout = torch.randn(B, H, T, D, device="cuda", dtype=dtype)
+        for name in impls:
+            row = {"shape": [B, H, T, D], "impl": name, "p": args.p}
+            try:
+                fn = make_impl(name)
+                row["ms_p0"] = fwd_bwd_ms(fn, q, k, v, dout, 0.0)
+                row["ms_p"] = fwd_bwd_ms(fn, q, k, v, dout, args.p)
+                row["overhead_pct"] = 100.0 * (row["ms_p"] / row["ms_p0"] - 1.0)
+            except Exception as e:  # a backend without dropout (or this shape): n/a
+                row["error"] = short_error(e)
+            results.append(row)
+    print(f"{'shape (B,H,T,D)':<20} {'impl':<6} {'p=0 ms':>8} {f'p={args.p} ms':>10} {'overhead':>9}")
+    for r in results:
+        shape = "x".join(map(str, r["shape"]))
+        if "error" in r:
+            print(f"{shape:<20} {r['impl']:<6} {'n/a':>8} {'n/a':>10} {'':>9}  ({r['error']})")
+        else:
+            print(f"{shape:<20} {r['impl']:<6} {r['ms_p0']:8.3f} {r['ms_p']:10.3f} {r['overhead_pct']:+8.1f}%")
+    tk_rows = [r for r in results if r["impl"] == "tk" and "overhead_pct" in r]
+    if tk_rows:
+        worst = max(r["overhead_pct"] for r in tk_rows)
+        print(f"tk dropout overhead: worst {worst:+.1f}% (target <= 10%)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"env": env, "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The attention dropout without a GPU: Philox4x32-10 against Random123's published known-answer
+vectors, the Python keep mask (tk_kernels/families/attention/dropout_reference.py) against the
+kernels' own C++ keep function compiled as host code (csrc/dropout.cuh, with nvcc), the mask's
+statistics, and the argument checks of the Python API."""
+
+import os
+import random
+import re
+import shutil
+import subprocess
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from tk_kernels.build import INCLUDE_DIR, family_csrc, find_cuda_home
+from tk_kernels.families.attention import dropout_reference as ref
+from tk_kernels.families.attention import ops as tka
+
+# Random123 kat_vectors, the three "philox4x32 10" lines: counter, key, result
+KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+@pytest.mark.parametrize("ctr,key,want", KAT)
+def test_python_philox_known_answers(ctr, key, want):
+    assert ref.philox4x32_10(ctr, key) == want
+    got = ref.philox4x32_10_tensor([torch.tensor([c]) for c in ctr], *key)
+    assert tuple(int(w) for w in got) == want
+
+
+def test_threshold():
+    assert ref.threshold(0.0) == 0 and ref.threshold(0.5) == 32768
+    assert ref.threshold(0.2) == 13107 and ref.threshold(0.1) == 6554
+    assert ref.threshold(0.99999999) == 65535  # capped: every p < 1 keeps something
+
+
+def _host_program(tmp_path):
+    """The C++ keep function (csrc/dropout.cuh) and Philox (include/common/philox.cuh) compiled
+    as host code; reads lines 'seed offset threshold bh q k', prints 'keep w0 w1 w2 w3'."""
+    cuda_home = find_cuda_home()
+    nvcc = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else shutil.which("nvcc")
+    if not nvcc or not os.path.isfile(nvcc):
+        pytest.skip("needs nvcc (the CUDA toolkit) to compile the keep function as host code")
+    src = tmp_path / "keep.cu"
+    src.write_text(r'''
+#include <cstdio>
+#include "dropout.cuh"
+int main() {
+  using namespace tk_attn;
+  for (int i = 0; i < 3; i++) {  // the KAT vectors
+    const tk::philox4 c[3] = {{0, 0, 0, 0}, {~0u, ~0u, ~0u, ~0u}, {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}};
+    const uint32_t k[3][2] = {{0, 0}, {~0u, ~0u}, {0xa4093822u, 0x299f31d0u}};
+    const tk::philox4 r = tk::philox4x32_10(c[i], k[i][0], k[i][1]);
+    printf("kat %08x %08x %08x %08x\n", r.x, r.y, r.z, r.w);
+  }
+  unsigned long long seed, offset;
+  unsigned thr;
+  int bh, q, k;
+  while (scanf("%llu %llu %u %d %d %d", &seed, &offset, &thr, &bh, &q, &k) == 6) {
+    const dropout_key d = make_dropout_key(seed, offset, thr);
+    const tk::philox4 r = dropout_group(d, bh, q, k);
+    printf("%d %u %u %u %u\n", int(dropout_keep(d, bh, q, k)), r.x, r.y, r.z, r.w);
+  }
+  printf("threshold %u %u %u\n", dropout_threshold(0.2f), dropout_threshold(0.5f), dropout_threshold(0.99999999f));
+  return 0;
+}
+''')
+    exe = tmp_path / "keep"
+    subprocess.run([nvcc, "-std=c++20", "-arch=sm_80", f"-I{INCLUDE_DIR}", f"-I{family_csrc('attention')}",
+                    str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
+    return exe
+
+
+def test_cpp_keep_function_matches_python(tmp_path):
+    exe = _host_program(tmp_path)
+    rnd = random.Random(1234)
+    cases = []
+    for _ in range(400):
+        seed = rnd.choice([0, 1337, 2**63 + 5, rnd.getrandbits(64)])
+        offset = rnd.choice([0, 4, 2**32 + 8, rnd.getrandbits(64)])
+        thr = ref.threshold(rnd.choice([0.1, 0.2, 0.5, 0.9]))
+        cases.append((seed, offset, thr, rnd.randrange(2**31), rnd.randrange(2**31), rnd.randrange(2**31)))
+    for bh, q, k in ((0, 0, 0), (5, 31, 15), (7, 32, 16), (1, 2047, 2047), (2**31 - 1, 2**31 - 1, 2**31 - 1)):
+        cases.append((1337, 12, ref.threshold(0.2), bh, q, k))
+    stdin = "".join(" ".join(map(str, c)) + "\n" for c in cases)
+    out = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
+    kat = [tuple(int(x, 16) for x in line.split()[1:]) for line in out[:3]]
+    assert kat == [want for _, _, want in KAT]
+    assert out[-1] == f"threshold {ref.threshold(0.2)} {ref.threshold(0.5)} {ref.threshold(0.99999999)}"
+    for (seed, offset, thr, bh, q, k), line in zip(cases, out[3:-1]):
+        keep, *words = map(int, line.split())
+        ctr = (((k >> 4) << 3) | (k & 7), (1 << 31) | ((q >> 5) << 3) | (q & 7), bh, offset & ref.MASK32)
+        want = ref.philox4x32_10(ctr, (seed & ref.MASK32, ((seed >> 32) ^ (offset >> 32)) & ref.MASK32))
+        assert tuple(words) == want, (seed, offset, bh, q, k)
+        x = want[(q >> 3) & 3]
+        u = x >> 16 if (k >> 3) & 1 else x & 0xFFFF
+        assert keep == int(u >= thr), (seed, offset, thr, bh, q, k)
+    assert len(out) == 3 + len(cases) + 1
+
+
+def test_python_keep_mask_matches_scalar_definition():
+    B, H, T, p = 2, 3, 70, 0.3
+    seed, offset = 2**40 + 17, 2**33 + 44
+    mask = ref.keep_mask(seed, offset, B, H, T, p)
+    assert mask.shape == (B, H, T, T) and mask.dtype == torch.bool
+    rnd = random.Random(5)
+    for _ in range(300):
+        b, h, q, k = rnd.randrange(B), rnd.randrange(H), rnd.randrange(T), rnd.randrange(T)
+        ctr = (((k >> 4) << 3) | (k & 7), (1 << 31) | ((q >> 5) << 3) | (q & 7), b * H + h, offset & ref.MASK32)
+        x = ref.philox4x32_10(ctr, (seed & ref.MASK32, ((seed >> 32) ^ (offset >> 32)) & ref.MASK32))[(q >> 3) & 3]
+        u = x >> 16 if (k >> 3) & 1 else x & 0xFFFF
+        assert bool(mask[b, h, q, k]) == (u >= ref.threshold(p))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.2, 0.5])
+def test_keep_mask_statistics(p):
+    """~1.2e6 elements: kept fraction within 4 sigma of 1 - p; masks differ per head and offset."""
+    B, H, T = 2, 3, 450
+    m = ref.keep_mask(1337, 8, B, H, T, p)
+    n = m.numel()
+    sigma = (p * (1 - p) / n) ** 0.5
+    assert abs(m.float().mean().item() - (1 - p)) < 4 * sigma
+    assert not torch.equal(m[0, 0], m[0, 1]) and not torch.equal(m[0, 0], m[1, 0])
+    assert not torch.equal(m, ref.keep_mask(1337, 12, B, H, T, p))
+    assert not torch.equal(m, ref.keep_mask(1338, 8, B, H, T, p))
+    # neighbouring elements are not correlated (agreement of two independent bits: p^2 + (1 - p)^2)
+    agree = (m[..., 1:] == m[..., :-1]).float().mean().item()
+    assert abs(agree - (p * p + (1 - p) ** 2)) < 0.01
+
+
+@pytest.mark.parametrize("dropout_p,match", [(1.0, r"\[0, 1\)"), (-0.1, r"\[0, 1\)"), ("0.1", "Python float"),
+                                             (True, "Python float")])
+def test_bad_dropout_p_is_one_clear_error(dropout_p, match):
+    with FakeTensorMode():
+        q = torch.empty(1, 1, 4, 64, dtype=torch.bfloat16, device="cuda")
+        assert tka.tensor_reason(q, q, q, True, None, 0.2) is None
+        reason = tka.tensor_reason(q, q, q, True, None, dropout_p)
+        with pytest.raises(ValueError, match=match):
+            tka.attention(q, q, q, dropout_p=dropout_p)
+    assert reason is not None and re.search(match, reason), reason
