@@ -173,7 +173,7 @@ def test_model_loss_under_auto_equals_torch_and_returns_no_logits():
 
 def test_tk_model_compiles_without_graph_breaks(stand_in):
     m = _tiny_gpt("tk")
-    with dispatch.override("attention", tk=lambda q, k, v, causal=True, scale=None:
+    with dispatch.override("attention", tk=lambda q, k, v, causal=True, scale=None, dropout_p=0.0:
                            F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)):
         m.plan_kernels(dtype=torch.float32)
         idx = torch.randint(37, (2, 16))
