@@ -316,7 +316,7 @@ class GPT(nn.Module):
 
         if targets is not None and self.config.kernels == "torch":
             logits = self.lm_head(x)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
         elif targets is not None:
             # kernels=tk/auto: the loss without keeping the (b, t, vocab) logits (not returned)
             logits = None
