@@ -65,19 +65,27 @@ class Family:
     # ({"head_dim": ..., "n_embd": ..., "vocab_size": ...}; None if it can); called once per
     # plan, may query the GPU and build the extension
     unsupported: Callable[[torch.device, torch.dtype, dict], str | None] | None = None
-    # the family applies dropout while training and its TK op has none: training with
-    # dropout_p > 0 runs the reference op
+    # the family applies dropout while training and its TK op has none (or its dropout is not
+    # enabled yet): training with dropout_p > 0 runs the reference op
     has_dropout: bool = False
+    # why the model does not use this TK kernel yet although it runs (it measured slower than the
+    # PyTorch op it replaces); None: used wherever it is supported
+    not_used: str | None = None
 
 
 FAMILIES: dict[str, Family] = {
     "attention": Family("attention", reference.attention, attention_ops.attention_op,
                         lambda device, dtype, dims: attention_ops.unsupported_reason(
-                            device, dtype, dims["head_dim"])),
+                            device, dtype, dims["head_dim"]),
+                        # the kernels have dropout (tk_kernels.attention(..., dropout_p)), but it failed
+                        # its H200 tests at T=1 (dq) and cost +64% at (16,12,1024,64) (bench/RESULTS.md)
+                        has_dropout=True),
     "mlp": Family("mlp", reference.mlp),
     # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype]) -> (x + delta, LayerNorm(x + delta))
     "layer_norm": Family("layer_norm", reference.add_layer_norm, layernorm_ops.add_layer_norm_op,
-                         layernorm_ops.unsupported_reason),
+                         layernorm_ops.unsupported_reason,
+                         not_used="slower than PyTorch at GPT-2's widths on an H200: 0.65x at 768, "
+                                  "0.73x at 1024 (bench/RESULTS.md)"),
     "classifier": Family("classifier", reference.linear_cross_entropy,
                          classifier_ops.linear_cross_entropy_op, classifier_ops.unsupported_reason),
 }
@@ -165,6 +173,8 @@ class Plan:
                 text = "torch" + (" (SDPA)" if name == "attention" else "")
             elif c.family.tk is None:
                 text = "torch (no TK kernel yet)"
+            elif c.family.not_used is not None:
+                text = f"torch (TK kernel not used yet: {c.family.not_used})"
             elif not c.tk:
                 text = f"{fallback} ({why(name, c.reason)})"
             elif not c.train_tk:
@@ -184,11 +194,13 @@ def normalize_device(device) -> torch.device:
 
 
 def _dropout_reason(family: str) -> str:
-    return (f"{family} dropout > 0 while training (the TK {family} kernel has no dropout; "
-            "set dropout=0.0, or evaluate with model.eval())")
+    return (f"{family} dropout > 0 while training (the TK {family} kernel's dropout is not "
+            "enabled; set dropout=0.0, or evaluate with model.eval())")
 
 
 def _choice(family: Family, kernels: str, device, dtype, dims: dict, dropout_p) -> Choice:
+    if kernels != "torch" and family.tk is not None and family.not_used is not None:
+        return Choice(family, False, None, False, None)
     if kernels == "torch" or family.tk is None:
         reason = None if kernels == "torch" else f"no TK {family.name} kernel yet"
         return Choice(family, False, reason, False, reason)

@@ -138,7 +138,7 @@ def test_plan_with_warn_false_leaves_the_report_to_the_caller():
         text = m.plan_kernels(warn=False).describe()
         m(*[torch.randint(64, (2, 20))] * 2)
     assert fallback_warnings(caught) == []
-    assert text.count("no CUDA GPU") == 1 and text.count("same as attention") == 2  # layer_norm, classifier
+    assert text.count("no CUDA GPU") == 1 and text.count("same as attention") == 1  # classifier
 
 
 def test_describe_on_cpu():
@@ -147,7 +147,7 @@ def test_describe_on_cpu():
     assert "attention=torch (SDPA)" in text
     text = dispatch.describe("auto", device="cpu", dtype=torch.bfloat16, head_dim=64)
     assert "attention=torch (TK unsupported: no CUDA GPU" in text
-    assert "mlp=torch (no TK kernel yet)" in text and "layer_norm=torch (TK unsupported: same as attention)" in text
+    assert "mlp=torch (no TK kernel yet)" in text and "layer_norm=torch (TK kernel not used yet: " in text
     assert "attention=ERROR (TK unsupported" in dispatch.describe("tk", device="cpu")
     with pytest.raises(ValueError, match="kernels must be one of"):
         dispatch.plan("cuda", "cpu", torch.float32, 64)
@@ -249,9 +249,15 @@ def test_inputs_that_do_not_fit_the_plan(fake_tk):
 
 
 def test_dropout_while_training_runs_tk(fake_tk):
-    """The TK attention has dropout: a plan with dropout_p > 0 takes it in training too, and the
-    per-call dropout_p reaches the kernel (the model passes 0 in eval)."""
+    """With its dropout enabled (has_dropout=False: the registry leaves it off until the kernels
+    pass their GPU tests), a plan with dropout_p > 0 takes the TK attention in training too, and
+    the per-call dropout_p reaches the kernel (the model passes 0 in eval)."""
     _, q, k, v = qkv_views(D=16)
+    with dispatch.override("attention", has_dropout=False):
+        _dropout_runs_tk(fake_tk, q, k, v)
+
+
+def _dropout_runs_tk(fake_tk, q, k, v):
     for mode in ("tk", "auto"):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
