@@ -397,6 +397,22 @@ def load_extension(family: str = "attention", verbose: bool = False):
         return module
 
 
+def load_reason(family: str, major: int, minor: int, label: str | None = None) -> str | None:
+    """Why `family`'s extension cannot run on a GPU of compute capability major.minor (it does not
+    build/load, or was built for other architectures), or None. Builds it if needed. `label` starts
+    the message (default "tk <family>")."""
+    label = label or f"tk {family}"
+    try:
+        ext = load_extension(family)
+    except TKBuildError as e:
+        return f"{label}: the tk_kernels CUDA extension does not build/load here: {e}"
+    archs = getattr(ext, "tk_archs", ())
+    if archs and not any(arch_runs_on(a, major, minor) for a in archs):
+        return (f"{label}: the extension was built for {', '.join(archs)}, which cannot run on this "
+                f"compute capability {major}.{minor} GPU (unset TK_ARCH or include its architecture)")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tk_kernels.build", description=__doc__.split("\n\n")[0].strip())
     ap.add_argument("--family", action="append", default=None,

@@ -153,16 +153,8 @@ def gpu_reason(capability: tuple[int, int], smem_optin: int | None, name: str) -
 def build_reason(major: int, minor: int) -> str | None:
     """Why the extension cannot run on a GPU of compute capability major.minor (it does not
     build/load, or was built for other architectures), or None. Builds it if needed."""
-    from tk_kernels.build import TKBuildError, arch_runs_on
-    try:
-        ext = _ext()
-    except TKBuildError as e:
-        return f"tk attention: the tk_kernels CUDA extension does not build/load here: {e}"
-    archs = getattr(ext, "tk_archs", ())
-    if archs and not any(arch_runs_on(a, major, minor) for a in archs):
-        return (f"tk attention: the extension was built for {', '.join(archs)}, which cannot run on this "
-                f"compute capability {major}.{minor} GPU (unset TK_ARCH or include its architecture)")
-    return None
+    from tk_kernels.build import load_reason
+    return load_reason("attention", major, minor)
 
 
 _env_reasons: dict[int, str | None] = {}  # device index -> environment_reason (GPU queries, build)

@@ -139,22 +139,10 @@ def environment_reason(device: torch.device) -> str | None:
             reason = (f"tk classifier needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
                       f"got {name} with {major}.{minor}")
         else:
-            reason = _build_reason(major, minor)
+            from tk_kernels.build import load_reason
+            reason = load_reason("classifier", major, minor)
         _env_reasons[index] = reason
     return _env_reasons[index]
-
-
-def _build_reason(major: int, minor: int) -> str | None:
-    from tk_kernels.build import TKBuildError, arch_runs_on
-    try:
-        ext = _ext()
-    except TKBuildError as e:
-        return f"tk classifier: the tk_kernels CUDA extension does not build/load here: {e}"
-    archs = getattr(ext, "tk_archs", ())
-    if archs and not any(arch_runs_on(a, major, minor) for a in archs):
-        return (f"tk classifier: the extension was built for {', '.join(archs)}, which cannot run on this "
-                f"compute capability {major}.{minor} GPU (unset TK_ARCH or include its architecture)")
-    return None
 
 
 def tensor_reason(x, weight, targets, ignore_index=-1) -> str | None:

@@ -175,15 +175,8 @@ def environment_reason(device: torch.device) -> str | None:
             reason = (f"tk layer_norm needs a GPU of compute capability >= 8.0, got "
                       f"{torch.cuda.get_device_name(index)} with {major}.{minor}")
         else:
-            from tk_kernels.build import TKBuildError, arch_runs_on
-            try:
-                archs = getattr(_ext(), "tk_archs", ())
-                reason = None
-                if archs and not any(arch_runs_on(a, major, minor) for a in archs):
-                    reason = (f"tk layer_norm: the extension was built for {', '.join(archs)}, which cannot run "
-                              f"on this compute capability {major}.{minor} GPU (unset TK_ARCH or include it)")
-            except TKBuildError as e:
-                reason = f"tk layer_norm: the layernorm CUDA extension does not build/load here: {e}"
+            from tk_kernels.build import load_reason
+            reason = load_reason("layernorm", major, minor, label="tk layer_norm")
         _env_reasons[index] = reason
     return _env_reasons[index]
 
