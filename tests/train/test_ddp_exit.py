@@ -17,16 +17,6 @@ TRAIN = os.path.join(REPO, "train.py")
 RUNS = 5
 
 
-@pytest.fixture(scope="module")
-def char_data(tmp_path_factory, shakespeare_path):
-    out = tmp_path_factory.mktemp("shakespeare_char")
-    r = subprocess.run([sys.executable, os.path.join(REPO, "data", "shakespeare_char", "prepare.py"),
-                        "--input", shakespeare_path, "--out_dir", str(out)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return str(out)
-
-
 def test_ddp_runs_exit_cleanly_every_time(char_data, tmp_path):
     # the same run as test_train.py's DDP test, where the abort was seen
     args = dict(device="cpu", compile=False, dataset="shakespeare_char", data_dir=char_data,

@@ -11,15 +11,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 REASON = "no CUDA GPU (tensors are on cpu)"
 
 
-@pytest.fixture(scope="module")
-def char_data(tmp_path_factory, shakespeare_path):
-    out = tmp_path_factory.mktemp("shakespeare_char")
-    r = subprocess.run([sys.executable, os.path.join(REPO, "data", "shakespeare_char", "prepare.py"),
-                        "--input", shakespeare_path, "--out_dir", str(out)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return str(out)
-
-
 @pytest.mark.parametrize("compile", [False, True])
 def test_auto_on_cpu_states_its_fallback_reason_once(char_data, tmp_path, compile):
     args = [os.path.join(REPO, "train.py"), os.path.join(REPO, "config", "train_shakespeare_char_cpu.py"),

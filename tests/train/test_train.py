@@ -16,17 +16,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TRAIN = os.path.join(REPO, "train.py")
 
 
-@pytest.fixture(scope="module")
-def char_data(tmp_path_factory, shakespeare_path):
-    """tiny shakespeare, char-level, prepared by the real prepare script into a temp dir."""
-    out = tmp_path_factory.mktemp("shakespeare_char")
-    r = subprocess.run([sys.executable, os.path.join(REPO, "data", "shakespeare_char", "prepare.py"),
-                        "--input", shakespeare_path, "--out_dir", str(out)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return str(out)
-
-
 def tiny_args(data_dir, out_dir, **overrides):
     args = dict(device="cpu", compile=False, dataset="shakespeare_char", data_dir=data_dir,
                 out_dir=out_dir, n_layer=2, n_head=2, n_embd=32, block_size=32, batch_size=4,
