@@ -95,6 +95,10 @@ device = 'cuda' if torch.cuda.is_available() else 'cpu'  # 'cpu', 'cuda', 'cuda:
 dtype = ('bfloat16' if torch.cuda.is_bf16_supported() else 'float16') if torch.cuda.is_available() \
     else 'float32'  # 'float32', 'bfloat16', or 'float16' (the latter with a GradScaler)
 compile = True  # use PyTorch 2.0 to compile the model to be faster
+# torch.compile mode: 'default'; 'reduce-overhead' replays the compiled forward and backward as CUDA
+# graphs (far fewer kernel launches: pays for small, launch-bound models such as shakespeare_char);
+# 'max-autotune' also tunes the GEMMs (long compile)
+compile_mode = 'default'
 seed = 1337
 # -----------------------------------------------------------------------------
 given = set()  # the keys that config files or overrides set
@@ -124,6 +128,8 @@ if init_from not in ('scratch', 'resume') and not pretrained:
          f"gpt2-large, gpt2-xl) or a directory saved by save_pretrained; got {init_from!r}")
 if kernels not in dispatch.KERNEL_MODES:
     fail(f"kernels must be one of {', '.join(dispatch.KERNEL_MODES)}; got {kernels!r}")
+if compile_mode not in ('default', 'reduce-overhead', 'max-autotune'):
+    fail(f"compile_mode must be 'default', 'reduce-overhead' or 'max-autotune'; got {compile_mode!r}")
 if dtype not in ('float32', 'bfloat16', 'float16'):
     fail(f"dtype must be 'float32', 'bfloat16' or 'float16'; got {dtype!r}")
 
@@ -394,7 +400,15 @@ if checkpoint is not None:
 # compile the model
 raw_model = model  # the plain module: its state_dict is what we save
 if compile:
-    model = torch.compile(model)  # requires PyTorch 2.0
+    model = torch.compile(model, mode=None if compile_mode == 'default' else compile_mode)
+cuda_graphs = compile and compile_mode == 'reduce-overhead' and device_type == 'cuda'
+
+
+def new_graph_step():
+    """Under CUDA graphs, the outputs of the previous replay are no longer needed: let the next
+    replay reuse their memory (torch.compiler.cudagraph_mark_step_begin)."""
+    if cuda_graphs:
+        torch.compiler.cudagraph_mark_step_begin()
 
 # wrap model into DDP container
 if ddp:
@@ -500,6 +514,7 @@ def estimate_loss():
         losses = torch.zeros(eval_iters)
         for k in range(eval_iters):
             X, Y = get_batch(split, eval_gen)
+            new_graph_step()
             with ctx:
                 logits, loss = eval_model(X, Y)
             losses[k] = loss.item()
@@ -606,6 +621,7 @@ while True:
             # I really dislike that this bloats the code and forces us to repeat code
             # looking at the source of that context manager, it just toggles this variable
             model.require_backward_grad_sync = (micro_step == gradient_accumulation_steps - 1)
+        new_graph_step()
         with ctx:
             logits, loss = model(X, Y)
             loss = loss / gradient_accumulation_steps  # scale the loss to account for gradient accumulation

@@ -5,6 +5,7 @@ role, for this repo's model and optimizer).
     python bench/bench_train.py                        # all models x kernels=torch|tk x eager|compile
     python bench/bench_train.py --models gpt2 --profile
     python bench/bench_train.py --device=cpu --tiny    # CPU smoke run (a tiny model, 2 iterations)
+    python bench/bench_train.py --compile eager,compile,graphs   # + torch.compile(mode="reduce-overhead")
 
 Per mode: tokens/s, ms/iter and MFU (GPT.estimate_mfu) of one training step as train.py takes it:
 bf16 autocast forward, backward, gradient clipping at 1.0, fused AdamW step (on CUDA), zero_grad.
@@ -123,10 +124,14 @@ def profile_step(step, device: torch.device, steps: int = 3) -> dict[str, float]
     return totals
 
 
-def run_mode(name: str, spec: dict, kernels: str, compiled: bool, args, device: torch.device,
+COMPILE_MODES = ("eager", "compile", "graphs")  # graphs: torch.compile(mode="reduce-overhead"), CUDA graphs
+
+
+def run_mode(name: str, spec: dict, kernels: str, compile_mode: str, args, device: torch.device,
              ptdtype: torch.dtype) -> dict:
-    """Benchmark one (model, kernels, eager/compile) mode; the result dict (with 'error' if it failed)."""
-    result = dict(model=name, kernels=kernels, compile=compiled, batch_size=spec["batch_size"],
+    """Benchmark one (model, kernels, eager/compile/graphs) mode; the result dict (with 'error' if it
+    failed)."""
+    result = dict(model=name, kernels=kernels, compile=compile_mode, batch_size=spec["batch_size"],
                   block_size=spec["block_size"])
     cfg = {k: v for k, v in spec.items() if k != "batch_size"}
     B, T = spec["batch_size"], spec["block_size"]
@@ -140,12 +145,16 @@ def run_mode(name: str, spec: dict, kernels: str, compiled: bool, args, device: 
         result["fused_adamw"] = bool(optimizer.defaults.get("fused"))
         plan = model.plan_kernels(device, ptdtype, warn=False)  # kernels=tk: raises if it cannot run
         result["plan"] = plan.describe()
-        step_model = torch.compile(model) if compiled else model
+        graphs = compile_mode == "graphs" and device.type == "cuda"
+        step_model = (model if compile_mode == "eager" else
+                      torch.compile(model, mode="reduce-overhead" if compile_mode == "graphs" else None))
         ctx = contextlib.nullcontext() if ptdtype == torch.float32 else torch.autocast(device.type, dtype=ptdtype)
         X = torch.randint(cfg["vocab_size"], (B, T), device=device)
         Y = torch.randint(cfg["vocab_size"], (B, T), device=device)
 
         def step():
+            if graphs:  # the previous step's graph outputs are dead: their memory may be reused
+                torch.compiler.cudagraph_mark_step_begin()
             with ctx:
                 _, loss = step_model(X, Y)
             loss.backward()
@@ -190,7 +199,7 @@ def run_mode(name: str, spec: dict, kernels: str, compiled: bool, args, device: 
 
 
 def mode_label(r: dict) -> str:
-    return f"{r['kernels']}/{'compile' if r['compile'] else 'eager'}"
+    return f"{r['kernels']}/{r['compile']}"
 
 
 def print_table(results: list[dict]) -> None:
@@ -253,7 +262,9 @@ def main(argv=None) -> int:
     p.add_argument("--models", default=None,
                    help="comma-separated subset of gpt2,gpt2-medium,shakespeare_char (default: all)")
     p.add_argument("--kernels", default="torch,tk", help="comma-separated kernels modes (default torch,tk)")
-    p.add_argument("--compile", default="eager,compile", help="eager, compile or both (default)")
+    p.add_argument("--compile", default="eager,compile",
+                   help="comma-separated eager, compile, graphs (torch.compile mode=reduce-overhead: "
+                        "CUDA graphs); default eager,compile")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 5; tiny 1)")
     p.add_argument("--iters", type=int, default=None, help="timed steps (default 20; tiny 2)")
     p.add_argument("--tiny", action="store_true", help="a tiny model only: a smoke run, CPU included")
@@ -279,10 +290,10 @@ def main(argv=None) -> int:
     kernels_modes = args.kernels.split(",")
     compile_modes = args.compile.split(",")
     bad = ([n for n in names if n not in specs] + [k for k in kernels_modes if k not in ("torch", "tk", "auto")]
-           + [c for c in compile_modes if c not in ("eager", "compile")])
+           + [c for c in compile_modes if c not in COMPILE_MODES])
     if bad:
         print(f"error: unknown {', '.join(bad)} (models: {', '.join(specs)}; kernels: torch, tk, auto; "
-              "compile: eager, compile)", file=sys.stderr)
+              f"compile: {', '.join(COMPILE_MODES)})", file=sys.stderr)
         return 1
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -296,7 +307,7 @@ def main(argv=None) -> int:
     for name in names:
         for kernels in kernels_modes:
             for c in compile_modes:
-                r = run_mode(name, specs[name], kernels, c == "compile", args, device, ptdtype)
+                r = run_mode(name, specs[name], kernels, c, args, device, ptdtype)
                 r["device"] = str(device)
                 results.append(r)
                 status = r.get("error") or (f"{r['tokens_per_s']:,.0f} tok/s, {r['ms_per_iter']:.2f} ms/iter "

@@ -43,7 +43,13 @@ def repo_root() -> str:
 
 @pytest.fixture(scope="session")
 def shakespeare_path() -> str:
-    """Path of tiny shakespeare (../shared/data/shakespeare/input.txt); skips if absent."""
+    """Path of tiny shakespeare: $SHAKESPEARE_INPUT if set (a GPU machine without ../shared), else
+    ../shared/data/shakespeare/input.txt; skips if absent."""
+    given = os.environ.get("SHAKESPEARE_INPUT")
+    if given:
+        if not os.path.isfile(given):
+            pytest.fail(f"SHAKESPEARE_INPUT={given} is not a file")
+        return os.path.abspath(given)
     return _shared_file("shakespeare", "input.txt")
 
 

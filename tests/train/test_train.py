@@ -165,6 +165,7 @@ def error_line(r):
     ("--compile=maybe", 2, ["compile", "bool"]),
     ("--kernels=tk", 1, ["kernels=tk", "GPU"]),
     ("--kernels=fast", 1, ["kernels must be one of"]),
+    ("--compile_mode=graphs", 1, ["compile_mode", "reduce-overhead"]),
     ("--init_from=gpt3", 1, ["init_from"]),
 ])
 def test_bad_overrides(trained, override, code, words):
