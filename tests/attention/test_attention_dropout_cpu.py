@@ -121,7 +121,7 @@ int check(const dropout_key &d, int bh, int row0, int col0) {
   int bad = 0;
   for (int lane = 0; lane < 32; lane++) {
     keep_bits<RT> b;
-    if constexpr (QROWS) dropout_bits_q_lane(b, d, bh, row0, col0, lane);
+    if constexpr (QROWS) dropout_bits_q_lane<RT, ROLLED>(b, d, bh, row0, col0, lane);
     else dropout_bits_k_lane<RT, ROLLED>(b, d, bh, row0, col0, lane);
     const int g = lane / 4, t = lane % 4;
     for (int i = 0; i < RT::height; i++)
@@ -143,7 +143,8 @@ int main() {
         const dropout_key d = make_dropout_key(0x1234567890abcdefull, off, thr);
         for (int m = 0; m < 6; m++) {
           const int r32 = 32 * m + 96 * (bh % 5), r16 = 16 * m + 48 * (bh % 3), c16 = 16 * m + 64 * (bh % 7);
-          // forward (32 queries x 16-key slices), deterministic dQ (16 queries x 64 keys)
+          // forward (32 queries x 16-key slices, rolled; unrolled too), deterministic dQ (16 queries x 64 keys)
+          bad += check<tk::rt<float, 32, 16>, true, true>(d, bh, r32, c16);
           bad += check<tk::rt<float, 32, 16>, true>(d, bh, r32, c16);
           bad += check<tk::rt<float, 16, 64>, true>(d, bh, r16, 64 * m);
           // transposed dK / dV kernel (16 keys x 64 / 32 / 16 queries), split kernel (32 x 32, rolled)
@@ -151,7 +152,7 @@ int main() {
           bad += check<tk::rt<float, 16, 32>, false>(d, bh, r16, 32 * m);
           bad += check<tk::rt<float, 16, 16>, false>(d, bh, r16, c16);
           bad += check<tk::rt<float, 32, 32>, false, true>(d, bh, 32 * m, r32);
-          n += 6;
+          n += 7;
         }
       }
   printf("checked %d tiles, %d wrong bits\n", n, bad);
