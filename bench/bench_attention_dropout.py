@@ -7,6 +7,7 @@ flash and cuDNN backends side by side (a backend without dropout support shows "
 
 Per (shape, implementation): the median time of one forward + backward (torch.autograd.grad of
 o on q, k, v), at p = 0 and at p, and the overhead (t_p / t_0 - 1) in %. Target for ours: <= 10%.
+The forward alone is timed too (under no_grad), so the overhead splits into forward and backward.
 Timing as in bench_attention.py (triton.testing.do_bench, or CUDA events).
 """
 
@@ -56,6 +57,15 @@ def fwd_bwd_ms(fn, q, k, v, dout, p) -> float:
     return bench_ms(step)[0]
 
 
+def fwd_ms(fn, q, k, v, p) -> float:
+    """The forward alone (no graph kept): splits the overhead into forward and backward."""
+    def step():
+        with torch.no_grad():
+            fn(q, k, v, p)
+    step()
+    return bench_ms(step)[0]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--p", type=float, default=0.2, help="dropout probability (default 0.2)")
@@ -91,16 +101,21 @@ def main(argv=None) -> int:
                 row["ms_p0"] = fwd_bwd_ms(fn, q, k, v, dout, 0.0)
                 row["ms_p"] = fwd_bwd_ms(fn, q, k, v, dout, args.p)
                 row["overhead_pct"] = 100.0 * (row["ms_p"] / row["ms_p0"] - 1.0)
+                row["fwd_ms_p0"] = fwd_ms(fn, q, k, v, 0.0)
+                row["fwd_ms_p"] = fwd_ms(fn, q, k, v, args.p)
             except Exception as e:  # a backend without dropout (or this shape): n/a
                 row["error"] = short_error(e)
             results.append(row)
-    print(f"{'shape (B,H,T,D)':<20} {'impl':<6} {'p=0 ms':>8} {f'p={args.p} ms':>10} {'overhead':>9}")
+    print(f"{'shape (B,H,T,D)':<20} {'impl':<6} {'p=0 ms':>8} {f'p={args.p} ms':>10} {'overhead':>9}"
+          f"   {'fwd p=0':>8} {'fwd p':>8} {'bwd p=0':>8} {'bwd p':>8}  (fwd alone; bwd = fwd+bwd - fwd)")
     for r in results:
         shape = "x".join(map(str, r["shape"]))
         if "error" in r:
             print(f"{shape:<20} {r['impl']:<6} {'n/a':>8} {'n/a':>10} {'':>9}  ({r['error']})")
         else:
-            print(f"{shape:<20} {r['impl']:<6} {r['ms_p0']:8.3f} {r['ms_p']:10.3f} {r['overhead_pct']:+8.1f}%")
+            print(f"{shape:<20} {r['impl']:<6} {r['ms_p0']:8.3f} {r['ms_p']:10.3f} {r['overhead_pct']:+8.1f}%"
+                  f"   {r['fwd_ms_p0']:8.3f} {r['fwd_ms_p']:8.3f} {r['ms_p0'] - r['fwd_ms_p0']:8.3f}"
+                  f" {r['ms_p'] - r['fwd_ms_p']:8.3f}")
     tk_rows = [r for r in results if r["impl"] == "tk" and "overhead_pct" in r]
     if tk_rows:
         worst = max(r["overhead_pct"] for r in tk_rows)

@@ -73,13 +73,20 @@ class Family:
     not_used: str | None = None
 
 
+# THE switch of issue 9: whether the model trains on the TK attention kernels' own dropout
+# (tk_kernels.attention(..., dropout_p)) when dropout > 0. Off until an H200 run passes
+# tests/attention/test_attention_dropout_gpu.py and bench/bench_attention_dropout.py shows the overhead
+# (fwd+bwd, p = 0.2 vs 0) within 10% (bench/RESULTS.md); the last run before this switch failed at T=1
+# (a test-side tolerance, since fixed) and cost +64% at (16,12,1024,64) with the 64-key dropout forward.
+# The dropout GPU tests turn it on for themselves (dispatch.override("attention", has_dropout=False)).
+ATTENTION_DROPOUT_ON_TK = False
+
 FAMILIES: dict[str, Family] = {
     "attention": Family("attention", reference.attention, attention_ops.attention_op,
                         lambda device, dtype, dims: attention_ops.unsupported_reason(
                             device, dtype, dims["head_dim"]),
-                        # the kernels have dropout (tk_kernels.attention(..., dropout_p)), but it failed
-                        # its H200 tests at T=1 (dq) and cost +64% at (16,12,1024,64) (bench/RESULTS.md)
-                        has_dropout=True),
+                        # has_dropout=True: training with dropout runs the reference (see the switch above)
+                        has_dropout=not ATTENTION_DROPOUT_ON_TK),
     "mlp": Family("mlp", reference.mlp),
     # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype]) -> (x + delta, LayerNorm(x + delta))
     "layer_norm": Family("layer_norm", reference.add_layer_norm, layernorm_ops.add_layer_norm_op,

@@ -39,13 +39,18 @@ def test_threshold():
     assert ref.threshold(0.99999999) == 65535  # capped: every p < 1 keeps something
 
 
-def _host_program(tmp_path):
-    """The C++ keep function (csrc/dropout.cuh) and Philox (include/common/philox.cuh) compiled
-    as host code; reads lines 'seed offset threshold bh q k', prints 'keep w0 w1 w2 w3'."""
+def _nvcc() -> str:
     cuda_home = find_cuda_home()
     nvcc = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else shutil.which("nvcc")
     if not nvcc or not os.path.isfile(nvcc):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the keep function as host code")
+    return nvcc
+
+
+def _host_program(tmp_path):
+    """The C++ keep function (csrc/dropout.cuh) and Philox (include/common/philox.cuh) compiled
+    as host code; reads lines 'seed offset threshold bh q k', prints 'keep w0 w1 w2 w3'."""
+    nvcc = _nvcc()
     src = tmp_path / "keep.cu"
     src.write_text(r'''
 #include <cstdio>
@@ -101,6 +106,72 @@ def test_cpp_keep_function_matches_python(tmp_path):
         u = x >> 16 if (k >> 3) & 1 else x & 0xFFFF
         assert keep == int(u >= thr), (seed, offset, thr, bh, q, k)
     assert len(out) == 3 + len(cases) + 1
+
+
+TILE_CHECK = r'''
+#include <cstdio>
+#include "dropout.cuh"
+using namespace tk_attn;
+// Every lane's keep bits of a row_l tile (dropout_bits_q_lane / dropout_bits_k_lane, the kernels' code)
+// against dropout_keep at the element's coordinates (rt.cuh: pair e of data[k] of fragment (i, j) is
+// row 16 i + g + 8 (k & 1), col 16 j + 2 t + e + 8 (k >> 1), g = lane / 4, t = lane % 4).
+// QROWS: rows are queries (S tiles), else keys (S^T tiles).
+template <typename RT, bool QROWS, bool ROLLED = false>
+int check(const dropout_key &d, int bh, int row0, int col0) {
+  int bad = 0;
+  for (int lane = 0; lane < 32; lane++) {
+    keep_bits<RT> b;
+    if constexpr (QROWS) dropout_bits_q_lane<RT, ROLLED>(b, d, bh, row0, col0, lane);
+    else dropout_bits_k_lane<RT, ROLLED>(b, d, bh, row0, col0, lane);
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < RT::height; i++)
+      for (int j = 0; j < RT::width; j++)
+        for (int k = 0; k < 4; k++)
+          for (int e = 0; e < 2; e++) {
+            const int r = row0 + 16 * i + g + 8 * (k & 1), c = col0 + 16 * j + 2 * t + e + 8 * (k >> 1);
+            const bool want = QROWS ? dropout_keep(d, bh, r, c) : dropout_keep(d, bh, c, r);
+            if (b.get(keep_bit<RT>(i, j, k, e)) != want) bad++;
+          }
+  }
+  return bad;
+}
+int main() {
+  int bad = 0, n = 0;
+  for (unsigned thr : {6554u, 13107u, 32768u, 58982u})
+    for (unsigned long long off : {0ull, 12ull, (1ull << 32) + 4})
+      for (int bh : {0, 7, 100000}) {
+        const dropout_key d = make_dropout_key(0x1234567890abcdefull, off, thr);
+        for (int m = 0; m < 6; m++) {
+          const int r32 = 32 * m + 96 * (bh % 5), r16 = 16 * m + 48 * (bh % 3), c16 = 16 * m + 64 * (bh % 7);
+          // forward (32 queries x 16-key slices, rolled; unrolled too), deterministic dQ (16 queries x 64 keys)
+          bad += check<tk::rt<float, 32, 16>, true, true>(d, bh, r32, c16);
+          bad += check<tk::rt<float, 32, 16>, true>(d, bh, r32, c16);
+          bad += check<tk::rt<float, 16, 64>, true>(d, bh, r16, 64 * m);
+          // transposed dK / dV kernel (16 keys x 64 / 32 / 16 queries), split kernel (32 x 32, rolled)
+          bad += check<tk::rt<float, 16, 64>, false>(d, bh, r16, 64 * m);
+          bad += check<tk::rt<float, 16, 32>, false>(d, bh, r16, 32 * m);
+          bad += check<tk::rt<float, 16, 16>, false>(d, bh, r16, c16);
+          bad += check<tk::rt<float, 32, 32>, false, true>(d, bh, 32 * m, r32);
+          n += 7;
+        }
+      }
+  printf("checked %d tiles, %d wrong bits\n", n, bad);
+  return bad != 0;
+}
+'''
+
+
+def test_tile_keep_bits_match_the_definition(tmp_path):
+    """The keep bits every lane draws for the tiles the kernels use (forward, deterministic dQ,
+    transposed and split dK / dV kernels) are exactly dropout_keep at each element's coordinates."""
+    nvcc = _nvcc()
+    src = tmp_path / "tiles.cu"
+    src.write_text(TILE_CHECK)
+    exe = tmp_path / "tiles"
+    subprocess.run([nvcc, "-std=c++20", "-arch=sm_80", f"-I{INCLUDE_DIR}", f"-I{family_csrc('attention')}",
+                    str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert out.returncode == 0 and "0 wrong bits" in out.stdout, out.stdout + out.stderr
 
 
 def test_python_keep_mask_matches_scalar_definition():

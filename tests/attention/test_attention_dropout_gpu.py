@@ -6,9 +6,10 @@ readable beforehand as torch.cuda.get_rng_state(): seed and offset of the defaul
 offset advancing by 4 per dropout call); ops.dropout_mask(rng_state, B, H, T, p) returns the keep
 mask computed by the kernels' own keep function, and dropout_reference.keep_mask the same in
 Python. The exactness tests build a float64 reference with that mask:
-O = (softmax(S) * mask / (1 - p)) V, and its gradients. Tolerances: our own error without dropout
-on the same inputs (same float64 machinery) sets the scale: ours with dropout <= max(2 x that,
-1.5 x the dtype floor of test_attention_gpu.py). Outputs are poisoned (NaN) before each launch.
+O = (softmax(S) * mask / (1 - p)) V, and its gradients. Tolerances: ours with dropout <= 2 x the larger
+of our own error without dropout on the same inputs and, for the gradients, the error inherent to the
+flash backward with this mask (inherent_grads: delta from the stored 16-bit O, 16-bit dS), with the
+dtype floors of test_attention_gpu.py below. Outputs are poisoned (NaN) before each launch.
 """
 
 import math
@@ -106,6 +107,27 @@ def reference(q, k, v, causal, scale, p, keep, dout):
     o = (P * keep.double() / (1.0 - p)) @ v64
     grads = torch.autograd.grad(o, (q64, k64, v64), dout.double())
     return o.detach(), grads
+
+
+def inherent_grads(q, k, v, causal, scale, p, keep, dout, o_stored):
+    """float64 dq, dk, dv of a flash backward in exact arithmetic apart from the two roundings every
+    flash backward has (ours, FlashAttention-2, SDPA's): delta = rowsum(dO * O) from the STORED 16-bit O
+    (o_stored), and dS and the dropped P~ rounded to the input dtype before their matmuls. Their error
+    against the exact gradients is the part of our error that no kernel of this algorithm avoids; it
+    dominates where the exact gradient is ~0 (T = 1: dS = P (dP~ - delta) is exactly 0, but with dropout
+    O = V / (1 - p) is not a 16-bit number, so the stored O's delta differs by dO . (O^ - O))."""
+    dt = q.dtype
+    q64, k64, v64, do64 = (t.detach().double() for t in (q, k, v, dout))
+    s = (q64 @ k64.transpose(-2, -1)) * scale
+    if causal:
+        T = q.shape[-2]
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    P = s.softmax(-1)
+    Z = keep.double() / (1.0 - p)
+    delta = (do64 * o_stored.double()).sum(-1, keepdim=True)
+    dS = (P * (Z * (do64 @ v64.transpose(-2, -1)) - delta)).to(dt).double()
+    Pt = (P * keep.double()).to(dt).double() / (1.0 - p)  # the kernels round the dropped P, then scale dV
+    return scale * dS @ k64, scale * dS.transpose(-2, -1) @ q64, Pt.transpose(-2, -1) @ do64
 
 
 def rel_err(x, ref):
@@ -216,22 +238,29 @@ def test_forward_backward_vs_float64_with_kernel_mask(T, D, causal, dtype_name):
     o, lse, rng, grads = run_ops(q, k, v, causal, scale, p, dout)
     keep = tka.dropout_mask(rng, B, H, T, p).bool()
     o_ref, grads_ref = reference(q, k, v, causal, scale, p, keep, dout)
+    # the error every flash backward has with this mask and our stored O (see inherent_grads)
+    grads_inh = inherent_grads(q, k, v, causal, scale, p, keep, dout, o)
     report = [label]
-    for name, ours, ref, base, base_ref in [("o", o, o_ref, o0, o0_ref)] + list(
-            zip(("dq", "dk", "dv"), grads, grads_ref, g0, g0_ref)):
+    for name, ours, ref, base, base_ref, inh in [("o", o, o_ref, o0, o0_ref, None)] + list(
+            zip(("dq", "dk", "dv"), grads, grads_ref, g0, g0_ref, grads_inh)):
         assert ours.shape == q.shape and ours.dtype == dtype
         assert not torch.isnan(ours).any(), f"{label} {name}: NaN (unwritten elements?)"
         e, e0 = rel_err(ours, ref), rel_err(base, base_ref)
         r, r0 = row_err(ours, ref), row_err(base, base_ref)
-        tol, rtol = max(2 * e0, 1.5 * FLOOR[dtype]), max(2 * r0, 6 * FLOOR[dtype])
-        report.append(f"{name}: {e:.2e} (p=0: {e0:.2e}, tol {tol:.1e}) row {r:.2e} (p=0: {r0:.2e})")
-        assert e <= tol, f"{label} {name}: relative error {e:.3e} > {tol:.3e} (without dropout {e0:.3e})"
-        assert r <= rtol, f"{label} {name}: worst-row error {r:.3e} > {rtol:.3e} (without dropout {r0:.3e})"
+        ei, ri = (rel_err(inh, ref), row_err(inh, ref)) if inh is not None else (0.0, 0.0)
+        # 2 x the larger of: our own error without dropout, the inherent error with this mask
+        tol, rtol = max(2 * e0, 2 * ei, 1.5 * FLOOR[dtype]), max(2 * r0, 2 * ri, 6 * FLOOR[dtype])
+        report.append(f"{name}: {e:.2e} (p=0: {e0:.2e}, inherent {ei:.2e}, tol {tol:.1e}) "
+                      f"row {r:.2e} (p=0: {r0:.2e}, inherent {ri:.2e})")
+        assert e <= tol, f"{label} {name}: relative error {e:.3e} > {tol:.3e} (without dropout {e0:.3e}, inherent {ei:.3e})"
+        assert r <= rtol, f"{label} {name}: worst-row error {r:.3e} > {rtol:.3e} (without dropout {r0:.3e}, inherent {ri:.3e})"
+        if inh is not None:  # (diagnostic) how far ours is from the inherent gradients themselves
+            report.append(f"{name} vs inherent: {rel_err(ours, inh):.2e}")
     print(" ".join(report))
-    # lse is that of the softmax before dropout: the same as without dropout (up to the summation
-    # order: the D = 64 dropout kernel walks the keys in 64-wide tiles, the other one in 128-wide)
+    # lse is that of the softmax before dropout: the same as without dropout (the dropout kernels walk
+    # the keys in the same tiles; bitwise expected, 1e-6 asked)
     _, lse0, _ = torch.ops.tk.attention_fwd(q, k, v, causal, scale, 0.0)
-    torch.testing.assert_close(lse, lse0, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lse, lse0, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("D", [64, 128])
@@ -332,7 +361,8 @@ def test_eval_mode_applies_no_dropout_and_training_does():
 
 def test_plan_with_dropout_runs_tk():
     from tk_kernels import dispatch
-    plan = dispatch.plan("tk", "cuda", torch.bfloat16, 64, dropout_p=0.2)
+    # (auto: families other than attention may not support these dims; attention must take tk anyway)
+    plan = dispatch.plan("auto", "cuda", torch.bfloat16, 64, dropout_p=0.2, warn=False)
     assert plan.path("attention", training=True) == "tk" and "attention=tk" in plan.describe()
     q, k, v = qkv_split(1, 2, 64, 64, torch.bfloat16, gen(new_seed()))
     before = generator_state()

@@ -376,3 +376,9 @@ def test_unplanned_compile_plans_on_its_first_call():
     assert counter.frame_count == frames  # nothing recompiled once planned
     assert len(fallback_warnings(caught)) == 1
     torch.testing.assert_close(loss, model(idx, idx)[1])
+
+
+def test_attention_dropout_switch_is_the_registry_entry():
+    """dispatch.ATTENTION_DROPOUT_ON_TK is the one place that decides whether the model trains on the
+    TK attention's dropout: the registry entry follows it."""
+    assert dispatch.FAMILIES["attention"].has_dropout == (not dispatch.ATTENTION_DROPOUT_ON_TK)

@@ -88,27 +88,45 @@ template <typename RT>
 struct keep_bits {
   static constexpr int n = RT::height * RT::width * 8;
   uint32_t w[(n + 31) / 32];
-  __device__ __forceinline__ void set(int bit, bool keep) {
+  __host__ __device__ __forceinline__ void set(int bit, bool keep) {
     if (keep) w[bit >> 5] |= 1u << (bit & 31);
   }
-  __device__ __forceinline__ bool get(int bit) const { return (w[bit >> 5] >> (bit & 31)) & 1u; }
+  __host__ __device__ __forceinline__ bool get(int bit) const { return (w[bit >> 5] >> (bit & 31)) & 1u; }
 };
 template <typename RT>
-__device__ __forceinline__ constexpr int keep_bit(int i, int j, int k, int e) {
+__host__ __device__ __forceinline__ constexpr int keep_bit(int i, int j, int k, int e) {
   return ((i * RT::width + j) * 4 + k) * 2 + e;
 }
 
 // Keep bits of an S tile (rows = queries q0 + r, cols = keys k0 + c; row_l; the forward and the
 // deterministic dQ kernel). R = 16 or 32 rows; needs k0 % 16 == 0 and q0 % R == 0.
 // One Philox call per (16-column fragment j, pair element e): the 2 x 2 x 2 elements (rows g, g + 8 of
-// both row fragments i; pairs k of the fragment) of one group.
-template <typename RT>
-__device__ __forceinline__ void dropout_bits_q(keep_bits<RT> &b, const dropout_key &d, int bh, int q0, int k0) {
+// both row fragments i; pairs k of the fragment) of one group. ROLLED (one 16-column fragment): the two
+// calls run in a loop, so only one call's words are live (the D = 64 forward's register budget).
+// (The _lane versions take the lane index: host code, the CPU tests, checks them element by element.)
+template <typename RT, bool ROLLED = false>
+__host__ __device__ __forceinline__ void dropout_bits_q_lane(keep_bits<RT> &b, const dropout_key &d, int bh, int q0,
+                                                             int k0, int lane) {
   static_assert(RT::is_row && (RT::rows == 16 || RT::rows == 32), "dropout_bits_q: row_l tiles of 16 or 32 rows");
-  const int g = laneid() >> 2, t = laneid() & 3;
+  const int g = lane >> 2, t = lane & 3;
   const int qw = RT::rows == 32 ? 0 : (q0 >> 3) & 2;  // word of the tile's first row (0 when q0 % 32 == 0)
 #pragma unroll
   for (int x = 0; x < (b.n + 31) / 32; x++) b.w[x] = 0;
+  if constexpr (ROLLED) {
+    static_assert(RT::width == 1 && keep_bits<RT>::n <= 32, "dropout_bits_q<ROLLED>: one 16-column fragment");
+#pragma unroll 1
+    for (int e = 0; e < 2; e++) {
+      const philox4 r = dropout_group(d, bh, q0 + g, k0 + 2 * t + e);
+      uint32_t bits = 0;
+#pragma unroll
+      for (int i = 0; i < RT::height; i++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          bits |= uint32_t(dropout_keep_half(d, philox_word(r, qw + 2 * i + (k & 1)), k >> 1)) << keep_bit<RT>(i, 0, k, 0);
+      b.w[0] |= bits << e;  // keep_bit<RT>(i, 0, k, e) = keep_bit<RT>(i, 0, k, 0) + e
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < RT::width; j++)
 #pragma unroll
@@ -129,12 +147,13 @@ __device__ __forceinline__ void dropout_bits_q(keep_bits<RT> &b, const dropout_k
 // the calls run in a loop rather than unrolled, so only one call's words are live (the split kernel's
 // register budget).
 template <typename RT, bool ROLLED = false>
-__device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_key &d, int bh, int key0, int q0) {
+__host__ __device__ __forceinline__ void dropout_bits_k_lane(keep_bits<RT> &b, const dropout_key &d, int bh, int key0,
+                                                             int q0, int lane) {
   constexpr int C = RT::cols;
   static_assert(RT::is_row && (C == 16 || C % 32 == 0), "dropout_bits_k: row_l tiles of 16 or 32n query columns");
   constexpr int QG = C == 16 ? 1 : C / 32;  // groups of 32 queries
   constexpr int JJ = C == 16 ? 1 : 2;       // 16-column fragments per group
-  const int g = laneid() >> 2, t = laneid() & 3;
+  const int g = lane >> 2, t = lane & 3;
   const int qw = C == 16 ? (q0 >> 3) & 2 : 0;
 #pragma unroll
   for (int x = 0; x < (b.n + 31) / 32; x++) b.w[x] = 0;
@@ -153,22 +172,31 @@ __device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_k
                   << keep_bit<RT>(0, jj, k, 0);
       b.w[0] |= bits << keep_bit<RT>(i, 2 * jp, 0, e);  // keep_bit is linear in (i, j, e)
     }
-    return;
+  } else {
+#pragma unroll
+    for (int i = 0; i < RT::height; i++)
+#pragma unroll
+      for (int jp = 0; jp < QG; jp++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const philox4 r = dropout_group(d, bh, q0 + 32 * jp + 2 * t + e, key0 + 16 * i + g);
+#pragma unroll
+          for (int jj = 0; jj < JJ; jj++)
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+              // row 16 i + g + 8 (k & 1): half k & 1; col 32 jp + 16 jj + 2 t + e + 8 (k >> 1): word 2 jj + (k >> 1)
+              b.set(keep_bit<RT>(i, 2 * jp + jj, k, e), dropout_keep_half(d, philox_word(r, qw + 2 * jj + (k >> 1)), k & 1));
+        }
   }
-#pragma unroll
-  for (int i = 0; i < RT::height; i++)
-#pragma unroll
-    for (int jp = 0; jp < QG; jp++)
-#pragma unroll
-      for (int e = 0; e < 2; e++) {
-        const philox4 r = dropout_group(d, bh, q0 + 32 * jp + 2 * t + e, key0 + 16 * i + g);
-#pragma unroll
-        for (int jj = 0; jj < JJ; jj++)
-#pragma unroll
-          for (int k = 0; k < 4; k++)
-            // row 16 i + g + 8 (k & 1): half k & 1; col 32 jp + 16 jj + 2 t + e + 8 (k >> 1): word 2 jj + (k >> 1)
-            b.set(keep_bit<RT>(i, 2 * jp + jj, k, e), dropout_keep_half(d, philox_word(r, qw + 2 * jj + (k >> 1)), k & 1));
-      }
+}
+
+template <typename RT, bool ROLLED = false>
+__device__ __forceinline__ void dropout_bits_q(keep_bits<RT> &b, const dropout_key &d, int bh, int q0, int k0) {
+  dropout_bits_q_lane<RT, ROLLED>(b, d, bh, q0, k0, laneid());
+}
+template <typename RT, bool ROLLED = false>
+__device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_key &d, int bh, int key0, int q0) {
+  dropout_bits_k_lane<RT, ROLLED>(b, d, bh, key0, q0, laneid());
 }
 
 // x = f(x, keep) on every element of a tile of the bits' shape (any dtype).

@@ -47,9 +47,19 @@
 //       P~ = P o keep (dropout.cuh: the keep bits of (seed, offset, bh, row, key), drawn per 16-key
 //       slice right before its P V mma),   O += P~ V_j,   and at the end O *= 1 / ((1 - p) l).
 //   m, l and lse are those of the softmax before dropout (the backward recomputes P from lse and
-//   regenerates the same bits). CTA 0 writes the (seed, offset) it used (rng_out). The D = 64 dropout
-//   kernel uses 64-key tiles (fwd_config: with 128 it spilled). Overhead: to be measured
-//   (bench/bench_attention_dropout.py).
+//   regenerates the same bits). CTA 0 writes the (seed, offset) it used (rng_out).
+//   Same tiles as p = 0 (128 keys at D = 64). At 255 registers that needs three things, each found with
+//   ptxas -v (sm_80 and sm_90a, no spills in any of the 8 dropout instantiations): the CTA's Philox key,
+//   bh, b, h sit in shared memory (fwd_drop, re-read after each tile's barrier, so neither they nor the
+//   Philox round keys derived from them stay live through S = Q K^T); the two Philox calls of a slice run
+//   in a rolled loop (dropout_bits_q<.., true>: one call's words live at a time); the K / V prefetch is
+//   addressed from the kernel arguments (no head pointers held across the loop). Without them the 128-key
+//   D = 64 kernel spilled 16-52 bytes (register-held key: 16 / 52, shared key: 4 / 16, + rolled: 8 / 8,
+//   + argument-addressed prefetch: 0 / 12, + b, h in shared memory: 0 / 0; non-causal / causal, fp16).
+//   The 64-key tiles it had before cost ~2x the p = 0 instructions per key (SASS: 2376 per 64 keys vs 2352
+//   per 128 at p = 0); with 128-key tiles ~3500 static (+ 8 rolled Philox bodies) per 128 keys.
+//   Overhead: bench/bench_attention_dropout.py (H200 before this change, fwd+bwd at (16,12,1024,64):
+//   +63.6% with 64-key tiles; this version not yet measured).
 // Measured (H200, bf16, bench/RESULTS.md, commit 2071b28): 1.04-1.25x SDPA flash at the 10 forward shapes
 // (D = 64: 1.11-1.25x, D = 128: 1.04-1.10x). No spills on sm_80 and sm_90a.
 #include <cmath>
@@ -66,16 +76,11 @@ using namespace tk;
 constexpr int BLOCK_M = 128;                      // query rows per CTA
 constexpr int FWD_WARPS = 4;                      // 32 query rows per warp
 
-// Keys per tile and CTAs per SM (the register budget: 2 -> <= 255 registers) per head dim, and
-// with dropout (DROPOUT): the D = 64 dropout kernel takes 64-key tiles (with 128 its Philox words
-// and keep bits do not fit the 255 registers next to the 32 x 128 scores: it spilled 16-20 bytes).
+// Keys per tile and CTAs per SM (the register budget: 2 -> <= 255 registers) per head dim; the dropout
+// kernels (DROPOUT) use the same tiles (see the header for what keeps them spill-free at D = 64).
 template <int D, bool DROPOUT = false> struct fwd_config;
-template <> struct fwd_config<64, false> {
+template <bool DROPOUT> struct fwd_config<64, DROPOUT> {
   static constexpr int block_n = 128;
-  static constexpr int min_blocks = 2;
-};
-template <> struct fwd_config<64, true> {
-  static constexpr int block_n = 64;
   static constexpr int min_blocks = 2;
 };
 template <bool DROPOUT> struct fwd_config<128, DROPOUT> {
@@ -124,6 +129,15 @@ __device__ __forceinline__ block_coord block_coords(const fwd_args<T> &a) {
 
 constexpr int FWD_THREADS = FWD_WARPS * WARP_THREADS;
 
+// The dropout key of a DROPOUT kernel's CTA, in (static) shared memory: written once, re-read after each
+// key tile's barrier, so the compiler cannot keep it (and the Philox round keys derived from it) live in
+// registers across the S = Q K^T phase.
+struct fwd_dropout {
+  dropout_key key;
+  int bh, b, h;
+};
+__shared__ fwd_dropout fwd_drop;
+
 template <typename T, int D, bool CAUSAL, bool DROPOUT>
 __global__ void __launch_bounds__(FWD_THREADS, fwd_config<D, DROPOUT>::min_blocks)
 attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
@@ -161,13 +175,14 @@ attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
   zero(o);
   neg_infty(m);
   zero(l);
-  dropout_key drop_key{};
   if constexpr (DROPOUT) {
-    uint64_t seed, offset;
-    drop_key = load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset);
-    if (blockIdx.x == 0 && threadIdx.x == 0 && a.drop.rng_out != nullptr) {
-      a.drop.rng_out[0] = int64_t(seed);
-      a.drop.rng_out[1] = int64_t(offset);
+    if (threadIdx.x == 0) {                           // visible after the key loop's first barrier
+      uint64_t seed, offset;
+      fwd_drop = {load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset), b * a.heads + h, b, h};
+      if (blockIdx.x == 0 && a.drop.rng_out != nullptr) {
+        a.drop.rng_out[0] = int64_t(seed);
+        a.drop.rng_out[1] = int64_t(offset);
+      }
     }
   }
 
@@ -180,8 +195,13 @@ attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
     wait_group<0>();
     __syncthreads();
     if (j + 1 < n_tiles) {
-      load_async<NUM_THREADS>(sK[stage ^ 1], k_g, {0, 0, n0 + BLOCK_N, 0});
-      load_async<NUM_THREADS>(sV[stage ^ 1], v_g, {0, 0, n0 + BLOCK_N, 0});
+      if constexpr (DROPOUT) {  // addressed from the kernel arguments: two fewer 64-bit pointers live in the loop
+        load_async<NUM_THREADS>(sK[stage ^ 1], a.k, {fwd_drop.b, fwd_drop.h, n0 + BLOCK_N, 0});
+        load_async<NUM_THREADS>(sV[stage ^ 1], a.v, {fwd_drop.b, fwd_drop.h, n0 + BLOCK_N, 0});
+      } else {
+        load_async<NUM_THREADS>(sK[stage ^ 1], k_g, {0, 0, n0 + BLOCK_N, 0});
+        load_async<NUM_THREADS>(sV[stage ^ 1], v_g, {0, 0, n0 + BLOCK_N, 0});
+      }
     }
     commit_group();                                   // (possibly empty) group {K_{j+1}, V_{j+1}}
 
@@ -238,7 +258,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
           // with 1 / l at the end.
           rt<T, WARP_M, 16> p_kk = col_slice<16>(p, kk);
           keep_bits<rt<T, WARP_M, 16>> keep;
-          dropout_bits_q(keep, drop_key, b * a.heads + h, r0, n0 + 16 * kk);
+          dropout_bits_q<rt<T, WARP_M, 16>, true>(keep, fwd_drop.key, fwd_drop.bh, r0, n0 + 16 * kk);
           apply_bits(p_kk, keep, zero_dropped{});
           mma_AB(o, p_kk, v_frag, o);
         } else {
