@@ -114,12 +114,12 @@ class MLP(nn.Module):
         self.gelu = nn.GELU()
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x):
-        x = self.c_fc(x)
-        x = self.gelu(x)
-        x = self.c_proj(x)
-        x = self.dropout(x)
-        return x
+    def forward(self, x, plan: dispatch.Plan | None = None):
+        if plan is None:  # nanoGPT's module, as is
+            x = self.c_proj(self.gelu(self.c_fc(x)))
+        else:  # kernels=tk/auto: our GEMM with the GELU fused in, where the plan chose it
+            x = dispatch.mlp(plan, x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight, self.c_proj.bias)
+        return self.dropout(x)
 
 
 class Block(nn.Module):
@@ -133,7 +133,7 @@ class Block(nn.Module):
 
     def forward(self, x, plan: dispatch.Plan, cache: KVCache | None = None):
         x = x + self.attn(self.ln_1(x), plan, cache)
-        x = x + self.mlp(self.ln_2(x))
+        x = x + self.mlp(self.ln_2(x), plan)
         return x
 
     def forward_fused(self, x, delta, plan: dispatch.Plan, cache: KVCache | None = None):
@@ -142,7 +142,7 @@ class Block(nn.Module):
         output, not yet added. Returns (x, delta) of the same kind for the next block."""
         x, h = dispatch.add_layer_norm(plan, x, delta, self.ln_1.weight, self.ln_1.bias)
         x, h = dispatch.add_layer_norm(plan, x, self.attn(h, plan, cache), self.ln_2.weight, self.ln_2.bias)
-        return x, self.mlp(h)
+        return x, self.mlp(h, plan)
 
 
 @dataclass

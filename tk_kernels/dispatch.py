@@ -10,9 +10,9 @@ The `kernels` setting of a model:
            distinct reason.
 
 FAMILIES is the registry: per op family its reference op and, if it has one, its TK op and the
-check of which inputs the TK op supports (a reason string when not). Attention, LayerNorm (fused with
-the residual add) and the classifier (lm_head + cross-entropy) have TK kernels; model.py calls the
-MLP as plain PyTorch ops.
+check of which inputs the TK op supports (a reason string when not). Attention, the MLP (Hopper GEMM
+with GELU fused into its epilogues), LayerNorm (fused with the residual add) and the classifier
+(lm_head + cross-entropy) have TK kernels.
 
 The decision is made in two parts:
 
@@ -28,6 +28,8 @@ The decision is made in two parts:
         the graph without a break.
     dispatch.linear_cross_entropy(plan, x, weight, targets, ignore_index=-1)
         per call, the same way: the loss of the lm_head, without keeping all logits on the TK path.
+    dispatch.mlp(plan, x, w_fc, b_fc, w_proj, b_proj)
+        per call: c_proj(gelu(c_fc(x))) of the transformer block.
 
 describe(...) / Plan.describe() say per family which path runs and why (train.py prints it).
 override(family, ...) swaps a registry entry inside a `with` block (tests, kernel experiments).
@@ -47,6 +49,7 @@ from . import reference
 from .families.attention import ops as attention_ops
 from .families.classifier import ops as classifier_ops
 from .families.layernorm import ops as layernorm_ops
+from .families.mlp import ops as mlp_ops
 
 KERNEL_MODES = ("torch", "tk", "auto")
 
@@ -87,7 +90,9 @@ FAMILIES: dict[str, Family] = {
                             device, dtype, dims["head_dim"]),
                         # has_dropout=True: training with dropout runs the reference (see the switch above)
                         has_dropout=not ATTENTION_DROPOUT_ON_TK),
-    "mlp": Family("mlp", reference.mlp),
+    # tk and reference: (x, w_fc, b_fc, w_proj, b_proj) -> c_proj(gelu(c_fc(x)))
+    "mlp": Family("mlp", reference.mlp, mlp_ops.mlp_op, mlp_ops.unsupported_reason,
+                  not_used="not yet measured against cuBLAS + torch.compile on an H200"),
     # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype]) -> (x + delta, LayerNorm(x + delta))
     "layer_norm": Family("layer_norm", reference.add_layer_norm, layernorm_ops.add_layer_norm_op,
                          layernorm_ops.unsupported_reason,
@@ -338,6 +343,30 @@ def linear_cross_entropy(plan: Plan, x: torch.Tensor, weight: torch.Tensor, targ
         if not torch.compiler.is_compiling():
             _warn_once("classifier", reason)
     return reference.linear_cross_entropy(x, weight, targets, ignore_index)
+
+
+def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | None, w_proj: torch.Tensor,
+        b_proj: torch.Tensor | None) -> torch.Tensor:
+    """c_proj(gelu(c_fc(x))) for x (..., C) and nn.Linear weights, like reference.mlp, on the
+    implementation the plan chose. Under autocast x goes to the autocast dtype first, as F.linear
+    would cast it (the TK op casts the weights itself and returns their gradients in their dtype)."""
+    choice = plan.choices["mlp"]
+    if choice.tk:
+        device_type = x.device.type
+        dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else x.dtype
+        if x.device != plan.device or dtype != plan.dtype:
+            reason = (f"the plan is for {plan.dtype} on {plan.device}, the inputs are {dtype} on "
+                      f"{x.device} (make a plan for them: dispatch.plan or GPT.plan_kernels)")
+        else:
+            x2 = x.reshape(-1, x.shape[-1]).to(dtype)
+            reason = mlp_ops.tensor_reason(x2, w_fc, w_proj)
+        if reason is None:
+            return choice.family.tk(x2, w_fc, b_fc, w_proj, b_proj).view(*x.shape[:-1], w_proj.shape[0])
+        if plan.kernels == "tk":
+            raise _tk_error("mlp", reason)
+        if not torch.compiler.is_compiling():
+            _warn_once("mlp", reason)
+    return reference.mlp(x, w_fc, b_fc, w_proj, b_proj)
 
 
 def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,

@@ -5,6 +5,7 @@
 //                                          out-of-bounds elements are zero-filled
 //   store_async(map, src, col, row)        shared src -> box at (col, row); out-of-bounds parts dropped
 //   store_add_async(map, src, col, row)    the same, adding into global memory (fp32: reduce-add)
+//   swizzle128_offset(row, byte)           where TMA's 128-byte swizzle puts a byte of a tile row
 //
 // `map` is a CUtensorMap built on the host (host/tensor_map.cuh) and passed to the kernel as a
 // `const __grid_constant__ CUtensorMap` parameter. Coordinates are in elements, innermost first.
@@ -46,6 +47,13 @@ __device__ __forceinline__ void store_add_async(const CUtensorMap &map, const vo
 #else
   __trap();
 #endif
+}
+
+// Byte offset of (row, byte b of the row) inside a tile that TMA reads or writes with the 128-byte
+// swizzle: rows of 128 bytes whose 16-byte chunk c is stored at chunk c ^ (row % 8). What a thread
+// uses to stage a register tile in shared memory for a swizzled TMA store.
+__device__ __forceinline__ int swizzle128_offset(int row, int byte) {
+  return row * 128 + ((((byte >> 4) ^ (row & 7))) << 4) + (byte & 15);
 }
 
 // Warm the tensor map's cache line before the first load (optional).

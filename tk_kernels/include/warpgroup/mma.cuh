@@ -9,6 +9,10 @@
 //
 //   desc_k128(tile)              descriptor of a [rows x 64] K-major 128B-swizzled tile
 //   desc_advance_k(desc, k)      the same tile, starting at K element 16 k (k-th k16 slice)
+//   desc_mn128(tile, block_bytes) descriptor of an MN-major tile: K rows of 64 MN elements per
+//                                128B-swizzled block, blocks of 64 MN columns block_bytes apart
+//   desc_advance_k_mn(desc, k)   the same MN-major tile, starting at K row 16 k
+//   (an MN-major operand needs the transpose flag of wgmma_ss: TRANS_A / TRANS_B = 1)
 //   mma_fence(acc) / mma_commit() / mma_wait<N>()
 //   set_max_registers<R>() grow (consumers) or shrink (producers) this warpgroup's registers
 //   accumulator<N>               fp32 D[64 x N] of one warpgroup, with row/col of each value
@@ -46,6 +50,24 @@ __device__ __forceinline__ uint64_t desc_k128(const void *tile) {
 // the swizzle to the full address, so a plain offset of the start address is right).
 __device__ __forceinline__ uint64_t desc_advance_k(uint64_t desc, int k) {
   return desc + uint64_t((k * 32) >> 4);
+}
+
+// MN-major tiles (the operand's M or N index is the contiguous one: A = X^T or B = W for a row-major
+// X or W). TMA writes such a tile as blocks of [K rows x 64 MN elements], each row 128 bytes, 8-row
+// atoms of 1024 bytes swizzled like the K-major layout. The leading-dimension byte offset is the
+// distance from one 64-element MN block to the next (block_bytes = K rows x 128 B for a tile loaded
+// as consecutive [K x 64] boxes); the stride-dimension byte offset steps from one 8-row K atom to the
+// next (1024 B). A k16 slice is 16 K rows: 2048 bytes further.
+__device__ __forceinline__ uint64_t desc_mn128(const void *tile, int block_bytes) {
+  uint64_t addr = smem_u32(tile);
+  uint64_t desc = (addr & 0x3FFFF) >> 4;
+  desc |= uint64_t((block_bytes >> 4) & 0x3FFF) << 16;         // leading-dimension byte offset
+  desc |= uint64_t(SWIZZLE128_ATOM_BYTES >> 4) << 32;          // stride-dimension byte offset
+  desc |= uint64_t(1) << 62;                                   // 128-byte swizzle
+  return desc;
+}
+__device__ __forceinline__ uint64_t desc_advance_k_mn(uint64_t desc, int k) {
+  return desc + uint64_t((k * 16 * SWIZZLE128_ROW_BYTES) >> 4);
 }
 
 // Orders this thread's register accesses of the accumulator before the next wgmma reads them

@@ -1,0 +1,148 @@
+"""CPU tests of the MLP family: the ops' fakes (shapes and dtypes under FakeTensorMode), the
+support checks and their messages, the split-K rule, and the dispatch (reference path, a stand-in TK
+op through dispatch.override, autocast casts, fallbacks, model.py's MLP, torch.compile without graph
+breaks). The kernels themselves are tested on an H200 in test_mlp_gpu.py."""
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import tk_kernels
+from tk_kernels import TKUnsupportedError, dispatch, reference
+from tk_kernels.families.mlp import ops
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(autouse=True)
+def fresh_dispatch():
+    dispatch.reset()
+    yield
+    dispatch.reset()
+
+
+class StandIn:
+    """Stands in for the TK op on a CPU: records the arguments, computes with the reference."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, x, w_fc, b_fc, w_proj, b_proj):
+        self.calls.append((tuple(x.shape), x.dtype, w_fc.dtype))
+        return reference.mlp(x, w_fc.to(x.dtype), None if b_fc is None else b_fc.to(x.dtype),
+                             w_proj.to(x.dtype), None if b_proj is None else b_proj.to(x.dtype))
+
+
+@pytest.fixture
+def stand_in():
+    op = StandIn()
+    ok = lambda device, dtype, dims: None
+    with dispatch.override("mlp", tk=op, unsupported=ok, not_used=None), \
+            dispatch.override("attention", tk=None), dispatch.override("layer_norm", tk=None), \
+            dispatch.override("classifier", tk=None):
+        yield op
+
+
+def test_fake_outputs():
+    with FakeTensorMode():
+        x = torch.empty(10, 64, dtype=torch.bfloat16)
+        w_fc, w_proj = torch.empty(256, 64), torch.empty(64, 256)
+        b_fc, b_proj = torch.empty(256), torch.empty(64)
+        y, pre, g = ops._mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, "none")
+        assert y.shape == (10, 64) and pre.shape == g.shape == (10, 256) and y.dtype == torch.bfloat16
+        dx, dwf, dbf, dwp, dbp = ops._mlp_bwd_fake(y, x, w_fc, w_proj, pre, g, True, False, "none",
+                                                  "float32", "float32")
+        assert dx.shape == (10, 64) and dx.dtype == torch.bfloat16
+        assert dwf.shape == (256, 64) and dwf.dtype == torch.float32 and dwp.shape == (64, 256)
+        assert dbf.shape == (256,) and dbp.shape == (0,)
+        assert ops._linear_fwd_fake(x, w_fc, None).shape == (10, 256)
+
+
+def test_tensor_reason_messages():
+    x = torch.empty(4, 64, dtype=torch.bfloat16)
+    assert ops.tensor_reason(x, torch.empty(256, 64), torch.empty(64, 256)) is None
+    assert "multiples of 8" in ops.tensor_reason(x, torch.empty(100, 64), torch.empty(64, 100))
+    assert "does not fit" in ops.tensor_reason(x, torch.empty(256, 32), torch.empty(64, 256))
+    assert "2-d" in ops.tensor_reason(x[None], torch.empty(256, 64), torch.empty(64, 256))
+    assert "bfloat16 and float16" in ops.tensor_reason(x.float(), torch.empty(256, 64), torch.empty(64, 256))
+    assert ops.unsupported_reason(torch.device("cpu"), torch.bfloat16, {}).startswith("no CUDA GPU")
+    assert "bfloat16 and float16" in ops.unsupported_reason(torch.device("cuda"), torch.float32, {})
+    assert "multiple of 8" in ops.unsupported_reason(torch.device("cuda"), torch.bfloat16, {"n_embd": 100})
+
+
+def test_public_op_on_cpu_is_one_clear_error():
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="CUDA"):
+        tk_kernels.mlp(x, torch.randn(256, 64), None, torch.randn(64, 256), None)
+    with pytest.raises(ValueError, match="approximate"):
+        tk_kernels.mlp(x, torch.randn(256, 64), None, torch.randn(64, 256), None, approximate="sigmoid")
+    with pytest.raises(ValueError, match="CUDA"):
+        tk_kernels.linear(x, torch.randn(256, 64))
+
+
+def test_plan_on_cpu_falls_back_or_raises():
+    plan = dispatch.plan("auto", "cpu", torch.bfloat16, 64, warn=False, n_embd=768)
+    assert plan.path("mlp") == "torch"
+    with pytest.raises(TKUnsupportedError):
+        dispatch.plan("tk", "cpu", torch.bfloat16, 64, n_embd=768)
+
+
+def test_dispatch_casts_under_autocast_and_keeps_shape(stand_in):
+    plan = dispatch.plan("tk", "cpu", torch.bfloat16, 16, n_embd=32)
+    assert plan.path("mlp") == "tk"
+    x = torch.randn(2, 5, 32)
+    w_fc, b_fc, w_proj, b_proj = torch.randn(128, 32), torch.randn(128), torch.randn(32, 128), torch.randn(32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = dispatch.mlp(plan, x, w_fc, b_fc, w_proj, b_proj)
+    assert y.shape == (2, 5, 32) and y.dtype == torch.bfloat16
+    assert stand_in.calls == [((10, 32), torch.bfloat16, torch.float32)]  # x cast, weights left to the op
+
+
+def test_dispatch_falls_back_with_one_warning_in_auto(stand_in):
+    plan = dispatch.plan("auto", "cpu", torch.bfloat16, 16, n_embd=32)
+    x = torch.randn(3, 36)  # width 36: not a multiple of 8
+    w_fc, w_proj = torch.randn(144, 36), torch.randn(36, 144)
+    with torch.autocast("cpu", dtype=torch.bfloat16), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y1 = dispatch.mlp(plan, x, w_fc, None, w_proj, None)
+        dispatch.mlp(plan, x, w_fc, None, w_proj, None)
+    assert len([w for w in caught if "multiples of 8" in str(w.message)]) == 1
+    assert stand_in.calls == []
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.testing.assert_close(y1, reference.mlp(x, w_fc, None, w_proj, None))
+    tk_plan = dispatch.plan("tk", "cpu", torch.bfloat16, 16, n_embd=32)
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(TKUnsupportedError, match="multiples of 8"):
+        dispatch.mlp(tk_plan, x, w_fc, None, w_proj, None)
+
+
+def test_model_mlp_runs_the_planned_op_and_compiles_without_breaks(stand_in):
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(block_size=16, vocab_size=64, n_layer=2, n_head=2, n_embd=32, dropout=0.0, bias=True,
+                      kernels="tk"))
+    idx = torch.randint(0, 64, (2, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        plan = m.plan_kernels(torch.device("cpu"), torch.bfloat16)
+        assert plan.path("mlp") == "tk"
+        logits, _ = m(idx)
+        assert len(stand_in.calls) == 2  # one per block
+        torch._dynamo.reset()
+        compiled = torch.compile(m, fullgraph=True, backend="eager")
+        logits_c, _ = compiled(idx)
+    torch.testing.assert_close(logits_c, logits)
+
+
+def test_kernels_torch_mlp_is_nanogpt_exactly():
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(block_size=16, vocab_size=64, n_layer=1, n_head=2, n_embd=32, dropout=0.0, bias=True,
+                      kernels="torch"))
+    mlp = m.transformer.h[0].mlp
+    x = torch.randn(2, 5, 32)
+    plan = m.plan_kernels(torch.device("cpu"), torch.float32)
+    expect = mlp.c_proj(F.gelu(mlp.c_fc(x)))
+    torch.testing.assert_close(mlp(x, plan), expect, rtol=0, atol=0)
+    torch.testing.assert_close(mlp(x), expect, rtol=0, atol=0)

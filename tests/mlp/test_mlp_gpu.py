@@ -1,0 +1,281 @@
+"""GPU tests of the MLP family (python -m pytest -m gpu tests/mlp; skipped without an sm_90 GPU).
+
+Accuracy: every GEMM layout and epilogue, the MLP's output and every gradient (dx, dW_fc, db_fc,
+dW_proj, db_proj) against float64 references computed from the same 16-bit inputs, as relative L2
+errors. PyTorch's own 16-bit path (F.linear / F.gelu in the input dtype, cuBLAS) against the same
+reference sets the scale: ours <= max(2 x PyTorch's error, a dtype floor). Fresh random inputs from an
+os.urandom seed (printed with -s). Outputs are poisoned before each launch: the allocator's free
+memory is filled with NaN, so an element the kernels fail to write fails the test.
+"""
+
+import math
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.gpu
+
+if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] != 9:
+    pytest.skip("the tk mlp kernels need a Hopper GPU (compute capability 9.0)", allow_module_level=True)
+
+import tk_kernels  # noqa: E402
+from tk_kernels.families.mlp import ops  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+FLOOR = {torch.bfloat16: 6e-3, torch.float16: 1e-3}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _built():
+    reason = ops.environment_reason(torch.device("cuda", torch.cuda.current_device()))
+    assert reason is None, reason
+
+
+def new_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def poison():
+    """Fill the allocator's free blocks with NaN (0xFF bytes) so that unwritten outputs show up."""
+    blocks = []
+    try:
+        for _ in range(6):
+            blocks.append(torch.full((256 << 20,), float("nan"), dtype=torch.float16, device="cuda"))
+    except torch.OutOfMemoryError:
+        pass
+    del blocks
+
+
+def rel(x, ref):
+    x, ref = x.double(), ref.double()
+    assert torch.isfinite(x).all(), "non-finite values (an unwritten output?)"
+    return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def check(name, ours, torch_16, ref, dtype):
+    e, e_torch = rel(ours, ref), rel(torch_16, ref)
+    tol = max(2 * e_torch, FLOOR[dtype])
+    print(f"  {name}: ours {e:.2e}  torch {e_torch:.2e}  tol {tol:.2e}")
+    assert e <= tol, f"{name}: relative error {e:.3e} > {tol:.3e} (torch's own: {e_torch:.3e})"
+
+
+def randn(shape, g, dtype, scale=1.0):
+    return (torch.randn(shape, generator=g, device="cuda") * scale).to(dtype)
+
+
+# -----------------------------------------------------------------------------
+# the GEMM alone: every layout x epilogue the family uses, ragged M, N and K
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("M,N,K", [(1, 64, 64), (7, 256, 128), (1000, 768, 3072), (300, 1600, 200),
+                                   (129, 2056, 264), (4096, 3072, 768)])
+def test_gemm_layouts(M, N, K, dtype):
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"\n[gemm M={M} N={N} K={K} {dtype} seed={seed}]")
+    x = randn((M, K), g, dtype)
+    w = randn((N, K), g, dtype, K ** -0.5)
+    bias = torch.randn(N, generator=g, device="cuda")
+    ext = ops._ext()
+    ref = x.double() @ w.double().T + bias.double()
+    # forward: x W^T + b (both K-major)
+    poison()
+    y = torch.empty((M, N), device="cuda", dtype=dtype)
+    ext.gemm_(x, False, w, False, y, ops.STORE, bias)
+    check("x W^T + b", y, (F.linear(x, w, bias.to(dtype))), ref, dtype)
+    # forward with GELU: pre and gelu(pre)
+    for approx in ("none", "tanh"):
+        poison()
+        pre, act = torch.empty((M, N), device="cuda", dtype=dtype), torch.empty((M, N), device="cuda", dtype=dtype)
+        ext.gemm_(x, False, w, False, act, ops.GELU, bias, pre, approx == "tanh")
+        check("pre", pre, F.linear(x, w, bias.to(dtype)), ref, dtype)
+        check(f"gelu[{approx}]", act, F.gelu(F.linear(x, w, bias.to(dtype)), approximate=approx),
+              F.gelu(ref, approximate=approx), dtype)
+    # backward data: dy W (B MN-major) and the GELU' epilogue
+    dy = randn((M, N), g, dtype)
+    poison()
+    dx = torch.empty((M, K), device="cuda", dtype=dtype)
+    ext.gemm_(dy, False, w, True, dx, ops.STORE)
+    check("dy W", dx, dy @ w, dy.double() @ w.double(), dtype)
+    pre16 = randn((M, K), g, dtype)
+    for approx in ("none", "tanh"):
+        poison()
+        dh = torch.empty((M, K), device="cuda", dtype=dtype)
+        ext.gemm_(dy, False, w, True, dh, ops.DGELU, None, pre16, approx == "tanh")
+        p = pre16.double().requires_grad_()
+        gelu_grad, = torch.autograd.grad(F.gelu(p, approximate=approx).sum(), p)
+        p16 = pre16.detach().requires_grad_()
+        torch_dh, = torch.autograd.grad(F.gelu(p16, approximate=approx), p16, (dy @ w))
+        check(f"dy W * gelu'[{approx}]", dh, torch_dh, (dy.double() @ w.double()) * gelu_grad, dtype)
+    # weight gradient: dy^T x (both MN-major), fp32 out, K = M split to fill the GPU
+    for splits in (1, 0, 3):
+        poison()
+        dw = torch.zeros((N, K), device="cuda", dtype=torch.float32)
+        ext.gemm_(dy, True, x, True, dw, ops.STORE_F32, splits=splits)
+        check(f"dy^T x (splits={splits})", dw, (dy.T @ x), dy.double().T @ x.double(), dtype)
+
+
+def test_gemm_rejects_bad_shapes():
+    ext = ops._ext()
+    y = torch.empty(16, 64, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(16, 60, device="cuda", dtype=torch.bfloat16)  # K = 60: rows of 120 bytes
+    w = torch.randn(64, 60, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="multiple of 16 bytes"):
+        ext.gemm_(x, False, w, False, y, ops.STORE)
+    with pytest.raises(RuntimeError, match="c must be"):
+        ext.gemm_(torch.randn(16, 64, device="cuda", dtype=torch.bfloat16), False,
+                  torch.randn(32, 64, device="cuda", dtype=torch.bfloat16), False, y, ops.STORE)
+
+
+# -----------------------------------------------------------------------------
+# the MLP op: output and every gradient
+
+def reference_mlp(x, w_fc, b_fc, w_proj, b_proj, approximate):
+    return F.linear(F.gelu(F.linear(x, w_fc, b_fc), approximate=approximate), w_proj, b_proj)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("N,C", [(1, 768), (7, 1024), (1000, 1600), (16384, 768), (333, 2048), (64, 64)])
+def test_mlp_forward_backward(N, C, dtype, bias, approximate):
+    if approximate == "tanh" and (N, C) not in ((7, 1024), (1000, 1600)):
+        pytest.skip("the tanh form is checked at two shapes")
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"\n[mlp N={N} C={C} {dtype} bias={bias} {approximate} seed={seed}]")
+    H = 4 * C
+    x = randn((N, C), g, dtype)
+    params = [torch.randn((H, C), generator=g, device="cuda") * C ** -0.5,
+              torch.randn(H, generator=g, device="cuda") * 0.1 if bias else None,
+              torch.randn((C, H), generator=g, device="cuda") * H ** -0.5,
+              torch.randn(C, generator=g, device="cuda") * 0.1 if bias else None]
+    dy = randn((N, C), g, dtype)
+    # ours: fp32 parameters as in autocast training, 16-bit activations
+    ps = [p.clone().requires_grad_() if p is not None else None for p in params]
+    xs = x.clone().requires_grad_()
+    poison()
+    y = tk_kernels.mlp(xs, *ps, approximate=approximate)
+    assert y.dtype == dtype and y.shape == (N, C)
+    poison()
+    y.backward(dy)
+    # float64 reference on the 16-bit inputs (weights rounded to the dtype, as the op casts them)
+    p64 = [p.to(dtype).double().requires_grad_() if p is not None else None for p in params]
+    x64 = x.double().requires_grad_()
+    y64 = reference_mlp(x64, *p64, approximate)
+    y64.backward(dy.double())
+    # PyTorch's 16-bit path
+    p16 = [p.to(dtype).requires_grad_() if p is not None else None for p in params]
+    x16 = x.clone().requires_grad_()
+    y16 = reference_mlp(x16, *p16, approximate)
+    y16.backward(dy)
+    check("y", y, y16, y64, dtype)
+    check("dx", xs.grad, x16.grad, x64.grad, dtype)
+    for name, a, b, c in zip(("dw_fc", "db_fc", "dw_proj", "db_proj"), ps, p16, p64):
+        if a is None:
+            continue
+        assert a.grad.dtype == torch.float32  # in the parameters' dtype, no bf16 round trip
+        check(name, a.grad, b.grad, c.grad, dtype)
+
+
+def test_linear_forward_backward():
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = randn((1000, 768), g, torch.bfloat16).requires_grad_()
+    w = (torch.randn((2304, 768), generator=g, device="cuda") * 768 ** -0.5).requires_grad_()
+    b = torch.randn(2304, generator=g, device="cuda").requires_grad_()
+    y = tk_kernels.linear(x, w, b)
+    dy = randn((1000, 2304), g, torch.bfloat16)
+    y.backward(dy)
+    x64, w64, b64 = (t.detach().to(torch.bfloat16).double().requires_grad_() for t in (x, w, b))
+    F.linear(x64, w64, b64).backward(dy.double())
+    x16, w16, b16 = (t.detach().to(torch.bfloat16).requires_grad_() for t in (x, w, b))
+    F.linear(x16, w16, b16).backward(dy)
+    check("y", y, F.linear(x16, w16, b16), F.linear(x64, w64, b64), torch.bfloat16)
+    for name, a, b_, c in (("dx", x, x16, x64), ("dw", w, w16, w64), ("db", b, b16, b64)):
+        check(name, a.grad, b_.grad, c.grad, torch.bfloat16)
+
+
+def test_opcheck():
+    g = torch.Generator(device="cuda").manual_seed(new_seed())
+    x = randn((40, 64), g, torch.bfloat16).requires_grad_()
+    args = (x, torch.randn(256, 64, device="cuda", requires_grad=True), torch.randn(256, device="cuda", requires_grad=True),
+            torch.randn(64, 256, device="cuda", requires_grad=True), torch.randn(64, device="cuda", requires_grad=True),
+            "none")
+    torch.library.opcheck(torch.ops.tk.mlp_fwd, args)
+    torch.library.opcheck(torch.ops.tk.linear_fwd, (x, torch.randn(128, 64, device="cuda", requires_grad=True), None))
+
+
+def test_unsupported_inputs_give_clear_errors():
+    x = torch.randn(4, 60, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="multiples of 8"):
+        tk_kernels.mlp(x, torch.randn(240, 60, device="cuda"), None, torch.randn(60, 240, device="cuda"), None)
+    with pytest.raises(ValueError, match="bfloat16 and float16"):
+        tk_kernels.mlp(x.float(), torch.randn(240, 60, device="cuda"), None, torch.randn(60, 240, device="cuda"), None)
+    with pytest.raises(ValueError, match="approximate"):
+        tk_kernels.mlp(x, torch.randn(240, 60, device="cuda"), None, torch.randn(60, 240, device="cuda"), None, "fast")
+
+
+def test_cuda_graph_capture_replays_with_new_inputs():
+    g = torch.Generator(device="cuda").manual_seed(new_seed())
+    C = 256
+    x = randn((512, C), g, torch.bfloat16).requires_grad_()
+    w_fc = (torch.randn(4 * C, C, generator=g, device="cuda") * C ** -0.5).requires_grad_()
+    w_proj = (torch.randn(C, 4 * C, generator=g, device="cuda") * (4 * C) ** -0.5).requires_grad_()
+    dy = randn((512, C), g, torch.bfloat16)
+
+    def step():
+        y = tk_kernels.mlp(x, w_fc, None, w_proj, None)
+        return (y,) + torch.autograd.grad(y, (x, w_fc, w_proj), dy)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = step()
+    for _ in range(2):
+        with torch.no_grad():
+            x.copy_(randn((512, C), g, torch.bfloat16))
+        graph.replay()
+        torch.cuda.synchronize()
+        expect = step()
+        for a, b in zip(outs, expect):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same kernels on the same inputs
+
+
+def test_compiled_gpt_step_without_graph_breaks():
+    from model import GPT, GPTConfig
+    from tk_kernels import dispatch
+    torch.manual_seed(0)
+    cfg = GPTConfig(block_size=64, vocab_size=128, n_layer=2, n_head=4, n_embd=128, dropout=0.0, bias=True,
+                    kernels="tk")
+    with dispatch.override("mlp", not_used=None):
+        m = GPT(cfg).cuda()
+        plan = m.plan_kernels(torch.device("cuda"), torch.bfloat16)
+        assert plan.path("mlp") == "tk", plan.describe()
+        idx = torch.randint(0, 128, (4, 64), device="cuda")
+        torch._dynamo.reset()
+        compiled = torch.compile(m, fullgraph=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            _, loss = compiled(idx, idx)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in m.named_parameters()}
+        m.zero_grad(set_to_none=True)
+        ref = GPT(cfg).cuda()
+        ref.load_state_dict(m.state_dict())
+        with dispatch.override("mlp", tk=None):
+            assert ref.plan_kernels(torch.device("cuda"), torch.bfloat16).path("mlp") == "torch"
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            _, ref_loss = ref(idx, idx)
+        ref_loss.backward()
+    print(f"[compiled gpt mlp] loss tk {loss.item():.5f} torch {ref_loss.item():.5f}")
+    assert abs(loss.item() - ref_loss.item()) < 2e-2 * abs(ref_loss.item())
+    for n, p in ref.named_parameters():
+        err = rel(grads[n], p.grad)
+        assert err < 5e-2, (n, err)

@@ -1,0 +1,99 @@
+// Torch bindings of the MLP family's launcher (mlp.h): the extension tk_mlp_<hash>. The only file that
+// includes torch headers: it validates tensors and calls the launcher on the current CUDA stream.
+// ops.py composes the MLP's forward and backward from gemm_.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/python.h>
+
+#include "mlp.h"
+
+namespace {
+
+tk_mlp::DType dtype_of(const at::Tensor &t) {
+  TORCH_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf,
+              "tk mlp: operands must be bfloat16 or float16, got ", t.scalar_type());
+  return t.scalar_type() == at::kBFloat16 ? tk_mlp::DType::bf16 : tk_mlp::DType::fp16;
+}
+
+void check_matrix(const at::Tensor &t, const char *name, const at::Tensor &like) {
+  TORCH_CHECK(t.is_cuda() && t.device() == like.device(), "tk mlp: ", name, " must be a CUDA tensor on ",
+              like.device(), ", got ", t.device());
+  TORCH_CHECK(t.dim() == 2 && t.stride(1) == 1, "tk mlp: ", name, " must be a 2-d tensor with contiguous rows, "
+              "got shape ", t.sizes(), " strides ", t.strides());
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && (t.stride(0) * t.element_size()) % 16 == 0,
+              "tk mlp: ", name, " must start 16-byte aligned with a row stride of a multiple of 16 bytes");
+}
+
+// c (M, N) <- epilogue(sum_k A(m, k) B(n, k)); a is (M, K), or (K, M) when a_mn; b is (N, K), or (K, N)
+// when b_mn. epilogue: 0 store (+ bias), 1 gelu (aux <- pre-activation), 2 dgelu (aux = pre-activation),
+// 3 store_f32 (c fp32, zeroed first by the caller when splits != 1; splits 0 = choose).
+void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::Tensor &c, int64_t epilogue,
+           const c10::optional<at::Tensor> &bias, const c10::optional<at::Tensor> &aux, bool tanh_gelu,
+           int64_t splits) {
+  check_matrix(a, "a", a);
+  check_matrix(b, "b", a);
+  check_matrix(c, "c", a);
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "tk mlp: a and b must have one dtype, got ", a.scalar_type(),
+              " and ", b.scalar_type());
+  TORCH_CHECK(epilogue >= 0 && epilogue <= 3, "tk mlp: unknown epilogue ", epilogue);
+  const auto epi = static_cast<tk_mlp::Epilogue>(epilogue);
+  const int64_t M = a_mn ? a.size(1) : a.size(0), K = a_mn ? a.size(0) : a.size(1);
+  const int64_t N = b_mn ? b.size(1) : b.size(0), Kb = b_mn ? b.size(0) : b.size(1);
+  TORCH_CHECK(K == Kb, "tk mlp: a and b disagree on K: ", K, " vs ", Kb);
+  TORCH_CHECK(c.size(0) == M && c.size(1) == N, "tk mlp: c must be (", M, ", ", N, "), got ", c.sizes());
+  TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX, "tk mlp: dimensions beyond int32");
+  const bool f32_out = epi == tk_mlp::Epilogue::store_f32;
+  TORCH_CHECK(c.scalar_type() == (f32_out ? at::kFloat : a.scalar_type()), "tk mlp: c must be ",
+              f32_out ? "float32 (store_f32)" : "in the operands' dtype", ", got ", c.scalar_type());
+  tk_mlp::GemmParams p{};
+  p.dtype = dtype_of(a);
+  p.a_major = a_mn ? tk_mlp::Major::MN : tk_mlp::Major::K;
+  p.b_major = b_mn ? tk_mlp::Major::MN : tk_mlp::Major::K;
+  p.epilogue = epi;
+  p.M = static_cast<int>(M);
+  p.N = static_cast<int>(N);
+  p.K = static_cast<int>(K);
+  p.a = a.data_ptr();
+  p.lda = a.stride(0);
+  p.b = b.data_ptr();
+  p.ldb = b.stride(0);
+  p.c = c.data_ptr();
+  p.ldc = c.stride(0);
+  p.tanh_gelu = tanh_gelu;
+  p.splits = static_cast<int>(splits);
+  if (bias.has_value() && bias->defined()) {
+    TORCH_CHECK(bias->is_cuda() && bias->device() == a.device() && bias->scalar_type() == at::kFloat &&
+                bias->dim() == 1 && bias->size(0) == N && bias->is_contiguous(),
+                "tk mlp: bias must be a contiguous float32 (", N, ",) tensor on ", a.device());
+    TORCH_CHECK(epi == tk_mlp::Epilogue::store || epi == tk_mlp::Epilogue::gelu,
+                "tk mlp: only the store and gelu epilogues add a bias");
+    p.bias = bias->data_ptr<float>();
+  }
+  if (epi == tk_mlp::Epilogue::gelu || epi == tk_mlp::Epilogue::dgelu) {
+    TORCH_CHECK(aux.has_value() && aux->defined(), "tk mlp: the gelu epilogues need the pre-activation tensor");
+    check_matrix(*aux, "pre-activation", a);
+    TORCH_CHECK(aux->sizes() == c.sizes() && aux->stride(0) == c.stride(0) && aux->scalar_type() == c.scalar_type(),
+                "tk mlp: the pre-activation must have c's shape, row stride and dtype");
+    p.aux = aux->data_ptr();
+  }
+  const c10::cuda::CUDAGuard guard(a.device());
+  const char *why = nullptr;
+  const cudaError_t err = tk_mlp::gemm(p, c10::cuda::getCurrentCUDAStream().stream(), &why);
+  TORCH_CHECK(err == cudaSuccess, why ? why : "tk mlp gemm failed", " (", cudaGetErrorString(err), ")");
+}
+
+int64_t splits(int64_t M, int64_t N, int64_t K, int64_t sms) {
+  return tk_mlp::gemm_splits(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<int>(sms));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("gemm_", &gemm_, "c <- epilogue(A B^T) on the Hopper GEMM (see csrc/mlp.h)", pybind11::arg("a"),
+        pybind11::arg("a_mn"), pybind11::arg("b"), pybind11::arg("b_mn"), pybind11::arg("c"),
+        pybind11::arg("epilogue"), pybind11::arg("bias") = pybind11::none(), pybind11::arg("aux") = pybind11::none(),
+        pybind11::arg("tanh_gelu") = false, pybind11::arg("splits") = 0);
+  m.def("splits", &splits, "K splits the weight-gradient GEMM takes for (M, N, K) on a GPU of `sms` SMs");
+  m.def("has_hopper_kernels", &tk_mlp::has_hopper_kernels, "whether this build holds the sm_90a kernels");
+}

@@ -1,0 +1,360 @@
+// The MLP family's GEMM (sm_90a): C[M x N] = sum_k A(m, k) B(n, k), bf16/fp16 in, fp32 accumulate,
+// with the epilogues of an MLP's forward (bias, bias + GELU) and backward (GELU', fp32 weight
+// gradients). Launcher interface and operand layouts: mlp.h.
+//
+// Algorithm (grown from dev/hopper/gemm.cu, whose version 2 measured 0.99-1.03x cuBLAS at the GPT-2
+// shapes on an H200): a persistent grid of min(#SMs, #work units) CTAs of three warpgroups.
+//   - warpgroup 0, the producer (40 registers after setmaxnreg), has one thread issue the TMA loads of
+//     a 4-stage ring of K slices: per slice a 128 x 64 A tile and a 256 x 64 B tile (48 KB), 128-byte
+//     swizzled. K-major operands are one box each; MN-major operands are loaded as [64 K rows x 64]
+//     boxes side by side (2 for A, 4 for B), the layout desc_mn128 describes. Out-of-bounds rows and
+//     columns are zero-filled by TMA, so any M and ragged N / K tiles need no padding.
+//   - warpgroups 1 and 2, the consumers (232 registers), each own 64 of the tile's 128 rows and run
+//     m64n256k16 wgmma over the ring (the MN-major operands with the transpose flag), one group in
+//     flight; a slot is released when the group that read it has completed.
+//   - epilogue, per consumer and 64-column box: acc (+ bias) [-> GELU | * GELU'(pre)] -> input dtype
+//     -> a 128B-swizzled 8 KB staging buffer -> TMA store (rows >= M and columns >= N are dropped by
+//     TMA). The GELU epilogue writes two boxes (pre-activation and activation). fp32 outputs (weight
+//     gradients) are written from registers, atomically added when K is split.
+//   - the producer runs ahead into the next work unit while the consumers store, so the epilogue of one
+//     tile overlaps the loads of the next.
+// Work units: tiles of 128 x 256 (n fastest: neighbouring CTAs share A's rows); for weight gradients
+// (M x N = C x 4C, only 72 tiles at C = 768 for 132 SMs) K is split so that the units fill whole waves
+// (gemm_splits), split-major so that CTAs running together read the same K rows (they fit in L2).
+// Shared memory: 4 x 48 KB ring + 2 consumers x 2 x 8 KB staging + 1 KB alignment = 225 KB.
+#include <algorithm>
+#include <string>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "host/tensor_map.cuh"
+#include "thread/bulk.cuh"
+#include "thread/mbarrier.cuh"
+#include "thread/tma.cuh"
+#include "warpgroup/mma.cuh"
+#include "warpgroup/sync.cuh"
+
+#include "gelu.cuh"
+#include "mlp.h"
+
+namespace tk_mlp {
+namespace {
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
+constexpr int BOX = 64;                          // MN-major load boxes and store boxes: 64 x 64
+constexpr int BOX_BYTES = BOX * BOX * 2;         // 8 KB
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int RING_BYTES = STAGES * STAGE_BYTES;
+constexpr int SMEM_BYTES = RING_BYTES + 2 * 2 * BOX_BYTES + 1024;
+constexpr int THREADS = 384;
+
+struct Shape {
+  int M, N, K;
+  int tiles_n, tiles, k_tiles, splits;
+};
+
+template <typename T> struct vec2;
+template <> struct vec2<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+  __device__ static type pack(float a, float b) { return __floats2bfloat162_rn(a, b); }
+  __device__ static float2 unpack(type v) { return __bfloat1622float2(v); }
+};
+template <> struct vec2<__half> {
+  using type = __half2;
+  __device__ static type pack(float a, float b) { return __floats2half2_rn(a, b); }
+  __device__ static float2 unpack(type v) { return __half22float2(v); }
+};
+
+// The work unit u: its tile's first row and column, and its range of K slices.
+struct Unit {
+  int m0, n0, k_begin, k_end;
+};
+__device__ __forceinline__ Unit unit(const Shape &s, int u) {
+  const int tile = u % s.tiles, split = u / s.tiles;
+  return {(tile / s.tiles_n) * BM, (tile % s.tiles_n) * BN, split * s.k_tiles / s.splits,
+          (split + 1) * s.k_tiles / s.splits};
+}
+
+// ------------------------------------------------------------------------------------------------
+// producer: one thread keeps the ring full, across all of this CTA's work units
+
+template <Major AM, Major BMJ>
+__device__ void produce(const CUtensorMap &a_map, const CUtensorMap &b_map, const Shape &s, char *ring,
+                        tk::barrier *full, tk::barrier *empty) {
+  int g = 0;  // K slices issued so far: ring slot g % STAGES, pass g / STAGES
+  for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
+    const Unit w = unit(s, u);
+    for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
+      const int slot = g % STAGES;
+      char *a = ring + slot * STAGE_BYTES, *b = a + A_BYTES;
+      tk::wait(empty[slot], ((g / STAGES) & 1) ^ 1);
+      tk::expect_bytes(full[slot], STAGE_BYTES);
+      if constexpr (AM == Major::K) tk::tma::load_async(a, a_map, full[slot], kt * BK, w.m0);
+      else
+        for (int j = 0; j < BM / BOX; j++) tk::tma::load_async(a + j * BOX_BYTES, a_map, full[slot], w.m0 + j * BOX, kt * BK);
+      if constexpr (BMJ == Major::K) tk::tma::load_async(b, b_map, full[slot], kt * BK, w.n0);
+      else
+        for (int j = 0; j < BN / BOX; j++) tk::tma::load_async(b + j * BOX_BYTES, b_map, full[slot], w.n0 + j * BOX, kt * BK);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// consumer main loop: acc = this warpgroup's 64 rows of the unit's tile
+
+template <typename T, Major AM, Major BMJ>
+__device__ __forceinline__ void mma_unit(tk::wg::accumulator<BN> &acc, const Unit &w, int consumer, char *ring,
+                                         tk::barrier *full, tk::barrier *empty, int &g) {
+  const int me = tk::wg::warpgroup_thread();
+  for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
+    const int slot = g % STAGES;
+    char *a = ring + slot * STAGE_BYTES, *b = a + A_BYTES;
+    tk::wait(full[slot], (g / STAGES) & 1);
+    tk::wg::mma_fence(acc.v);
+    const uint64_t da = AM == Major::K ? tk::wg::desc_k128(a + consumer * 64 * BK * 2)
+                                       : tk::wg::desc_mn128(a + consumer * BOX_BYTES, BOX_BYTES);
+    const uint64_t db = BMJ == Major::K ? tk::wg::desc_k128(b) : tk::wg::desc_mn128(b, BOX_BYTES);
+#pragma unroll
+    for (int k = 0; k < BK / 16; k++) {
+      const uint64_t dak = AM == Major::K ? tk::wg::desc_advance_k(da, k) : tk::wg::desc_advance_k_mn(da, k);
+      const uint64_t dbk = BMJ == Major::K ? tk::wg::desc_advance_k(db, k) : tk::wg::desc_advance_k_mn(db, k);
+      tk::wg::wgmma_ss<T, BN, AM == Major::MN, BMJ == Major::MN>(acc.v, dak, dbk, kt > w.k_begin || k > 0);
+    }
+    tk::wg::mma_commit();
+    tk::wg::mma_wait<1>(acc.v);  // the group of the slice before is done: free its slot
+    if (kt > w.k_begin && me == 0) tk::arrive(empty[(g - 1) % STAGES]);
+  }
+  tk::wg::mma_wait<0>(acc.v);
+  if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
+}
+
+// ------------------------------------------------------------------------------------------------
+// epilogues
+
+struct EpiArgs {
+  const float *bias;
+  const void *aux;   // dgelu: pre-activation (M, N), row stride ldc
+  float *c32;        // store_f32: fp32 output (M, N), row stride ldc
+  int64_t ldc;
+  bool tanh_gelu;
+  bool atomic;       // store_f32 with split K
+};
+
+// fp32 result: straight from registers (8-byte stores or atomic adds, 32-byte sectors per quad).
+__device__ __forceinline__ void store_f32(const tk::wg::accumulator<BN> &acc, const Unit &w, int row0,
+                                          const Shape &s, const EpiArgs &e) {
+#pragma unroll
+  for (int i = 0; i < acc.REGS; i += 2) {
+    const int row = row0 + acc.row(i), col = w.n0 + acc.col(i);
+    if (row < s.M && col < s.N) {
+      float2 *p = reinterpret_cast<float2 *>(e.c32 + int64_t(row) * e.ldc + col);
+      const float2 v = make_float2(acc.v[i], acc.v[i + 1]);
+      if (e.atomic) atomicAdd(p, v);
+      else *p = v;
+    }
+  }
+}
+
+// 16-bit results through the staging buffers and TMA stores. For each 64-column box: the values of
+// (row, col), (row, col + 1) of register pair i, with the epilogue applied.
+template <typename T, Epilogue E>
+__device__ __forceinline__ void store_boxes(const tk::wg::accumulator<BN> &acc, const Unit &w, int consumer,
+                                            const Shape &s, const EpiArgs &e, const CUtensorMap &c_map,
+                                            const CUtensorMap &aux_map, char *staging, int &stores) {
+  using V = vec2<T>;
+  const int me = tk::wg::warpgroup_thread(), row0 = w.m0 + consumer * 64;
+#pragma unroll
+  for (int cb = 0; cb < BN / BOX; cb++) {
+    char *out = staging + (stores & 1) * BOX_BYTES, *pre = staging + ((stores + 1) & 1) * BOX_BYTES;
+    // the store that last read a buffer about to be written is done with it
+    if (me == 0) {
+      if constexpr (E == Epilogue::gelu) tk::bulk_wait_group_read<0>();
+      else tk::bulk_wait_group_read<1>();
+    }
+    tk::wg::sync(1 + consumer);
+#pragma unroll
+    for (int j = 0; j < BOX / 8; j++) {
+#pragma unroll
+      for (int half = 0; half < 2; half++) {  // rows r and r + 8
+        const int i = 4 * (cb * BOX / 8 + j) + 2 * half;
+        const int r = acc.row(i), c = acc.col(i) - cb * BOX;  // in the box
+        const int col = w.n0 + cb * BOX + c, row = row0 + r;
+        float x0 = acc.v[i], x1 = acc.v[i + 1];
+        if constexpr (E == Epilogue::store || E == Epilogue::gelu) {
+          if (e.bias != nullptr && col < s.N) {
+            const float2 b = *reinterpret_cast<const float2 *>(e.bias + col);
+            x0 += b.x;
+            x1 += b.y;
+          }
+        }
+        const int offset = tk::tma::swizzle128_offset(r, c * 2);
+        if constexpr (E == Epilogue::gelu) {
+          const typename V::type p = V::pack(x0, x1);  // the pre-activation as stored, as the backward sees it
+          *reinterpret_cast<typename V::type *>(pre + offset) = p;
+          const float2 pf = V::unpack(p);
+          x0 = gelu(pf.x, e.tanh_gelu);
+          x1 = gelu(pf.y, e.tanh_gelu);
+        } else if constexpr (E == Epilogue::dgelu) {
+          float2 pf = make_float2(0.f, 0.f);
+          if (row < s.M && col < s.N)
+            pf = V::unpack(*reinterpret_cast<const typename V::type *>(
+                static_cast<const T *>(e.aux) + int64_t(row) * e.ldc + col));
+          x0 *= gelu_grad(pf.x, e.tanh_gelu);
+          x1 *= gelu_grad(pf.y, e.tanh_gelu);
+        }
+        *reinterpret_cast<typename V::type *>(out + offset) = V::pack(x0, x1);
+      }
+    }
+    tk::fence_proxy_async_shared();
+    tk::wg::sync(1 + consumer);
+    if (me == 0) {
+      tk::tma::store_async(c_map, out, w.n0 + cb * BOX, row0);
+      if constexpr (E == Epilogue::gelu) tk::tma::store_async(aux_map, pre, w.n0 + cb * BOX, row0);
+      tk::bulk_commit_group();
+    }
+    stores += E == Epilogue::gelu ? 2 : 1;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// the kernel
+
+template <typename T, Major AM, Major BMJ, Epilogue E>
+__global__ void __launch_bounds__(THREADS, 1)
+gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+            const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap aux_map,
+            const Shape s, const EpiArgs e) {
+  extern __shared__ char smem_raw[];
+  char *ring = smem_raw + ((1024 - (tk::smem_u32(smem_raw) & 1023)) & 1023);
+  __shared__ tk::barrier full[STAGES], empty[STAGES];
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; i++) {
+      tk::init(full[i], 1);
+      tk::init(empty[i], 2);  // both consumers
+    }
+    tk::fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int wg = tk::wg::warpgroupid();
+  if (wg == 0) {
+    tk::wg::set_max_registers<40>();
+    if (tk::wg::warpgroup_thread() == 0) produce<AM, BMJ>(a_map, b_map, s, ring, full, empty);
+    return;
+  }
+
+  tk::wg::set_max_registers<232>();
+  const int consumer = wg - 1;
+  char *staging = ring + RING_BYTES + consumer * 2 * BOX_BYTES;
+  tk::wg::accumulator<BN> acc;
+  int g = 0, stores = 0;
+  for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
+    const Unit w = unit(s, u);
+    mma_unit<T, AM, BMJ>(acc, w, consumer, ring, full, empty, g);
+    if constexpr (E == Epilogue::store_f32) store_f32(acc, w, w.m0 + consumer * 64, s, e);
+    else store_boxes<T, E>(acc, w, consumer, s, e, c_map, aux_map, staging, stores);
+  }
+  if constexpr (E != Epilogue::store_f32) {
+    if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>();
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// host side
+
+int sm_count() {
+  static int sms = [] {
+    int device = 0, n = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+    return n > 0 ? n : 132;
+  }();
+  return sms;
+}
+
+// TMA map of an operand: K-major (rows = M or N, cols = K, box 64 x rows_per_box) or MN-major
+// (rows = K, cols = M or N, box 64 x 64).
+template <typename T>
+CUtensorMap operand_map(const void *ptr, Major major, int mn, int K, int64_t ld, int tile_rows) {
+  if (major == Major::K) return tk::host::matrix_map<T>(ptr, mn, K, ld, tile_rows, BK, 128);
+  return tk::host::matrix_map<T>(ptr, K, mn, ld, BK, BOX, 128);
+}
+
+template <typename T, Major AM, Major BMJ, Epilogue E>
+cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
+  const CUtensorMap a_map = operand_map<T>(p.a, AM, p.M, p.K, p.lda, BM);
+  const CUtensorMap b_map = operand_map<T>(p.b, BMJ, p.N, p.K, p.ldb, BN);
+  CUtensorMap c_map{}, aux_map{};
+  if constexpr (E != Epilogue::store_f32) c_map = tk::host::matrix_map<T>(p.c, p.M, p.N, p.ldc, 64, BOX, 128);
+  if constexpr (E == Epilogue::gelu) aux_map = tk::host::matrix_map<T>(p.aux, p.M, p.N, p.ldc, 64, BOX, 128);
+  const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.tanh_gelu, s.splits > 1};
+  auto kernel = gemm_kernel<T, AM, BMJ, E>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  if (err != cudaSuccess) return err;
+  const int grid = std::min(sm_count(), s.tiles * s.splits);
+  kernel<<<grid, THREADS, SMEM_BYTES, stream>>>(a_map, b_map, c_map, aux_map, s, e);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch(const GemmParams &p, const Shape &s, cudaStream_t stream, const char **why) {
+  using M = Major;
+  using E = Epilogue;
+  const M a = p.a_major, b = p.b_major;
+  const E epi = p.epilogue;
+  if (a == M::K && b == M::K && epi == E::store) return launch<T, M::K, M::K, E::store>(p, s, stream);
+  if (a == M::K && b == M::K && epi == E::gelu) return launch<T, M::K, M::K, E::gelu>(p, s, stream);
+  if (a == M::K && b == M::MN && epi == E::store) return launch<T, M::K, M::MN, E::store>(p, s, stream);
+  if (a == M::K && b == M::MN && epi == E::dgelu) return launch<T, M::K, M::MN, E::dgelu>(p, s, stream);
+  if (a == M::MN && b == M::MN && epi == E::store_f32) return launch<T, M::MN, M::MN, E::store_f32>(p, s, stream);
+  if (why) *why = "tk mlp gemm: unsupported combination of operand layouts and epilogue";
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+int gemm_splits(int M, int N, int K, int sms) {
+  const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), k_tiles = (K + BK - 1) / BK;
+  if (tiles >= sms) return 1;
+  // the fewest splits whose units fill >= 90% of the waves they take, keeping >= 4 K slices per unit
+  int best = 1;
+  double best_fill = 0.0;
+  for (int splits = 1; splits <= 16 && splits * 4 <= k_tiles; splits++) {
+    const int units = tiles * splits, waves = (units + sms - 1) / sms;
+    const double fill = double(units) / (double(waves) * sms);
+    if (fill >= 0.9) return splits;
+    if (fill > best_fill) best = splits, best_fill = fill;
+  }
+  return best;
+}
+
+bool has_hopper_kernels() {
+  cudaFuncAttributes attr{};
+  return cudaFuncGetAttributes(&attr, gemm_kernel<__nv_bfloat16, Major::K, Major::K, Epilogue::store>) ==
+             cudaSuccess && attr.ptxVersion >= 90;
+}
+
+cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
+  auto fail = [&](const char *reason) {
+    if (why) *why = reason;
+    return cudaErrorInvalidValue;
+  };
+  if (p.M < 0 || p.N <= 0 || p.K <= 0) return fail("tk mlp gemm: N and K must be positive");
+  if (p.N % 8 || p.K % 8) return fail("tk mlp gemm: N and K must be multiples of 8");
+  if (p.M == 0) return cudaSuccess;
+  if ((p.epilogue == Epilogue::gelu || p.epilogue == Epilogue::dgelu) && p.aux == nullptr)
+    return fail("tk mlp gemm: the GELU epilogues need the pre-activation buffer");
+  Shape s{p.M, p.N, p.K, (p.N + BN - 1) / BN, 0, (p.K + BK - 1) / BK, 1};
+  s.tiles = ((p.M + BM - 1) / BM) * s.tiles_n;
+  if (p.epilogue == Epilogue::store_f32)
+    s.splits = std::max(1, std::min(p.splits > 0 ? p.splits : gemm_splits(p.M, p.N, p.K, sm_count()), s.k_tiles));
+  try {
+    return p.dtype == DType::bf16 ? dispatch<__nv_bfloat16>(p, s, stream, why) : dispatch<__half>(p, s, stream, why);
+  } catch (const std::exception &ex) {  // a tensor map the driver rejects (alignment, strides)
+    static thread_local std::string reason;
+    reason = std::string("tk mlp gemm: ") + ex.what();
+    return fail(reason.c_str());
+  }
+}
+
+}  // namespace tk_mlp

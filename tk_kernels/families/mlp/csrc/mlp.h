@@ -1,0 +1,55 @@
+// C launcher interface of the MLP kernel family: one Hopper GEMM with the epilogues an MLP needs.
+// gemm.cu implements it; bindings.cpp calls it. No torch headers here or in the kernel files.
+//
+//   C[M x N] = sum_k A(m, k) B(n, k)        (nn.Linear's x W^T when both are K-major)
+//
+// An operand is K-major when its K index is the contiguous one (x (M, K) and W (N, K) of x W^T) and
+// MN-major when its M / N index is (A = dy^T for dy (K, M); B = W for a (K, N) row-major W). The three
+// layouts an MLP's forward and backward need:
+//   forward  y  = x W^T         A K-major,  B K-major
+//   backward dx = dy W          A K-major,  B MN-major
+//   backward dW = dy^T x        A MN-major, B MN-major   (fp32 output, K = tokens)
+#pragma once
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace tk_mlp {
+
+enum class DType : int { bf16 = 0, fp16 = 1 };
+enum class Major : int { K = 0, MN = 1 };
+enum class Epilogue : int {
+  store = 0,   // C = acc (+ bias), in the input dtype
+  gelu = 1,    // pre = acc (+ bias) rounded to the input dtype, C = gelu(pre); both written
+  dgelu = 2,   // C = acc * gelu'(pre), pre read from `aux` (the forward's pre-activation)
+  store_f32 = 3,  // C = acc in fp32 (weight gradients); added atomically when K is split
+};
+
+struct GemmParams {
+  DType dtype;
+  Major a_major, b_major;
+  Epilogue epilogue;
+  int M, N, K;              // N and K multiples of 8 (16-byte rows); any M
+  const void *a;            // K-major: (M, K) with row stride lda; MN-major: (K, M), row stride lda
+  int64_t lda;
+  const void *b;            // K-major: (N, K) with row stride ldb; MN-major: (K, N), row stride ldb
+  int64_t ldb;
+  void *c;                  // (M, N), row stride ldc: input dtype, or fp32 for store_f32
+  int64_t ldc;
+  const float *bias;        // (N,) fp32, or nullptr (store / gelu)
+  void *aux;                // gelu: the pre-activation output (M, N); dgelu: its input; row stride ldc
+  bool tanh_gelu;           // GELU's tanh approximation instead of the exact erf form
+  int splits;               // store_f32 only: K split over this many CTAs per tile (c must be zeroed
+                            // first when > 1); 0 = choose (gemm_splits)
+};
+
+// K splits that fill the GPU for a store_f32 problem (1 when the tiles alone fill it).
+int gemm_splits(int M, int N, int K, int sms);
+
+// cudaSuccess, or the first CUDA error; cudaErrorInvalidValue for unsupported parameters (with the
+// reason in *why when given). Needs an sm_90a build and an sm_90 GPU.
+cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why = nullptr);
+
+// True when this build holds the sm_90a kernels (the Hopper path).
+bool has_hopper_kernels();
+
+}  // namespace tk_mlp

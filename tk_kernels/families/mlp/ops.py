@@ -1,0 +1,293 @@
+"""
+The transformer MLP, c_proj(gelu(c_fc(x))), on our Hopper GEMM with fused epilogues, as torch custom
+ops with autograd.
+
+    import tk_kernels
+    y = tk_kernels.mlp(x, w_fc, b_fc, w_proj, b_proj)        # x (N, C); w_fc (4C, C); w_proj (C, 4C)
+    y = tk_kernels.linear(x, w, b)                           # F.linear on the same GEMM
+
+Forward (two GEMMs, csrc/gemm.cu):
+    pre = x W_fc^T + b_fc          epilogue: + bias, round, GELU -> writes pre and g = gelu(pre)
+    y   = g W_proj^T + b_proj      epilogue: + bias
+Backward (four GEMMs and two column sums):
+    dh      = (dy W_proj) * gelu'(pre)    GELU' fused into the GEMM's epilogue (pre saved by the forward)
+    dW_proj = dy^T g,   dW_fc = dh^T x    fp32 straight from the accumulators (K = tokens, split to
+                                           fill the GPU), in the weights' dtype
+    dx      = dh W_fc
+    db_proj = sum_rows dy,  db_fc = sum_rows dh   (torch column sums, fp32)
+Every GEMM reads its operands in the layout they are stored in: the transposes are the GEMM's
+MN-major operand modes, never copies.
+
+Precision: bf16/fp16 operands, fp32 accumulation, outputs rounded to the operand dtype, like
+autocast's F.linear; GELU (exact erf by default, nn.GELU(approximate='tanh') with
+approximate='tanh') is computed in fp32 on the rounded pre-activation, as PyTorch computes it.
+Weights and biases may be fp32 (autocast training keeps fp32 parameters): the ops cast the weights
+to the activations' dtype themselves and return their gradients in the parameters' dtype.
+
+Registered ops (eager and torch.compile without graph breaks):
+    tk::mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate) -> (y, pre, g)
+    tk::mlp_bwd(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype)
+    tk::linear_fwd(x, w, b) -> y;  tk::linear_bwd(dy, x, w, has_b, w_dtype, b_dtype)
+Requirements: an sm_90 GPU (H100/H200) and an sm_90a build; 2-d x with rows of a multiple of 8
+elements, weights whose dims are multiples of 8. Anything else is a clear ValueError (kernels=tk) or
+the PyTorch reference (kernels=auto).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+APPROXIMATIONS = ("none", "tanh")
+STORE, GELU, DGELU, STORE_F32 = 0, 1, 2, 3  # the GEMM's epilogues (csrc/mlp.h)
+
+
+def _ext():
+    """The compiled MLP extension (built on first use, then cached on disk and per process)."""
+    from tk_kernels.build import load_extension
+    return load_extension("mlp")
+
+
+def _dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+def _f32(b: Tensor | None) -> Tensor | None:
+    return None if b is None else b.float().contiguous()
+
+
+def _weight_grad(a: Tensor, b: Tensor, shape, dtype: torch.dtype) -> Tensor:
+    """a^T b for a (K, M), b (K, N): the weight gradient (M, N) in fp32 from the GEMM, then `dtype`."""
+    ext = _ext()
+    out = torch.zeros(shape, device=a.device, dtype=torch.float32)  # split-K adds into it
+    ext.gemm_(a, True, b, True, out, STORE_F32)
+    return out if dtype == torch.float32 else out.to(dtype)
+
+
+# -----------------------------------------------------------------------------
+# the MLP
+
+@torch.library.custom_op("tk::mlp_fwd", mutates_args=(), device_types="cuda")
+def mlp_fwd(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
+            approximate: str) -> tuple[Tensor, Tensor, Tensor]:
+    """(y, pre, g): the output (N, C) and, for the backward, the pre-activation and the GELU output
+    (N, 4C), all in x's dtype."""
+    ext = _ext()
+    x = x.contiguous()
+    wf, wp = w_fc.to(x.dtype).contiguous(), w_proj.to(x.dtype).contiguous()
+    N, H, C = x.shape[0], wf.shape[0], wp.shape[0]
+    pre, g = x.new_empty((N, H)), x.new_empty((N, H))
+    y = x.new_empty((N, C))
+    ext.gemm_(x, False, wf, False, g, GELU, _f32(b_fc), pre, approximate == "tanh")
+    ext.gemm_(g, False, wp, False, y, STORE, _f32(b_proj))
+    return y, pre, g
+
+
+@mlp_fwd.register_fake
+def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate):
+    N, H, C = x.shape[0], w_fc.shape[0], w_proj.shape[0]
+    return x.new_empty((N, C)), x.new_empty((N, H)), x.new_empty((N, H))
+
+
+@torch.library.custom_op("tk::mlp_bwd", mutates_args=(), device_types="cuda")
+def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g: Tensor, has_b_fc: bool,
+            has_b_proj: bool, approximate: str, w_dtype: str,
+            b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(dx, dw_fc, db_fc, dw_proj, db_proj); the bias gradients are empty (0,) tensors when there is
+    no bias."""
+    ext = _ext()
+    dy, x = dy.contiguous().to(x.dtype), x.contiguous()
+    wf, wp = w_fc.to(x.dtype).contiguous(), w_proj.to(x.dtype).contiguous()
+    wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
+    dh = torch.empty_like(pre)
+    ext.gemm_(dy, False, wp, True, dh, DGELU, None, pre, approximate == "tanh")  # (dy W_proj) * gelu'(pre)
+    dx = torch.empty_like(x)
+    ext.gemm_(dh, False, wf, True, dx, STORE)                                    # dh W_fc
+    dw_proj = _weight_grad(dy, g, tuple(wp.shape), wdt)                          # dy^T g
+    dw_fc = _weight_grad(dh, x, tuple(wf.shape), wdt)                            # dh^T x
+    empty = x.new_empty((0,), dtype=bdt)
+    db_proj = dy.sum(0, dtype=torch.float32).to(bdt) if has_b_proj else empty
+    db_fc = dh.sum(0, dtype=torch.float32).to(bdt) if has_b_fc else empty.clone()
+    return dx, dw_fc, db_fc, dw_proj, db_proj
+
+
+@mlp_bwd.register_fake
+def _mlp_bwd_fake(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype):
+    wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
+    H, C = w_fc.shape
+    return (x.new_empty(x.shape), x.new_empty((H, C), dtype=wdt),
+            x.new_empty((H if has_b_fc else 0,), dtype=bdt), x.new_empty((C, H), dtype=wdt),
+            x.new_empty((C if has_b_proj else 0,), dtype=bdt))
+
+
+def _mlp_setup(ctx, inputs, output):
+    x, w_fc, b_fc, w_proj, b_proj, approximate = inputs
+    _, pre, g = output
+    ctx.save_for_backward(x, w_fc, w_proj, pre, g)
+    ctx.has_b_fc, ctx.has_b_proj = b_fc is not None, b_proj is not None
+    ctx.approximate = approximate
+    ctx.w_dtype = str(w_fc.dtype).removeprefix("torch.")
+    ctx.b_dtype = str((b_fc if b_fc is not None else b_proj if b_proj is not None else w_fc).dtype).removeprefix("torch.")
+    ctx.mark_non_differentiable(pre, g)
+
+
+def _mlp_backward(ctx, dy, _dpre, _dg):
+    x, w_fc, w_proj, pre, g = ctx.saved_tensors
+    dx, dw_fc, db_fc, dw_proj, db_proj = torch.ops.tk.mlp_bwd(
+        dy, x, w_fc, w_proj, pre, g, ctx.has_b_fc, ctx.has_b_proj, ctx.approximate, ctx.w_dtype, ctx.b_dtype)
+    return (dx, dw_fc, db_fc if ctx.has_b_fc else None, dw_proj, db_proj if ctx.has_b_proj else None, None)
+
+
+mlp_fwd.register_autograd(_mlp_backward, setup_context=_mlp_setup)
+
+
+# -----------------------------------------------------------------------------
+# a single linear layer
+
+@torch.library.custom_op("tk::linear_fwd", mutates_args=(), device_types="cuda")
+def linear_fwd(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    x = x.contiguous()
+    y = x.new_empty((x.shape[0], w.shape[0]))
+    _ext().gemm_(x, False, w.to(x.dtype).contiguous(), False, y, STORE, _f32(b))
+    return y
+
+
+@linear_fwd.register_fake
+def _linear_fwd_fake(x, w, b):
+    return x.new_empty((x.shape[0], w.shape[0]))
+
+
+@torch.library.custom_op("tk::linear_bwd", mutates_args=(), device_types="cuda")
+def linear_bwd(dy: Tensor, x: Tensor, w: Tensor, has_b: bool, w_dtype: str,
+               b_dtype: str) -> tuple[Tensor, Tensor, Tensor]:
+    dy, x = dy.contiguous().to(x.dtype), x.contiguous()
+    w16 = w.to(x.dtype).contiguous()
+    dx = torch.empty_like(x)
+    _ext().gemm_(dy, False, w16, True, dx, STORE)
+    dw = _weight_grad(dy, x, tuple(w.shape), _dtype(w_dtype))
+    bdt = _dtype(b_dtype)
+    db = dy.sum(0, dtype=torch.float32).to(bdt) if has_b else x.new_empty((0,), dtype=bdt)
+    return dx, dw, db
+
+
+@linear_bwd.register_fake
+def _linear_bwd_fake(dy, x, w, has_b, w_dtype, b_dtype):
+    return (x.new_empty(x.shape), x.new_empty(w.shape, dtype=_dtype(w_dtype)),
+            x.new_empty((w.shape[0] if has_b else 0,), dtype=_dtype(b_dtype)))
+
+
+def _linear_setup(ctx, inputs, output):
+    x, w, b = inputs
+    ctx.save_for_backward(x, w)
+    ctx.has_b = b is not None
+    ctx.w_dtype = str(w.dtype).removeprefix("torch.")
+    ctx.b_dtype = str((b if b is not None else w).dtype).removeprefix("torch.")
+
+
+def _linear_backward(ctx, dy):
+    x, w = ctx.saved_tensors
+    dx, dw, db = torch.ops.tk.linear_bwd(dy, x, w, ctx.has_b, ctx.w_dtype, ctx.b_dtype)
+    return dx, dw, db if ctx.has_b else None
+
+
+linear_fwd.register_autograd(_linear_backward, setup_context=_linear_setup)
+
+
+# -----------------------------------------------------------------------------
+# support checks
+
+def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> str | None:
+    """Why the tk MLP cannot run for a model of these dims ({"n_embd", ...}) on inputs of this device
+    and dtype, or None if it can: the check tk_kernels/dispatch.py makes once per plan. May build the
+    extension."""
+    if device.type != "cuda":
+        return f"no CUDA GPU (tensors are on {device.type}); the TK kernels need an NVIDIA GPU"
+    if dtype not in SUPPORTED_DTYPES:
+        return f"tk mlp supports dtypes bfloat16 and float16, got {dtype}"
+    n_embd = dims.get("n_embd")
+    if n_embd is not None and n_embd % 8:
+        return f"tk mlp needs n_embd to be a multiple of 8, got {n_embd}"
+    if not torch.cuda.is_available():
+        return "no usable CUDA GPU (torch.cuda.is_available() is False)"
+    return environment_reason(device)
+
+
+_env_reasons: dict[int, str | None] = {}  # device index -> environment_reason
+
+def environment_reason(device: torch.device) -> str | None:
+    """Why the kernel cannot run on this CUDA device (GPU generation, build), or None; once per device."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _env_reasons:
+        major, minor = torch.cuda.get_device_capability(index)
+        name = torch.cuda.get_device_name(index)
+        if major != 9:
+            reason = (f"tk mlp runs on Hopper GPUs (compute capability 9.0: H100, H200) only, got {name} "
+                      f"with {major}.{minor}")
+        else:
+            from tk_kernels.build import load_reason
+            reason = load_reason("mlp", major, minor)
+            if reason is None and not _ext().has_hopper_kernels():
+                reason = "the tk mlp extension was built without sm_90a code (TK_ARCH must include sm_90a)"
+        _env_reasons[index] = reason
+    return _env_reasons[index]
+
+
+def tensor_reason(x, *weights) -> str | None:
+    """Checks on the arguments alone (no GPU queries): safe to trace under torch.compile. weights:
+    the (out, in) weight matrices in order, then None or a bias per weight is not checked here."""
+    if not isinstance(x, Tensor):
+        return f"tk mlp: x must be a torch.Tensor, got {type(x).__name__}"
+    if x.dtype not in SUPPORTED_DTYPES:
+        return f"tk mlp supports bfloat16 and float16 activations, got {x.dtype}"
+    if x.dim() != 2:
+        return f"tk mlp needs a 2-d x (N, C), got shape {tuple(x.shape)}"
+    width = x.shape[1]
+    for w in weights:
+        if w.device != x.device or w.dim() != 2 or w.shape[1] != width:
+            return (f"tk mlp: weight of shape {tuple(w.shape)} on {w.device} does not fit an input of "
+                    f"width {width} on {x.device}")
+        if w.shape[0] % 8 or w.shape[1] % 8:
+            return f"tk mlp needs weight dims that are multiples of 8, got {tuple(w.shape)}"
+        width = w.shape[0]
+    return None
+
+
+# -----------------------------------------------------------------------------
+# public API
+
+def _public_reason(x, *weights) -> str | None:
+    if isinstance(x, Tensor) and x.device.type != "cuda":
+        return f"tk mlp runs on CUDA tensors only; x is on {x.device}"
+    reason = tensor_reason(x, *weights)
+    if reason is None and not torch.compiler.is_compiling():
+        reason = environment_reason(x.device)
+    return reason
+
+
+def mlp_op(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
+           approximate: str = "none") -> Tensor:
+    """The op without argument checks, for callers that checked already (tk_kernels.dispatch)."""
+    return torch.ops.tk.mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate)[0]
+
+
+def mlp(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
+        approximate: str = "none") -> Tensor:
+    """F.linear(F.gelu(F.linear(x, w_fc, b_fc), approximate=approximate), w_proj, b_proj) for a 2-d
+    bf16/fp16 CUDA x (N, C), w_fc (H, C), w_proj (C, H) (weights and biases in any float dtype: cast
+    like autocast casts them), on our GEMM with GELU fused into its epilogues. Raises ValueError for
+    unsupported inputs."""
+    if approximate not in APPROXIMATIONS:
+        raise ValueError(f"tk mlp: approximate must be 'none' or 'tanh', got {approximate!r}")
+    reason = _public_reason(x, w_fc, w_proj)
+    if reason is not None:
+        raise ValueError(reason)
+    return mlp_op(x, w_fc, b_fc, w_proj, b_proj, approximate)
+
+
+def linear(x: Tensor, w: Tensor, b: Tensor | None = None) -> Tensor:
+    """F.linear(x, w, b) for a 2-d bf16/fp16 CUDA x on our GEMM (weights cast to x's dtype)."""
+    reason = _public_reason(x, w)
+    if reason is not None:
+        raise ValueError(reason)
+    return torch.ops.tk.linear_fwd(x, w, b)
