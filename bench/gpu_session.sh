@@ -10,6 +10,7 @@
 #   bash bench/gpu_session.sh layernorm        # LayerNorm family: its GPU tests, then bench_layernorm.py
 #   bash bench/gpu_session.sh dropout          # attention dropout: its GPU tests, then its overhead benchmark
 #   bash bench/gpu_session.sh train_seeds      # shakespeare_char, kernels=tk vs torch, seeds 1337 1 2, side by side
+#   bash bench/gpu_session.sh mlp              # MLP family: its GPU tests, then bench_mlp.py (GEMM vs cuBLAS, MLP)
 #
 # Logs and results go to $OUT (default ./bench/out): build.log, gpu_tests.log, bench.log,
 # bench_attention.json, bench_attention.png. Each step has its own timeout and a failing step does
@@ -159,6 +160,16 @@ step_dropout() {
   return $rc
 }
 
+step_mlp() {
+  # the MLP family: its GPU tests, then the GEMM vs cuBLAS and MLP fwd+bwd vs eager / torch.compile
+  timeout ${TEST_TIMEOUT:-600} $PY -m pytest -m gpu -q -s -rfE --durations=10 tests/mlp ${PYTEST_ARGS:-} 2>&1 \
+    | tee "$OUT/mlp_tests.log"
+  local rc=$?
+  timeout ${BENCH_TIMEOUT:-600} $PY bench/bench_mlp.py --json "$OUT/bench_mlp.json" --png "$OUT/bench_mlp.png" \
+    2>&1 | tee "$OUT/bench_mlp.log" || rc=1
+  return $rc
+}
+
 step_train_seeds() {
   # config/train_shakespeare_char.py (dropout 0.2, --compile=True) with kernels=tk and kernels=torch for
   # seeds 1337, 1, 2: six runs side by side on the one GPU, each in its own out_dir under $OUT/train_seeds;
@@ -188,8 +199,8 @@ step_train_seeds() {
 
 for s in "${steps[@]}"; do
   case "$s" in
-    env|build|test|bench|classifier|layernorm|train|train_bench|sanitize|dropout|train_seeds) ;;
-    *) echo "unknown step '$s' (steps: env build test bench classifier layernorm train train_bench sanitize dropout train_seeds)"; exit 2 ;;
+    env|build|test|bench|classifier|layernorm|train|train_bench|sanitize|dropout|train_seeds|mlp) ;;
+    *) echo "unknown step '$s' (steps: env build test bench classifier layernorm train train_bench sanitize dropout train_seeds mlp)"; exit 2 ;;
   esac
   echo "===== $s ====="
   "step_$s"
