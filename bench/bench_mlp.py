@@ -30,6 +30,7 @@ GEMM_SHAPES = [  # (layout, M, N, K)
     ("x W^T", 16384, 768, 768), ("x W^T", 16384, 4096, 1024), ("x W^T", 16384, 1024, 4096),
     ("dy W", 16384, 768, 3072), ("dy W", 16384, 3072, 768), ("dy W", 16384, 1024, 4096),
     ("dy^T x", 768, 3072, 16384), ("dy^T x", 3072, 768, 16384), ("dy^T x", 1024, 4096, 16384),
+    ("+gelu", 16384, 3072, 768), ("dy W*gelu'", 16384, 3072, 768),
 ]
 
 
@@ -50,6 +51,17 @@ def gemm_fns(layout, M, N, K, dtype):
         a, b = r(M, K), r(K, N)  # dy (M, K) and W (K, N): nn.Linear's (out, in) weight of out = K
         c = torch.empty(M, N, device="cuda", dtype=dtype)
         return (lambda: ext.gemm_(a, False, b, True, c, ops.STORE)), (lambda: torch.mm(a, b, out=c))
+    if layout == "+gelu":  # x W^T + b -> (pre, gelu(pre)); cuBLAS: addmm, then F.gelu (eager)
+        a, b, bias = r(M, K), r(N, K), torch.zeros(N, device="cuda")
+        c, pre = (torch.empty(M, N, device="cuda", dtype=dtype) for _ in range(2))
+        b16 = bias.to(dtype)
+        return ((lambda: ext.gemm_(a, False, b, False, c, ops.GELU, bias, pre)),
+                (lambda: F.gelu(torch.addmm(b16, a, b.t(), out=pre))))
+    if layout == "dy W*gelu'":  # (dy W) * gelu'(pre); cuBLAS: mm, then the GELU backward (eager)
+        a, b, pre = r(M, K), r(K, N), r(M, N)
+        c = torch.empty(M, N, device="cuda", dtype=dtype)
+        return ((lambda: ext.gemm_(a, False, b, True, c, ops.DGELU, None, pre)),
+                (lambda: torch.ops.aten.gelu_backward(torch.mm(a, b), pre)))
     a, b = r(K, M), r(K, N)  # dy (tokens, M), x (tokens, N)
     c32 = torch.zeros(M, N, device="cuda", dtype=torch.float32)
     c16 = torch.empty(M, N, device="cuda", dtype=dtype)
@@ -60,12 +72,31 @@ def gemm_fns(layout, M, N, K, dtype):
     return ours, (lambda: torch.mm(a.t(), b, out=c16))
 
 
+def profile_step(step):
+    """Print the GPU time of each kernel of one step (after warm-up), largest first."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            step()
+        torch.cuda.synchronize()
+    events = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.self_device_time_total > 0]
+    events.sort(key=lambda e: -e.self_device_time_total)
+    print("\nper-kernel GPU time of one tk MLP step (mean of 5):")
+    for e in events[:20]:
+        print(f"  {e.self_device_time_total / 5 / 1000:8.3f} ms  x{e.count // 5:<3} {e.key[:110]}")
+    print(f"  total {sum(e.self_device_time_total for e in events) / 5 / 1000:.3f} ms")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     ap.add_argument("--N", type=int, default=16384)
     ap.add_argument("--C", type=int, nargs="+", default=[768, 1024, 2048])
     ap.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     ap.add_argument("--skip-gemm", action="store_true", help="only the MLP table")
+    ap.add_argument("--profile", action="store_true", help="per-kernel GPU time of one tk MLP step (torch.profiler)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--png", default=None)
     args = ap.parse_args()
@@ -108,6 +139,8 @@ def main():
             ms = bench(step)
             row[f"{name}_ms"] = ms
             row[f"{name}_tflops"] = 3 * 2 * 2 * N * C * H / ms / 1e9
+        if args.profile and C == args.C[0]:
+            profile_step(lambda: (tk_kernels.mlp(x, *params).backward(dy), setattr(x, "grad", None)))
         best = min(row["eager_ms"], row["compile_ms"])
         row["speedup_vs_best"] = best / row["tk_ms"]
         mlps.append(row)

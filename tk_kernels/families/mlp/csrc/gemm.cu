@@ -53,6 +53,7 @@ struct Shape {
   int tiles_n, tiles, k_tiles, splits;
 };
 
+// Two 16-bit values in one 32-bit word: pack (round to T), unpack (to fp32), from / to a register word.
 template <typename T> struct vec2;
 template <> struct vec2<__nv_bfloat16> {
   using type = __nv_bfloat162;
@@ -64,6 +65,18 @@ template <> struct vec2<__half> {
   __device__ static type pack(float a, float b) { return __floats2half2_rn(a, b); }
   __device__ static float2 unpack(type v) { return __half22float2(v); }
 };
+template <typename V>
+__device__ __forceinline__ uint32_t to_word(V v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof(u));
+  return u;
+}
+template <typename V>
+__device__ __forceinline__ V from_word(uint32_t u) {
+  V v;
+  memcpy(&v, &u, sizeof(u));
+  return v;
+}
 
 // The work unit u: its tile's first row and column, and its range of K slices.
 struct Unit {
@@ -100,32 +113,31 @@ __device__ void produce(const CUtensorMap &a_map, const CUtensorMap &b_map, cons
 }
 
 // ------------------------------------------------------------------------------------------------
-// consumer main loop: acc = this warpgroup's 64 rows of the unit's tile
+// consumer: one K slice of the unit's tile (this warpgroup's 64 rows)
 
 template <typename T, Major AM, Major BMJ>
-__device__ __forceinline__ void mma_unit(tk::wg::accumulator<BN> &acc, const Unit &w, int consumer, char *ring,
-                                         tk::barrier *full, tk::barrier *empty, int &g) {
-  const int me = tk::wg::warpgroup_thread();
-  for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
-    const int slot = g % STAGES;
-    char *a = ring + slot * STAGE_BYTES, *b = a + A_BYTES;
-    tk::wait(full[slot], (g / STAGES) & 1);
-    tk::wg::mma_fence(acc.v);
-    const uint64_t da = AM == Major::K ? tk::wg::desc_k128(a + consumer * 64 * BK * 2)
-                                       : tk::wg::desc_mn128(a + consumer * BOX_BYTES, BOX_BYTES);
-    const uint64_t db = BMJ == Major::K ? tk::wg::desc_k128(b) : tk::wg::desc_mn128(b, BOX_BYTES);
+__device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int consumer, char *ring, tk::barrier *full,
+                                          int g, bool first) {
+  const int slot = g % STAGES;
+  char *a = ring + slot * STAGE_BYTES, *b = a + A_BYTES;
+  tk::wait(full[slot], (g / STAGES) & 1);
+  tk::wg::mma_fence(acc.v);
+  const uint64_t da = AM == Major::K ? tk::wg::desc_k128(a + consumer * 64 * BK * 2)
+                                     : tk::wg::desc_mn128(a + consumer * BOX_BYTES, BOX_BYTES);
+  const uint64_t db = BMJ == Major::K ? tk::wg::desc_k128(b) : tk::wg::desc_mn128(b, BOX_BYTES);
 #pragma unroll
-    for (int k = 0; k < BK / 16; k++) {
-      const uint64_t dak = AM == Major::K ? tk::wg::desc_advance_k(da, k) : tk::wg::desc_advance_k_mn(da, k);
-      const uint64_t dbk = BMJ == Major::K ? tk::wg::desc_advance_k(db, k) : tk::wg::desc_advance_k_mn(db, k);
-      tk::wg::wgmma_ss<T, BN, AM == Major::MN, BMJ == Major::MN>(acc.v, dak, dbk, kt > w.k_begin || k > 0);
-    }
-    tk::wg::mma_commit();
-    tk::wg::mma_wait<1>(acc.v);  // the group of the slice before is done: free its slot
-    if (kt > w.k_begin && me == 0) tk::arrive(empty[(g - 1) % STAGES]);
+  for (int k = 0; k < BK / 16; k++) {
+    const uint64_t dak = AM == Major::K ? tk::wg::desc_advance_k(da, k) : tk::wg::desc_advance_k_mn(da, k);
+    const uint64_t dbk = BMJ == Major::K ? tk::wg::desc_advance_k(db, k) : tk::wg::desc_advance_k_mn(db, k);
+    tk::wg::wgmma_ss<T, BN, AM == Major::MN, BMJ == Major::MN>(acc.v, dak, dbk, !first || k > 0);
   }
-  tk::wg::mma_wait<0>(acc.v);
-  if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
+  tk::wg::mma_commit();
+}
+
+// After the slice g was issued: wait for the slice before it and give its ring slot back.
+__device__ __forceinline__ void retire_previous(tk::wg::accumulator<BN> &acc, tk::barrier *empty, int g, bool first) {
+  tk::wg::mma_wait<1>(acc.v);
+  if (!first && tk::wg::warpgroup_thread() == 0) tk::arrive(empty[(g - 1) % STAGES]);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -155,65 +167,87 @@ __device__ __forceinline__ void store_f32(const tk::wg::accumulator<BN> &acc, co
   }
 }
 
-// 16-bit results through the staging buffers and TMA stores. For each 64-column box: the values of
-// (row, col), (row, col + 1) of register pair i, with the epilogue applied.
+// A finished 16-bit tile waiting for its epilogue: the accumulator (+ bias for store / gelu) rounded
+// to T, two values per 32-bit word (word i / 2 holds acc.v[i], acc.v[i + 1]). Rounding first is what
+// PyTorch does too (the GEMM's 16-bit output feeds GELU / GELU'). 64 registers, so that the next
+// tile's 128 accumulator registers fit beside it and its epilogue can run during the next mainloop.
+template <typename T>
+struct Pending {
+  uint32_t word[BN / 4];
+  Unit unit;
+  bool valid;
+};
+
 template <typename T, Epilogue E>
-__device__ __forceinline__ void store_boxes(const tk::wg::accumulator<BN> &acc, const Unit &w, int consumer,
-                                            const Shape &s, const EpiArgs &e, const CUtensorMap &c_map,
-                                            const CUtensorMap &aux_map, char *staging, int &stores) {
+__device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accumulator<BN> &acc, const Unit &w,
+                                           const Shape &s, const EpiArgs &e) {
   using V = vec2<T>;
-  const int me = tk::wg::warpgroup_thread(), row0 = w.m0 + consumer * 64;
 #pragma unroll
-  for (int cb = 0; cb < BN / BOX; cb++) {
-    char *out = staging + (stores & 1) * BOX_BYTES, *pre = staging + ((stores + 1) & 1) * BOX_BYTES;
-    // the store that last read a buffer about to be written is done with it
-    if (me == 0) {
-      if constexpr (E == Epilogue::gelu) tk::bulk_wait_group_read<0>();
-      else tk::bulk_wait_group_read<1>();
-    }
-    tk::wg::sync(1 + consumer);
-#pragma unroll
-    for (int j = 0; j < BOX / 8; j++) {
-#pragma unroll
-      for (int half = 0; half < 2; half++) {  // rows r and r + 8
-        const int i = 4 * (cb * BOX / 8 + j) + 2 * half;
-        const int r = acc.row(i), c = acc.col(i) - cb * BOX;  // in the box
-        const int col = w.n0 + cb * BOX + c, row = row0 + r;
-        float x0 = acc.v[i], x1 = acc.v[i + 1];
-        if constexpr (E == Epilogue::store || E == Epilogue::gelu) {
-          if (e.bias != nullptr && col < s.N) {
-            const float2 b = *reinterpret_cast<const float2 *>(e.bias + col);
-            x0 += b.x;
-            x1 += b.y;
-          }
-        }
-        const int offset = tk::tma::swizzle128_offset(r, c * 2);
-        if constexpr (E == Epilogue::gelu) {
-          const typename V::type p = V::pack(x0, x1);  // the pre-activation as stored, as the backward sees it
-          *reinterpret_cast<typename V::type *>(pre + offset) = p;
-          const float2 pf = V::unpack(p);
-          x0 = gelu(pf.x, e.tanh_gelu);
-          x1 = gelu(pf.y, e.tanh_gelu);
-        } else if constexpr (E == Epilogue::dgelu) {
-          float2 pf = make_float2(0.f, 0.f);
-          if (row < s.M && col < s.N)
-            pf = V::unpack(*reinterpret_cast<const typename V::type *>(
-                static_cast<const T *>(e.aux) + int64_t(row) * e.ldc + col));
-          x0 *= gelu_grad(pf.x, e.tanh_gelu);
-          x1 *= gelu_grad(pf.y, e.tanh_gelu);
-        }
-        *reinterpret_cast<typename V::type *>(out + offset) = V::pack(x0, x1);
+  for (int i = 0; i < acc.REGS; i += 2) {
+    float x0 = acc.v[i], x1 = acc.v[i + 1];
+    if constexpr (E == Epilogue::store || E == Epilogue::gelu) {
+      const int col = w.n0 + acc.col(i);
+      if (e.bias != nullptr && col < s.N) {
+        const float2 b = *reinterpret_cast<const float2 *>(e.bias + col);
+        x0 += b.x;
+        x1 += b.y;
       }
     }
-    tk::fence_proxy_async_shared();
-    tk::wg::sync(1 + consumer);
-    if (me == 0) {
-      tk::tma::store_async(c_map, out, w.n0 + cb * BOX, row0);
-      if constexpr (E == Epilogue::gelu) tk::tma::store_async(aux_map, pre, w.n0 + cb * BOX, row0);
-      tk::bulk_commit_group();
-    }
-    stores += E == Epilogue::gelu ? 2 : 1;
+    pend.word[i / 2] = to_word(V::pack(x0, x1));
   }
+  pend.unit = w;
+  pend.valid = true;
+}
+
+// Box `cb` (64 columns) of a pending tile: epilogue, 128B-swizzled staging, TMA store (rows >= M and
+// columns >= N are dropped by TMA). The GELU epilogue stores two boxes: the pre-activation and the
+// activation. Callers pass cb from fully unrolled loops: a compile-time index, so that the pending
+// words stay in registers (ptxas -v: no stack frame).
+template <typename T, Epilogue E>
+__device__ __forceinline__ void store_box(const Pending<T> &pend, const int cb, int consumer, const Shape &s,
+                                          const EpiArgs &e,
+                                          const CUtensorMap &c_map, const CUtensorMap &aux_map, char *staging,
+                                          int &stores) {
+  using V = vec2<T>;
+  using W = typename V::type;
+  const int me = tk::wg::warpgroup_thread(), row0 = pend.unit.m0 + consumer * 64, col0 = pend.unit.n0 + cb * BOX;
+  char *out = staging + (stores & 1) * BOX_BYTES, *pre = staging + ((stores + 1) & 1) * BOX_BYTES;
+  const T *aux = E == Epilogue::dgelu ? static_cast<const T *>(e.aux) + int64_t(row0) * e.ldc + col0 : nullptr;
+  // the store that last read a buffer about to be written is done with it
+  if (me == 0) {
+    if constexpr (E == Epilogue::gelu) tk::bulk_wait_group_read<0>();
+    else tk::bulk_wait_group_read<1>();
+  }
+  tk::wg::sync(1 + consumer);
+#pragma unroll
+  for (int j = 0; j < BOX / 8; j++) {
+#pragma unroll
+    for (int half = 0; half < 2; half++) {  // rows r and r + 8
+      const int i = 4 * (cb * BOX / 8 + j) + 2 * half;
+      const int r = tk::wg::accumulator<BN>::row(i), c = tk::wg::accumulator<BN>::col(i) - cb * BOX;
+      const int offset = tk::tma::swizzle128_offset(r, c * 2);
+      uint32_t word = pend.word[i / 2];
+      if constexpr (E == Epilogue::gelu) {
+        *reinterpret_cast<uint32_t *>(pre + offset) = word;
+        const float2 p = V::unpack(from_word<W>(word));
+        word = to_word(V::pack(gelu(p.x, e.tanh_gelu), gelu(p.y, e.tanh_gelu)));
+      } else if constexpr (E == Epilogue::dgelu) {
+        float2 p = make_float2(0.f, 0.f);
+        if (row0 + r < s.M && col0 + c < s.N) p = V::unpack(*reinterpret_cast<const W *>(aux + r * e.ldc + c));
+        const float2 d = V::unpack(from_word<W>(word));
+        word = to_word(V::pack(d.x * gelu_grad(p.x, e.tanh_gelu), d.y * gelu_grad(p.y, e.tanh_gelu)));
+      }
+      *reinterpret_cast<uint32_t *>(out + offset) = word;
+    }
+  }
+  tk::fence_proxy_async_shared();
+  tk::wg::sync(1 + consumer);
+  if (me == 0) {
+    tk::tma::store_async(c_map, out, col0, row0);
+    if constexpr (E == Epilogue::gelu) tk::tma::store_async(aux_map, pre, col0, row0);
+    tk::bulk_commit_group();
+  }
+  stores += E == Epilogue::gelu ? 2 : 1;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -247,14 +281,45 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
   const int consumer = wg - 1;
   char *staging = ring + RING_BYTES + consumer * 2 * BOX_BYTES;
   tk::wg::accumulator<BN> acc;
+  Pending<T> pend;
+  pend.valid = false;
   int g = 0, stores = 0;
   for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
     const Unit w = unit(s, u);
-    mma_unit<T, AM, BMJ>(acc, w, consumer, ring, full, empty, g);
+    int kt = w.k_begin;
+    if constexpr (E == Epilogue::store_f32) {
+      for (; kt < w.k_end; kt++, g++) {
+        mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, kt == w.k_begin);
+        retire_previous(acc, empty, g, kt == w.k_begin);
+      }
+    } else {
+      // the first BN / BOX slices each overlap one box of the previous tile's epilogue with their
+      // MMAs (issued, running asynchronously, retired after the box)
+#pragma unroll
+      for (int cb = 0; cb < BN / BOX; cb++) {
+        const bool mma = kt < w.k_end;
+        if (mma) mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, kt == w.k_begin);
+        if (pend.valid) store_box<T, E>(pend, cb, consumer, s, e, c_map, aux_map, staging, stores);
+        if (mma) {
+          retire_previous(acc, empty, g, kt == w.k_begin);
+          kt++, g++;
+        }
+      }
+      for (; kt < w.k_end; kt++, g++) {
+        mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, kt == w.k_begin);
+        retire_previous(acc, empty, g, kt == w.k_begin);
+      }
+    }
+    tk::wg::mma_wait<0>(acc.v);
+    if (tk::wg::warpgroup_thread() == 0) tk::arrive(empty[(g - 1) % STAGES]);
     if constexpr (E == Epilogue::store_f32) store_f32(acc, w, w.m0 + consumer * 64, s, e);
-    else store_boxes<T, E>(acc, w, consumer, s, e, c_map, aux_map, staging, stores);
+    else round_into<T, E>(pend, acc, w, s, e);
   }
   if constexpr (E != Epilogue::store_f32) {
+    if (pend.valid) {
+#pragma unroll
+      for (int cb = 0; cb < BN / BOX; cb++) store_box<T, E>(pend, cb, consumer, s, e, c_map, aux_map, staging, stores);
+    }
     if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>();
   }
 }
@@ -340,7 +405,9 @@ cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
     return cudaErrorInvalidValue;
   };
   if (p.M < 0 || p.N <= 0 || p.K <= 0) return fail("tk mlp gemm: N and K must be positive");
-  if (p.N % 8 || p.K % 8) return fail("tk mlp gemm: N and K must be multiples of 8");
+  if (p.N % 8) return fail("tk mlp gemm: N must be a multiple of 8");
+  if (p.K % 8 && (p.a_major == Major::K || p.b_major == Major::K))
+    return fail("tk mlp gemm: K must be a multiple of 8 when an operand is K-major");
   if (p.M == 0) return cudaSuccess;
   if ((p.epilogue == Epilogue::gelu || p.epilogue == Epilogue::dgelu) && p.aux == nullptr)
     return fail("tk mlp gemm: the GELU epilogues need the pre-activation buffer");

@@ -28,7 +28,7 @@ struct GemmParams {
   DType dtype;
   Major a_major, b_major;
   Epilogue epilogue;
-  int M, N, K;              // N and K multiples of 8 (16-byte rows); any M
+  int M, N, K;              // N a multiple of 8, K too when an operand is K-major (16-byte rows); any M
   const void *a;            // K-major: (M, K) with row stride lda; MN-major: (K, M), row stride lda
   int64_t lda;
   const void *b;            // K-major: (N, K) with row stride ldb; MN-major: (K, N), row stride ldb
