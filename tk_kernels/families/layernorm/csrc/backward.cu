@@ -14,10 +14,15 @@
 //  - Tiling (config.cuh, max_k = 3): a row group of G threads per row, K <= 3 chunks of 8 per thread
 //    (K = 4 only at C > 6144, where 256 threads cannot do with 3). C = 768: one warp per row, K = 3;
 //    C = 1024..2048: 2..4 warps per row, K = 2 (a shared-memory exchange + __syncthreads per row sum).
+//    Only the last chunk of a thread can fall outside the row (K = ceil(chunks / G)), so the
+//    bounds test is compiled in for k = K - 1 only.
 //  - All loads of a row (mean, rstd, s, dy, ds, every chunk) are issued before the first use, with no
-//    store in between: up to K * 80 B in flight per thread (fp32 s and ds, 16-bit dy): 240 B at
-//    C = 768. Registers: ~20 per chunk of loads in flight; __launch_bounds__(256, 3) caps them at 80,
-//    so 3 CTAs (24 warps) fit per SM; shared memory (below) allows 4 at C = 768.
+//    store in between, and held as loaded (raw8: 4 registers per 16-bit chunk, 8 per fp32 chunk)
+//    until used: up to K * 80 B in flight per thread (fp32 s and ds, 16-bit dy), 240 B at C = 768.
+//  - Registers (ptxas, fp32 s / bf16 dy): 126 at K = 3, 122 at K = 2, under __launch_bounds__(256, 2):
+//    2 CTAs (16 warps) per SM, ~120 KB in flight per SM at C = 768 and ~80 KB at C = 2048, against
+//    the ~30-50 KB that the DRAM latency asks for. A cap of 80 (3 CTAs) spills at K = 3 and at K = 2
+//    for fp32 s; K = 4 (C > 6144 only) gets (256, 1) and uses ~160.
 //  - Persistent grid (as many CTAs as fit on the GPU at once, at most one per row tile): each row
 //    group walks rows  row0, row0 + grid * rows_per_cta, ...  and keeps its columns' dw / db partial
 //    sums across all its rows, so the weight / bias reductions need no second pass over the rows.
@@ -40,7 +45,7 @@ namespace {
 constexpr int BWD_MAX_K = 3;
 
 template <typename X, typename Y, typename D, int K>
-__global__ void __launch_bounds__(CTA_THREADS, 2) backward_kernel(const BwdParams p, const int G) {
+__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(const BwdParams p, const int G) {
   extern __shared__ float4 acc_smem4[];  // (groups, 2, cols) fp32: each row group's dw, db partials
   float *acc_smem = reinterpret_cast<float *>(acc_smem4);
   __shared__ float2 red[2][CTA_WARPS];
@@ -48,7 +53,9 @@ __global__ void __launch_bounds__(CTA_THREADS, 2) backward_kernel(const BwdParam
   const int group = threadIdx.x / G, t = threadIdx.x % G;
   const int chunks = p.cols / VEC;
   const float inv_cols = 1.f / float(p.cols);
-  float *acc_w = acc_smem + int64_t(group) * 2 * p.cols, *acc_b = acc_w + p.cols;
+  // cols is a multiple of 8: both slices are 32-byte aligned (tell the compiler, for 16-byte LDS/STS)
+  float *acc_w = static_cast<float *>(__builtin_assume_aligned(acc_smem + group * 2 * p.cols, 16));
+  float *acc_b = static_cast<float *>(__builtin_assume_aligned(acc_w + p.cols, 16));
   const bool has_ds = p.ds != nullptr;
   const float *__restrict__ weight = p.weight;
 
@@ -78,44 +85,38 @@ __global__ void __launch_bounds__(CTA_THREADS, 2) backward_kernel(const BwdParam
       mean = p.mean[row];
       rstd = p.rstd[row];
     }
-    float xh[K][8], gy[K][8], tt[K][8];  // s -> xhat, dy, ds -> rstd * g + ds
+    raw8<X> rs[K], rds[K];
+    raw8<Y> rdy[K];
 #pragma unroll
     for (int k = 0; k < K; k++) {
       const int c = t + k * G;
-      if (active && c < chunks) {
-        tk::load8(xh[k], s + c * VEC);
-        tk::load8(gy[k], dy + c * VEC);
-      } else {
-#pragma unroll
-        for (int i = 0; i < 8; i++) xh[k][i] = gy[k][i] = 0.f;
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-      const int c = t + k * G;
-      if (has_ds && active && c < chunks) tk::load8(tt[k], ds + c * VEC);
-      else {
-#pragma unroll
-        for (int i = 0; i < 8; i++) tt[k][i] = 0.f;
-      }
+      const bool ok = active && (k < K - 1 || c < chunks);
+      if (ok) { load_raw(rs[k], s + c * VEC); load_raw(rdy[k], dy + c * VEC); }
+      else { zero_raw(rs[k]); zero_raw(rdy[k]); }
+      if (ok && has_ds) load_raw(rds[k], ds + c * VEC);
+      else zero_raw(rds[k]);
     }
 
     // 2. dw / db partials, the row sums, t = rstd * g + ds
+    float xh[K][8], tt[K][8];
     float2 sums = make_float2(0.f, 0.f);  // (sum g, sum g * xhat)
 #pragma unroll
     for (int k = 0; k < K; k++) {
       const int c = t + k * G;
-      if (active && c < chunks) {
-        float w[8], aw[8], ab[8];
+      to_f32(xh[k], rs[k]);
+      to_f32(tt[k], rds[k]);
+      if (active && (k < K - 1 || c < chunks)) {
+        float w[8], aw[8], ab[8], gy[8];
+        to_f32(gy, rdy[k]);
         tk::load8(w, weight + c * VEC);
         tk::load8(aw, acc_w + c * VEC);
         tk::load8(ab, acc_b + c * VEC);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
           xh[k][i] = (xh[k][i] - mean) * rstd;
-          aw[i] += gy[k][i] * xh[k][i];
-          ab[i] += gy[k][i];
-          const float g = gy[k][i] * w[i];
+          aw[i] += gy[i] * xh[k][i];
+          ab[i] += gy[i];
+          const float g = gy[i] * w[i];
           sums.x += g;
           sums.y += g * xh[k][i];
           tt[k][i] += rstd * g;
@@ -135,7 +136,7 @@ __global__ void __launch_bounds__(CTA_THREADS, 2) backward_kernel(const BwdParam
 #pragma unroll
       for (int k = 0; k < K; k++) {
         const int c = t + k * G;
-        if (c < chunks) {
+        if (k < K - 1 || c < chunks) {
           float out[8];
 #pragma unroll
           for (int i = 0; i < 8; i++) out[i] = tt[k][i] - c1 - c2 * xh[k][i];

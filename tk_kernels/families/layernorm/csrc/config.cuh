@@ -42,6 +42,21 @@ template <> struct ctype<DType::f32> { using type = float; };
 template <> struct ctype<DType::bf16> { using type = tk::bf16; };
 template <> struct ctype<DType::f16> { using type = tk::half; };
 
+// 8 elements of T as loaded, not yet converted (16 bytes for 16-bit T, 32 for fp32): the backward
+// keeps its loads in flight in this form (4 or 8 registers per chunk instead of 8 floats).
+template <typename T> struct raw8 { uint4 v[sizeof(T) / 2]; };
+template <typename T> __device__ __forceinline__ void load_raw(raw8<T> &r, const T *p) {
+#pragma unroll
+  for (int j = 0; j < int(sizeof(T) / 2); j++) r.v[j] = reinterpret_cast<const uint4 *>(p)[j];
+}
+template <typename T> __device__ __forceinline__ void zero_raw(raw8<T> &r) {
+#pragma unroll
+  for (int j = 0; j < int(sizeof(T) / 2); j++) r.v[j] = make_uint4(0, 0, 0, 0);
+}
+template <typename T> __device__ __forceinline__ void to_f32(float (&f)[8], const raw8<T> &r) {
+  tk::load8(f, reinterpret_cast<const T *>(&r));
+}
+
 __device__ __forceinline__ void add_xor(float &v, int off) { v += __shfl_xor_sync(0xffffffffu, v, off); }
 __device__ __forceinline__ void add_xor(float2 &v, int off) {
   v.x += __shfl_xor_sync(0xffffffffu, v.x, off);

@@ -14,8 +14,10 @@
 //    with no store in between (a store may alias a later load, which would otherwise pin the order:
 //    load chunk, store chunk, load the next). A thread has up to K * 48 B in flight (fp32 x, 16-bit
 //    delta): 144 B at C = 768, 192 B at C = 2048.
-//  - Registers: the loads in flight dominate (12 per chunk, 8 once added); __launch_bounds__(256, 4)
-//    caps them at 64, so >= 4 CTAs (32 warps) fit per SM: >= 150 KB in flight per SM at C = 768.
+//  - Registers (ptxas, sm_90a): 40-80 (K = 1..4; 70 at C = 768 and 79 at C = 2048 for fp32 x,
+//    bf16 delta) under __launch_bounds__(256, 3), a cap of 80: 3 CTAs (24 warps) per SM, ~110 KB in
+//    flight per SM at C = 768 and ~150 KB at C = 2048. (Dropping the per-chunk bounds tests for
+//    k < K - 1, as the backward does, makes ptxas hoist more and spill at K = 4 under this cap.)
 //  - weight / bias are read after the statistics, per chunk, from L1.
 #include "config.cuh"
 
