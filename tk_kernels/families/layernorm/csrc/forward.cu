@@ -14,10 +14,11 @@
 //    with no store in between (a store may alias a later load, which would otherwise pin the order:
 //    load chunk, store chunk, load the next). A thread has up to K * 48 B in flight (fp32 x, 16-bit
 //    delta): 144 B at C = 768, 192 B at C = 2048.
-//  - Registers (ptxas, sm_90a): 40-80 (K = 1..4; 70 at C = 768 and 79 at C = 2048 for fp32 x,
-//    bf16 delta) under __launch_bounds__(256, 3), a cap of 80: 3 CTAs (24 warps) per SM, ~110 KB in
-//    flight per SM at C = 768 and ~150 KB at C = 2048. (Dropping the per-chunk bounds tests for
-//    k < K - 1, as the backward does, makes ptxas hoist more and spill at K = 4 under this cap.)
+//  - Registers (ptxas, sm_80 and sm_90a, every dtype combination): 40-64 at K = 1..3 under
+//    __launch_bounds__(256, 4): 4 CTAs (32 warps) per SM, ~150 KB in flight per SM at C = 768.
+//    K = 4 (C = 776..1024 in one warp, 1544..2048 in two, ...) needs 69-80 and gets (256, 3): 3 CTAs,
+//    ~150 KB in flight at C = 2048; a cap of 64 spills there. (Dropping the per-chunk bounds tests
+//    for k < K - 1, as the backward does, makes ptxas hoist more and spill at K = 4.)
 //  - weight / bias are read after the statistics, per chunk, from L1.
 #include "config.cuh"
 
@@ -25,7 +26,7 @@ namespace tk_ln {
 namespace {
 
 template <typename X, typename D, typename Y, int K>
-__global__ void __launch_bounds__(CTA_THREADS, 3) forward_kernel(const FwdParams p, const int G) {
+__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(const FwdParams p, const int G) {
   __shared__ float red_sum[CTA_WARPS], red_var[CTA_WARPS];
   const int group = threadIdx.x / G, t = threadIdx.x % G;
   const int64_t row = int64_t(blockIdx.x) * (CTA_THREADS / G) + group;
