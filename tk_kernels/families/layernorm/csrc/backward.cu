@@ -43,6 +43,9 @@ namespace tk_ln {
 namespace {
 
 constexpr int BWD_MAX_K = 3;
+// dynamic shared memory of a CTA: rows_per_cta * 2 * cols floats, rows_per_cta * cols <= 8192 for every
+// width (K <= 3: (256 / G) * 8 * 3G = 6144; K = 4: G = 256, one row of <= 8192)
+constexpr int BWD_MAX_SMEM = 2 * MAX_COLS * int(sizeof(float));
 
 template <typename X, typename Y, typename D, int K>
 __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(const BwdParams p, const int G) {
@@ -223,8 +226,9 @@ struct Launch {
 };
 
 // CTAs of `kernel` that fit on the current device at once with `smem` bytes of dynamic shared
-// memory (sets the kernel's shared-memory limit first). Cached per (device, kernel, smem): the
-// backward runs once per LayerNorm per step, and these queries cost microseconds of host time.
+// memory (raises the kernel's shared-memory limit to BWD_MAX_SMEM first). Cached per (device,
+// kernel, smem): the backward runs once per LayerNorm per step, and these queries cost microseconds
+// of host time.
 cudaError_t resident_ctas(void *kernel, int smem, int &out) {
   struct Entry { int dev; void *kernel; int smem; int ctas; };
   static std::mutex mu;
@@ -242,7 +246,9 @@ cudaError_t resident_ctas(void *kernel, int smem, int &out) {
       }
   }
   int sms = 0, per_sm = 0;
-  if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
+  // the limit is the largest any width needs (not this smem: a later, larger width hitting the cache
+  // must find it set); it does not change what the occupancy query below sees
+  if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, BWD_MAX_SMEM)) != cudaSuccess)
     return err;
   if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
   if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, CTA_THREADS, smem)) != cudaSuccess)
@@ -257,7 +263,7 @@ cudaError_t plan_launch(int64_t rows, int cols, DType x, DType y, DType d, Launc
   const Tiling tl = tiling(cols, BWD_MAX_K);
   void *kernel = kernel_for(tl.K, x, y, d);
   if (kernel == nullptr) return cudaErrorInvalidValue;
-  const int smem = tl.rows_per_cta() * 2 * cols * int(sizeof(float));  // at most 64 KB (see the header)
+  const int smem = tl.rows_per_cta() * 2 * cols * int(sizeof(float));  // <= BWD_MAX_SMEM
   int resident = 0;
   const cudaError_t err = resident_ctas(kernel, smem, resident);
   if (err != cudaSuccess) return err;
