@@ -149,7 +149,8 @@ def main() -> int:
                     from triton.testing import do_bench
                     t_op = float(do_bench(step, warmup=25, rep=100, grad_to_none=leaves,
                                           quantiles=[0.5, 0.2, 0.8])[0])
-                    extra = f"   full op (autograd, as the bench): {t_op:.4f} ms {nbytes / (t_op * 1e-3) / 1e12:.2f} TB/s"
+                    tbs = nbytes / (t_op * 1e-3) / 1e12
+                    extra = f"   full op (autograd, as the bench): {t_op:.4f} ms {tbs:.2f} TB/s"
                 print(f"{name:>12} {C:>5} {worst:8.3f} {t_f:8.4f} {t_b:8.4f} {t_f + t_b:8.4f} "
                       f"{nbytes / ((t_f + t_b) * 1e-3) / 1e12:6.2f}{extra}", flush=True)
     finally:
