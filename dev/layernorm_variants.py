@@ -38,7 +38,7 @@ VARIANTS = {
     # forward: 3 CTAs per SM at every K (ptxas then uses 70-80 registers at K = 3, no spills)
     "fwd_3cta": [("forward.cu", FWD_LB, FWD_LB.replace("K >= 4 ? 3 : 4", "3"))],
     # forward with at most 3 chunks per thread: C = 1024..2048 on 2..4 warps per row, K = 2, 4 CTAs
-    "fwd_k3": [("forward.cu", "tiling(p.cols, 4)", "tiling(p.cols, 3)")],
+    "fwd_k3": [("forward.cu", "constexpr int FWD_MAX_K = 4;", "constexpr int FWD_MAX_K = 3;")],
     # backward with at most 2 chunks per thread: C = 768 on 2 warps per row (K = 2), 2 CTAs per SM
     "bwd_k2": [BWD_K2],
     # the same under a cap of 80 registers: 3 CTAs per SM, spills 16 B at K = 2

@@ -25,6 +25,8 @@
 namespace tk_ln {
 namespace {
 
+constexpr int FWD_MAX_K = 4;  // chunks per thread at most (config.cuh); see the header for why
+
 template <typename X, typename D, typename Y, int K>
 __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(const FwdParams p, const int G) {
   __shared__ float red_sum[CTA_WARPS], red_var[CTA_WARPS];
@@ -120,7 +122,7 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(co
 
 template <typename X, typename D, typename Y>
 cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
-  const Tiling tl = tiling(p.cols, 4);
+  const Tiling tl = tiling(p.cols, FWD_MAX_K);
   const int64_t ctas = (p.rows + tl.rows_per_cta() - 1) / tl.rows_per_cta();
   if (ctas > INT32_MAX) return cudaErrorInvalidConfiguration;
   const dim3 grid{unsigned(ctas)}, block{unsigned(CTA_THREADS)};
