@@ -22,7 +22,10 @@
 //  - Registers (ptxas, fp32 s / bf16 dy): 126 at K = 3, 122 at K = 2, under __launch_bounds__(256, 2):
 //    2 CTAs (16 warps) per SM, ~120 KB in flight per SM at C = 768 and ~80 KB at C = 2048, against
 //    the ~30-50 KB that the DRAM latency asks for. A cap of 80 (3 CTAs) spills at K = 3 and at K = 2
-//    for fp32 s; K = 4 (C > 6144 only) gets (256, 1) and uses ~160.
+//    for fp32 s; K = 4 (C > 6144 only) gets (256, 1) and uses ~160. Much of the rest is 64-bit
+//    addresses of the K chunks (G is a run-time value, so chunk offsets are not immediates): with G
+//    a template argument ptxas fits K = 2 into 80 registers (3 CTAs) without spills and K = 3 into
+//    114, at 2-3x the instantiations; not done while 2 CTAs keep enough bytes in flight.
 //  - Persistent grid (as many CTAs as fit on the GPU at once, at most one per row tile): each row
 //    group walks rows  row0, row0 + grid * rows_per_cta, ...  and keeps its columns' dw / db partial
 //    sums across all its rows, so the weight / bias reductions need no second pass over the rows.
