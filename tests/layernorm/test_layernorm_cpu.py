@@ -147,6 +147,83 @@ def test_autograd_backward_glue(monkeypatch):
     assert g[0] is ds and g[1].dtype == BF16 and g[2] is None
 
 
+class Float64Ext:
+    """A stand-in for the compiled extension (same signatures and outputs), computing in float64 on CPU."""
+
+    def __init__(self):
+        self.calls = []
+
+    def forward(self, x, delta, w, b, eps, out_dtype):
+        self.calls.append("forward")
+        s = x if delta is None else x + delta
+        s64 = s.double()
+        mean, rstd = s64.mean(-1), torch.rsqrt(s64.var(-1, unbiased=False) + eps)
+        y = (s64 - mean[..., None]) * rstd[..., None] * w.double() + (0.0 if b is None else b.double())
+        return y.to(out_dtype), (x.new_empty((0,)) if delta is None else s), mean.float(), rstd.float()
+
+    def backward(self, dy, ds, s, mean, rstd, w, has_bias, delta_dtype):
+        self.calls.append(("backward", ds is not None, has_bias, delta_dtype))
+        C = s.shape[-1]
+        xh = (s.double() - mean.double()[..., None]) * rstd.double()[..., None]
+        g = dy.double() * w.double()
+        dx = rstd.double()[..., None] * (g - g.mean(-1, keepdim=True) - xh * (g * xh).mean(-1, keepdim=True))
+        dx = dx + (0.0 if ds is None else ds.double())
+        dw = (dy.double() * xh).reshape(-1, C).sum(0).float()
+        db = dy.double().reshape(-1, C).sum(0).float() if has_bias else w.new_empty((0,))
+        dd = dx.to(delta_dtype) if delta_dtype is not None else s.new_empty((0,))
+        return dx.to(s.dtype), dd, dw, db
+
+
+@pytest.mark.parametrize("x_dt,d_dt,bias", [(F32, BF16, True), (F32, F32, False), (BF16, BF16, True),
+                                            (F32, None, True)])
+def test_eager_path_gradients(monkeypatch, x_dt, d_dt, bias):
+    """The eager path (an autograd.Function calling the extension directly, no custom-op dispatch) with a
+    float64 stand-in extension: s, y and the gradients of x, delta, weight, bias equal those of the
+    reference op through autograd; gradients keep their inputs' dtypes."""
+    ext = Float64Ext()
+    monkeypatch.setattr(ln, "_ext", lambda: ext)
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 5, 64).to(x_dt), 1 + 0.1 * torch.randn(64)
+    d = None if d_dt is None else torch.randn(3, 5, 64).to(d_dt)
+    b = 0.1 * torch.randn(64) if bias else None
+    leaves = [t.clone().requires_grad_() for t in (x, d, w, b) if t is not None]
+    refs = [t.clone().requires_grad_() for t in (x, d, w, b) if t is not None]
+    args = lambda ts: (ts[0], ts[1] if d is not None else None, ts[1 + (d is not None)],
+                       ts[2 + (d is not None)] if bias else None)
+    s, y = ln.add_layer_norm_op(*args(leaves), 1e-5, BF16)
+    s_ref, y_ref = reference.add_layer_norm(*args(refs), 1e-5)
+    assert y.dtype == BF16 and s.dtype == x_dt and torch.equal(s, s_ref)
+    torch.testing.assert_close(y.float(), y_ref.float(), rtol=1e-2, atol=1e-2)
+    gy, gs = torch.randn(y.shape).to(BF16), torch.randn(s.shape).to(x_dt)
+    if d is not None:
+        torch.autograd.backward([y, s], [gy, gs])
+        torch.autograd.backward([y_ref, s_ref], [gy.to(y_ref.dtype), gs])
+    else:
+        y.backward(gy)
+        y_ref.backward(gy.to(y_ref.dtype))
+    for ours, ref in zip(leaves, refs):
+        assert ours.grad is not None and ours.grad.dtype == ours.dtype
+        tol = 2e-2 if BF16 in (ours.dtype, x_dt) else 1e-4  # the reference computes in bf16 for bf16 x
+        torch.testing.assert_close(ours.grad.float(), ref.grad.float(), rtol=tol, atol=tol)
+    assert ext.calls == ["forward", ("backward", d is not None, bias, d_dt if d_dt not in (None, x_dt) else None)]
+
+
+def test_eager_path_unused_outputs(monkeypatch):
+    """Eager path: with y unused only the residual gradient flows (no backward kernel, no weight
+    gradient); with s unused the kernel runs without ds."""
+    ext = Float64Ext()
+    monkeypatch.setattr(ln, "_ext", lambda: ext)
+    x, d = torch.randn(4, 64, requires_grad=True), torch.randn(4, 64).to(BF16).requires_grad_()
+    w = torch.randn(64, requires_grad=True)
+    s, y = ln.add_layer_norm_op(x, d, w, None, 1e-5, BF16)
+    (2 * s).sum().backward()
+    assert ext.calls == ["forward"] and w.grad is None
+    assert torch.equal(x.grad, torch.full_like(x, 2.0)) and d.grad.dtype == BF16
+    s, y = ln.add_layer_norm_op(x, d, w, None, 1e-5, BF16)
+    y.float().sum().backward()
+    assert ext.calls[-1] == ("backward", False, False, BF16) and w.grad is not None
+
+
 # -----------------------------------------------------------------------------
 # dispatch
 

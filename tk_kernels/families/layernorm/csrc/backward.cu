@@ -2,39 +2,76 @@
 //   dx     = rstd * (g - mean(g) - xhat * mean(g * xhat)) + ds       (ds: gradient of the sum output)
 //   ddelta = dx (the sum's gradient), written a second time in delta's dtype when that differs from x's
 //   dw     = sum over rows of dy * xhat,   db = sum over rows of dy
+// computed as  dx = t - rstd * mean(g) - rstd * mean(g * xhat) * xhat  with t = rstd * g + ds formed
+// while the row sums are taken, so a thread keeps 16 floats per chunk across the row sum (xhat, t).
 //
-// Tiling (config.cuh): a row group of 32 W threads per row, K chunks of 8 per thread in registers.
-// The grid is persistent (as many CTAs as fit on the GPU at once, at most one per row-group tile):
-// each row group walks rows  row0, row0 + grid * rows_per_cta, ...  and keeps its columns' dw / db
-// partial sums across all its rows, so the weight / bias reductions need no second
-// pass over the rows. The partial sums live in shared memory, one (2, cols) fp32 slice per row group
-// (a thread reads and writes only its own columns: no synchronization; registers stay free for the
-// row, so 3-4 CTAs fit per SM). At the end the CTA adds its groups' slices in a fixed order and writes
-// one (2, cols) slice of the workspace; a tiny second kernel sums the grid's slices per column (fixed
-// order too: the result is bitwise reproducible). Shared memory: rows_per_cta * 2 * cols * 4 B, at
-// most 8 * 1024 * 8 B = 64 KB (opt-in above 48 KB; every sm_80+ GPU has >= 99 KB).
+// Bytes per element: read dy (sizeof Y) + ds (sizeof X, if given) + s (sizeof X), write dx (sizeof
+// X) + ddelta (sizeof D, if D != X); fp32 residual, bf16 dy and delta: 2 + 4 + 4 + 4 + 2 = 16 B. Plus
+// 8 B per row (mean, rstd) and the dw / db workspace (2 * cols * 4 B per CTA, written once, read once
+// by the reduce kernel: ~1.5 % of the bytes at C = 768, less when wider).
 //
-// Bytes moved per element: read dy (sizeof Y) + ds (sizeof X, if given) + s (sizeof X), write dx
-// (sizeof X) + ddelta (sizeof D, if D != X); fp32 residual, bf16 dy and delta: 2 + 4 + 4 + 4 + 2 = 16 B.
-// Plus 8 B per row (mean, rstd) and the workspace: 2 * cols * 4 B per CTA written and read once.
+// Design (a stream, like the forward: bytes in flight per SM set its speed):
+//  - Tiling (config.cuh, max_k = 3): a row group of G threads per row, K <= 3 chunks of 8 per thread
+//    (K = 4 only at C > 6144, where 256 threads cannot do with 3). C = 768: one warp per row, K = 3;
+//    C = 1024..2048: 2..4 warps per row, K = 2 (a shared-memory exchange + __syncthreads per row sum).
+//    Only the last chunk of a thread can fall outside the row (K = ceil(chunks / G)), so the
+//    bounds test is compiled in for k = K - 1 only.
+//  - All loads of a row (mean, rstd, s, dy, ds, every chunk) are issued before the first use, with no
+//    store in between, and held as loaded (raw8: 4 registers per 16-bit chunk, 8 per fp32 chunk)
+//    until used: up to K * 80 B in flight per thread (fp32 s and ds, 16-bit dy), 240 B at C = 768.
+//  - Registers (ptxas, fp32 s / bf16 dy): 126 at K = 3, 122 at K = 2, under __launch_bounds__(256, 2):
+//    2 CTAs (16 warps) per SM, ~120 KB in flight per SM at C = 768 and ~80 KB at C = 2048, against
+//    the ~30-50 KB that the DRAM latency asks for. A cap of 80 (3 CTAs) spills at K = 3 and at K = 2
+//    for fp32 s; K = 4 (C > 6144 only) gets (256, 1) and uses ~160. Much of the rest is 64-bit
+//    addresses of the K chunks (G is a run-time value, so chunk offsets are not immediates): with G
+//    a template argument ptxas fits K = 2 into 80 registers (3 CTAs) without spills and K = 3 into
+//    114, at 2-3x the instantiations; not done while 2 CTAs keep enough bytes in flight.
+//  - Persistent grid (as many CTAs as fit on the GPU at once, at most one per row tile): each row
+//    group walks rows  row0, row0 + grid * rows_per_cta, ...  and keeps its columns' dw / db partial
+//    sums across all its rows, so the weight / bias reductions need no second pass over the rows.
+//    The partial sums live in shared memory, one (2, cols) fp32 slice per row group (a thread reads
+//    and writes only its own columns: no synchronization), which keeps registers for the loads in
+//    flight (in registers they would cost 16 per chunk). Shared memory: rows_per_cta * 8 * cols B,
+//    <= 64 KB (48 KB at C = 768, 32 KB at C = 1024 and 2048).
+//  - At the end the CTA adds its groups' slices in a fixed order and writes one (2, cols) slice of
+//    the workspace; a second kernel sums the grid's slices per column in a fixed order too (the
+//    result is bitwise reproducible): 32 warps per 32 columns, each warp a strided subset of the
+//    slices with 8 loads in flight, then a fixed-order sum of the 32 warp sums.
+//
+// Before (H200, fwd + bwd at N = 16384, fp32 x, bf16 delta / y, do_bench with L2 flush): 0.520 ms at
+// C = 768 and 0.712 ms at C = 2048 (eager PyTorch 0.339 / 0.737) with a warp-per-row tiling whose
+// loads were interleaved with stores (one memory latency per chunk) and a backward of one 8-warp CTA
+// per SM (141 registers under __launch_bounds__(256, 1)). Target: >= 2x the faster of eager and
+// torch.compile and >= 70 % of the 4.27 TB/s copy bandwidth over 28 N C + 16 N bytes.
+// Measured with this design: (H200 numbers of dev/layernorm_variants.py and bench/bench_layernorm.py
+// go here after the GPU run.)
 #include <algorithm>
+#include <mutex>
 
 #include "config.cuh"
 
 namespace tk_ln {
 namespace {
 
+constexpr int BWD_MAX_K = 3;
+// dynamic shared memory of a CTA: rows_per_cta * 2 * cols floats, rows_per_cta * cols <= 8192 for every
+// width (K <= 3: (256 / G) * 8 * 3G = 6144; K = 4: G = 256, one row of <= 8192)
+constexpr int BWD_MAX_SMEM = 2 * MAX_COLS * int(sizeof(float));
+
 template <typename X, typename Y, typename D, int K>
-__global__ void __launch_bounds__(256, 1) backward_kernel(BwdParams p, int W) {
+__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(const BwdParams p, const int G) {
   extern __shared__ float4 acc_smem4[];  // (groups, 2, cols) fp32: each row group's dw, db partials
   float *acc_smem = reinterpret_cast<float *>(acc_smem4);
   __shared__ float2 red[2][CTA_WARPS];
-  const int G = 32 * W;
-  const int groups = blockDim.x / G;
+  const int groups = CTA_THREADS / G;
   const int group = threadIdx.x / G, t = threadIdx.x % G;
   const int chunks = p.cols / VEC;
   const float inv_cols = 1.f / float(p.cols);
-  float *acc_w = acc_smem + int64_t(group) * 2 * p.cols, *acc_b = acc_w + p.cols;
+  // cols is a multiple of 8: both slices are 32-byte aligned (tell the compiler, for 16-byte LDS/STS)
+  float *acc_w = static_cast<float *>(__builtin_assume_aligned(acc_smem + group * 2 * p.cols, 16));
+  float *acc_b = static_cast<float *>(__builtin_assume_aligned(acc_w + p.cols, 16));
+  const bool has_ds = p.ds != nullptr;
+  const float *__restrict__ weight = p.weight;
 
   // a thread only ever touches its own columns of its group's slice: no synchronization needed
   const float zeros[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -52,54 +89,74 @@ __global__ void __launch_bounds__(256, 1) backward_kernel(BwdParams p, int W) {
     const int64_t row = row0 + group;
     const bool active = row < p.rows;
     const int64_t base = row * p.cols;
+    const X *__restrict__ s = static_cast<const X *>(p.s) + base;
+    const Y *__restrict__ dy = static_cast<const Y *>(p.dy) + base;
+    const X *__restrict__ ds = static_cast<const X *>(p.ds) + base;
+
+    // 1. every load of the row first
     float mean = 0.f, rstd = 0.f;
     if (active) {
       mean = p.mean[row];
       rstd = p.rstd[row];
     }
-    float xh[K][8], g[K][8];
+    raw8<X> rs[K], rds[K];
+    raw8<Y> rdy[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      const int c = t + k * G;
+      const bool ok = active && (k < K - 1 || c < chunks);
+      if (ok) { load_raw(rs[k], s + c * VEC); load_raw(rdy[k], dy + c * VEC); }
+      else { zero_raw(rs[k]); zero_raw(rdy[k]); }
+      if (ok && has_ds) load_raw(rds[k], ds + c * VEC);
+      else zero_raw(rds[k]);
+    }
+
+    // 2. dw / db partials, the row sums, t = rstd * g + ds
+    float xh[K][8], tt[K][8];
     float2 sums = make_float2(0.f, 0.f);  // (sum g, sum g * xhat)
 #pragma unroll
     for (int k = 0; k < K; k++) {
       const int c = t + k * G;
-      if (active && c < chunks) {
-        float w[8], aw[8], ab[8];
-        tk::load8(xh[k], static_cast<const X *>(p.s) + base + c * VEC);
-        tk::load8(g[k], static_cast<const Y *>(p.dy) + base + c * VEC);
-        tk::load8(w, p.weight + c * VEC);
+      to_f32(xh[k], rs[k]);
+      to_f32(tt[k], rds[k]);
+      if (active && (k < K - 1 || c < chunks)) {
+        float w[8], aw[8], ab[8], gy[8];
+        to_f32(gy, rdy[k]);
+        tk::load8(w, weight + c * VEC);
         tk::load8(aw, acc_w + c * VEC);
         tk::load8(ab, acc_b + c * VEC);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
           xh[k][i] = (xh[k][i] - mean) * rstd;
-          aw[i] += g[k][i] * xh[k][i];
-          ab[i] += g[k][i];
-          g[k][i] *= w[i];
-          sums.x += g[k][i];
-          sums.y += g[k][i] * xh[k][i];
+          aw[i] += gy[i] * xh[k][i];
+          ab[i] += gy[i];
+          const float g = gy[i] * w[i];
+          sums.x += g;
+          sums.y += g * xh[k][i];
+          tt[k][i] += rstd * g;
         }
         tk::store8(acc_w + c * VEC, aw);
         tk::store8(acc_b + c * VEC, ab);
       }
     }
-    sums = row_group_sum(sums, W, red[parity]);
+    sums = row_group_sum(sums, G, red[parity]);
     parity ^= 1;
-    const float mean_g = sums.x * inv_cols, mean_gx = sums.y * inv_cols;
+    const float c1 = rstd * sums.x * inv_cols, c2 = rstd * sums.y * inv_cols;
+
+    // 3. stores: dx, ddelta
+    if (active) {
+      X *__restrict__ dx = static_cast<X *>(p.dx) + base;
+      D *__restrict__ ddelta = static_cast<D *>(p.ddelta) + base;
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-      const int c = t + k * G;
-      if (active && c < chunks) {
-        float dx[8];
+      for (int k = 0; k < K; k++) {
+        const int c = t + k * G;
+        if (k < K - 1 || c < chunks) {
+          float out[8];
 #pragma unroll
-        for (int i = 0; i < 8; i++) dx[i] = rstd * (g[k][i] - mean_g - xh[k][i] * mean_gx);
-        if (p.ds != nullptr) {
-          float ds[8];
-          tk::load8(ds, static_cast<const X *>(p.ds) + base + c * VEC);
-#pragma unroll
-          for (int i = 0; i < 8; i++) dx[i] += ds[i];
+          for (int i = 0; i < 8; i++) out[i] = tt[k][i] - c1 - c2 * xh[k][i];
+          tk::store8(dx + c * VEC, out);
+          if (p.ddelta != nullptr) tk::store8(ddelta + c * VEC, out);
         }
-        tk::store8(static_cast<X *>(p.dx) + base + c * VEC, dx);
-        if (p.ddelta != nullptr) tk::store8(static_cast<D *>(p.ddelta) + base + c * VEC, dx);
       }
     }
   }
@@ -108,7 +165,7 @@ __global__ void __launch_bounds__(256, 1) backward_kernel(BwdParams p, int W) {
   // -> workspace slice blockIdx.x
   __syncthreads();
   float *out = p.partial + int64_t(blockIdx.x) * 2 * p.cols;
-  for (int i = threadIdx.x * 4; i < 2 * p.cols; i += blockDim.x * 4) {
+  for (int i = threadIdx.x * 4; i < 2 * p.cols; i += CTA_THREADS * 4) {
     float4 total = *reinterpret_cast<const float4 *>(acc_smem + i);
     for (int r = 1; r < groups; r++) {
       const float4 o = *reinterpret_cast<const float4 *>(acc_smem + int64_t(r) * 2 * p.cols + i);
@@ -118,26 +175,28 @@ __global__ void __launch_bounds__(256, 1) backward_kernel(BwdParams p, int W) {
   }
 }
 
-// dweight[c] = sum_i partial[i][0][c], dbias[c] = sum_i partial[i][1][c] (blockIdx.y: which one).
-// 32 columns x 16 slices of the n_partial slices per CTA, then a fixed-order sum of the 16.
-constexpr int REDUCE_SLICES = 16;
+// out[j] = sum_i partial[i][j] for j < n_out (partial: n_partial slices of 2 * cols floats, (dw, db);
+// j < cols goes to dweight, j >= cols to dbias). A CTA takes 32 consecutive j; warp w of its 32 sums
+// slices w, w + 32, ... (8 loads in flight), then warp 0 adds the 32 warp sums in order.
+constexpr int REDUCE_WARPS = 32;
 
-__global__ void __launch_bounds__(32 * REDUCE_SLICES) reduce_kernel(const float *partial, int n_partial, int cols,
-                                                                    float *dweight, float *dbias) {
-  __shared__ float part[REDUCE_SLICES][33];
-  const int col = blockIdx.x * 32 + threadIdx.x;
-  const int which = blockIdx.y;
+__global__ void __launch_bounds__(32 * REDUCE_WARPS) reduce_kernel(const float *__restrict__ partial, int n_partial,
+                                                                   int cols, int n_out, float *dweight, float *dbias) {
+  __shared__ float part[REDUCE_WARPS][33];
+  const int j = blockIdx.x * 32 + threadIdx.x;
   float acc = 0.f;
-  if (col < cols)
-    for (int i = threadIdx.y; i < n_partial; i += REDUCE_SLICES)
-      acc += partial[(int64_t(i) * 2 + which) * cols + col];
+  if (j < n_out) {
+#pragma unroll 8
+    for (int i = threadIdx.y; i < n_partial; i += REDUCE_WARPS) acc += partial[int64_t(i) * 2 * cols + j];
+  }
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
+  if (threadIdx.y == 0 && j < n_out) {
     float total = 0.f;
 #pragma unroll
-    for (int j = 0; j < REDUCE_SLICES; j++) total += part[j][threadIdx.x];
-    (which == 0 ? dweight : dbias)[col] = total;
+    for (int w = 0; w < REDUCE_WARPS; w++) total += part[w][threadIdx.x];
+    if (j < cols) dweight[j] = total;
+    else dbias[j - cols] = total;
   }
 }
 
@@ -177,22 +236,50 @@ struct Launch {
   int ctas;   // persistent grid size
 };
 
+// CTAs of `kernel` that fit on the current device at once with `smem` bytes of dynamic shared
+// memory (raises the kernel's shared-memory limit to BWD_MAX_SMEM first). Cached per (device,
+// kernel, smem): the backward runs once per LayerNorm per step, and these queries cost microseconds
+// of host time.
+cudaError_t resident_ctas(void *kernel, int smem, int &out) {
+  struct Entry { int dev; void *kernel; int smem; int ctas; };
+  static std::mutex mu;
+  static Entry cache[64];
+  static int n_cached = 0;
+  int dev = 0;
+  cudaError_t err;
+  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    for (int i = 0; i < n_cached; i++)
+      if (cache[i].dev == dev && cache[i].kernel == kernel && cache[i].smem == smem) {
+        out = cache[i].ctas;
+        return cudaSuccess;
+      }
+  }
+  int sms = 0, per_sm = 0;
+  // the limit is the largest any width needs (not this smem: a later, larger width hitting the cache
+  // must find it set); it does not change what the occupancy query below sees
+  if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, BWD_MAX_SMEM)) != cudaSuccess)
+    return err;
+  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
+  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, CTA_THREADS, smem)) != cudaSuccess)
+    return err;
+  out = std::max(per_sm, 1) * sms;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (n_cached < 64) cache[n_cached++] = {dev, kernel, smem, out};
+  return cudaSuccess;
+}
+
 cudaError_t plan_launch(int64_t rows, int cols, DType x, DType y, DType d, Launch &out) {
-  const Tiling tl = tiling(cols);
+  const Tiling tl = tiling(cols, BWD_MAX_K);
   void *kernel = kernel_for(tl.K, x, y, d);
   if (kernel == nullptr) return cudaErrorInvalidValue;
-  const int smem = tl.rows_per_cta * 2 * cols * int(sizeof(float));  // at most 64 KB (see config.cuh)
-  int dev = 0, sms = 0, per_sm = 0;
-  cudaError_t err;
-  if ((err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess)
-    return err;
-  if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
-  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
-  if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, tl.threads(), smem)) != cudaSuccess)
-    return err;
-  const int64_t tiles = (rows + tl.rows_per_cta - 1) / tl.rows_per_cta;
-  const int64_t ctas = std::min<int64_t>(tiles, int64_t(std::max(per_sm, 1)) * sms);
-  out = {kernel, tl, smem, int(std::max<int64_t>(ctas, 1))};
+  const int smem = tl.rows_per_cta() * 2 * cols * int(sizeof(float));  // <= BWD_MAX_SMEM
+  int resident = 0;
+  const cudaError_t err = resident_ctas(kernel, smem, resident);
+  if (err != cudaSuccess) return err;
+  const int64_t tiles = (rows + tl.rows_per_cta() - 1) / tl.rows_per_cta();
+  out = {kernel, tl, smem, int(std::max<int64_t>(std::min<int64_t>(tiles, resident), 1))};
   return cudaSuccess;
 }
 
@@ -211,15 +298,16 @@ cudaError_t layer_norm_backward(const BwdParams &p, cudaStream_t stream) {
   cudaError_t err = plan_launch(p.rows, p.cols, p.x_t, p.dy_t, p.delta_t, l);
   if (err != cudaSuccess) return err;
   if (p.rows > 0) {
-    int W = l.tl.W;
-    void *args[] = {const_cast<BwdParams *>(&p), &W};
-    err = cudaLaunchKernel(l.kernel, dim3(l.ctas), dim3(l.tl.threads()), args, size_t(l.smem), stream);
+    int G = l.tl.G;
+    void *args[] = {const_cast<BwdParams *>(&p), &G};
+    err = cudaLaunchKernel(l.kernel, dim3(l.ctas), dim3(CTA_THREADS), args, size_t(l.smem), stream);
     if (err != cudaSuccess) return err;
   }
   // rows == 0: the kernel is not launched; the reduce kernel sums zero slices (writes zeros)
   const int n_partial = p.rows > 0 ? l.ctas : 0;
-  const dim3 grid((p.cols + 31) / 32, p.dbias != nullptr ? 2 : 1), block(32, REDUCE_SLICES);
-  reduce_kernel<<<grid, block, 0, stream>>>(p.partial, n_partial, p.cols, p.dweight, p.dbias);
+  const int n_out = p.dbias != nullptr ? 2 * p.cols : p.cols;
+  const dim3 grid((n_out + 31) / 32), block(32, REDUCE_WARPS);
+  reduce_kernel<<<grid, block, 0, stream>>>(p.partial, n_partial, p.cols, n_out, p.dweight, p.dbias);
   return cudaGetLastError();
 }
 

@@ -2,82 +2,124 @@
 // with mean = sum(s) / C, var = sum((s - mean)^2) / C (biased, two passes over registers), rstd =
 // 1 / sqrt(var + eps), all in fp32. Without delta it is the plain LayerNorm of x (s is not written).
 //
-// Tiling (config.cuh): a row group of 32 W threads owns one row, each thread K chunks of 8 elements
-// held in registers, so a row is read once and both statistics come from registers; row sums are
-// warp shuffles (plus one shared-memory exchange per sum when W > 1). One row per row group, no loop:
-// rows / rows_per_cta CTAs.
+// The kernel is a stream: per element it reads x (sizeof X) + delta (sizeof D) and writes s (sizeof
+// X) + y (sizeof Y), plus 8 B per row (mean, rstd); weight / bias are L1/L2 resident. fp32 residual,
+// bf16 delta and y: 12 B per element. Its speed is set by the bytes in flight per SM (Little's law:
+// ~4.3 TB/s x ~1 us of DRAM latency / 132 SMs = ~30 KB per SM must be outstanding), so:
+//  - Tiling (config.cuh, max_k = 4): a row group of G threads per row, K <= 4 chunks of 8 elements
+//    per thread in registers; a row is read once and both statistics come from registers. Row sums
+//    are shuffles inside a warp (G <= 32, up to C = 1024), plus one shared-memory exchange per sum for
+//    wider rows. One row per row group, no loop: rows / (256 / G) CTAs of 256 threads.
+//  - All loads of a row (x and delta, every chunk) are issued before the first use, in one block
+//    with no store in between (a store may alias a later load, which would otherwise pin the order:
+//    load chunk, store chunk, load the next). A thread has up to K * 48 B in flight (fp32 x, 16-bit
+//    delta): 144 B at C = 768, 192 B at C = 2048.
+//  - Registers (ptxas, sm_80 and sm_90a, every dtype combination): 40-64 at K = 1..3 under
+//    __launch_bounds__(256, 4): 4 CTAs (32 warps) per SM, ~150 KB in flight per SM at C = 768.
+//    K = 4 (C = 776..1024 in one warp, 1544..2048 in two, ...) needs 69-80 and gets (256, 3): 3 CTAs,
+//    ~150 KB in flight at C = 2048; a cap of 64 spills there. (Dropping the per-chunk bounds tests
+//    for k < K - 1, as the backward does, makes ptxas hoist more and spill at K = 4.)
+//  - weight / bias are read after the statistics, per chunk, from L1.
 //
-// Bytes moved per element: read x (sizeof X) + delta (sizeof D), write s (sizeof X) + y (sizeof Y);
-// fp32 residual, bf16 delta and y: 4 + 2 + 4 + 2 = 12 B. Plus 8 B per row (mean, rstd) and the
-// weight / bias vectors (L1/L2 resident). Nothing else.
+// Before (H200, fwd + bwd at N = 16384, fp32 x, bf16 delta / y, do_bench with L2 flush): 0.520 ms at
+// C = 768 and 0.712 ms at C = 2048 (eager PyTorch 0.339 / 0.737) with a warp-per-row tiling whose
+// loads were interleaved with stores (one memory latency per chunk) and a backward of one 8-warp CTA
+// per SM (141 registers under __launch_bounds__(256, 1)). Target: >= 2x the faster of eager and
+// torch.compile and >= 70 % of the 4.27 TB/s copy bandwidth over 28 N C + 16 N bytes.
+// Measured with this design: (H200 numbers of dev/layernorm_variants.py and bench/bench_layernorm.py
+// go here after the GPU run.)
 #include "config.cuh"
 
 namespace tk_ln {
 namespace {
 
+constexpr int FWD_MAX_K = 4;  // chunks per thread at most (config.cuh); see the header for why
+
 template <typename X, typename D, typename Y, int K>
-__global__ void __launch_bounds__(256, 1) forward_kernel(FwdParams p, int W) {
+__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(const FwdParams p, const int G) {
   __shared__ float red_sum[CTA_WARPS], red_var[CTA_WARPS];
-  const int G = 32 * W;                   // threads per row group
   const int group = threadIdx.x / G, t = threadIdx.x % G;
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / G) + group;
+  const int64_t row = int64_t(blockIdx.x) * (CTA_THREADS / G) + group;
   const bool active = row < p.rows;
   const int chunks = p.cols / VEC;
   const int64_t base = row * p.cols;
+  const X *__restrict__ x = static_cast<const X *>(p.x) + base;
+  const D *__restrict__ delta = static_cast<const D *>(p.delta) + base;
+  const bool has_delta = p.delta != nullptr;
 
-  float v[K][8];
-  float sum = 0.f;
+  // 1. every load of the row first: x, then delta (nothing is stored before they are all issued)
+  float v[K][8], d[K][8];
 #pragma unroll
   for (int k = 0; k < K; k++) {
     const int c = t + k * G;
     if (active && c < chunks) {
-      tk::load8(v[k], static_cast<const X *>(p.x) + base + c * VEC);
-      if (p.delta != nullptr) {
-        float d[8];
-        tk::load8(d, static_cast<const D *>(p.delta) + base + c * VEC);
-#pragma unroll
-        for (int i = 0; i < 8; i++) v[k][i] += d[i];
-        tk::round_to<X>(v[k]);
-        tk::store8(static_cast<X *>(p.s) + base + c * VEC, v[k]);
-      }
+      tk::load8(v[k], x + c * VEC);
     } else {
 #pragma unroll
       for (int i = 0; i < 8; i++) v[k][i] = 0.f;
     }
+  }
+  if (has_delta) {
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      const int c = t + k * G;
+      if (active && c < chunks) tk::load8(d[k], delta + c * VEC);
+      else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) d[k][i] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+#pragma unroll
+      for (int i = 0; i < 8; i++) v[k][i] += d[k][i];
+      tk::round_to<X>(v[k]);
+    }
+  }
+
+  // 2. statistics (padding slots hold 0 and are left out of the squared deviations)
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; k++) {
 #pragma unroll
     for (int i = 0; i < 8; i++) sum += v[k][i];
   }
   const float inv_cols = 1.f / float(p.cols);
-  const float mean = row_group_sum(sum, W, red_sum) * inv_cols;
-
+  const float mean = row_group_sum(sum, G, red_sum) * inv_cols;
   float sq = 0.f;
 #pragma unroll
   for (int k = 0; k < K; k++) {
-    if (t + k * G < chunks) {  // padding slots hold 0, not the mean
+    if (t + k * G < chunks) {
 #pragma unroll
       for (int i = 0; i < 8; i++) {
-        const float d = v[k][i] - mean;
-        sq += d * d;
+        const float dv = v[k][i] - mean;
+        sq += dv * dv;
       }
     }
   }
-  const float rstd = rsqrtf(row_group_sum(sq, W, red_var) * inv_cols + p.eps);
-
+  const float rstd = rsqrtf(row_group_sum(sq, G, red_var) * inv_cols + p.eps);
   if (!active) return;
+
+  // 3. stores: s, y, and the row's mean / rstd
+  X *__restrict__ s = static_cast<X *>(p.s) + base;
+  Y *__restrict__ y = static_cast<Y *>(p.y) + base;
+  const float *__restrict__ weight = p.weight;
+  const float *__restrict__ bias = p.bias;
 #pragma unroll
   for (int k = 0; k < K; k++) {
     const int c = t + k * G;
     if (c < chunks) {
+      if (has_delta) tk::store8(s + c * VEC, v[k]);
       float w[8], b[8], out[8];
-      tk::load8(w, p.weight + c * VEC);
-      if (p.bias != nullptr) tk::load8(b, p.bias + c * VEC);
+      tk::load8(w, weight + c * VEC);
+      if (bias != nullptr) tk::load8(b, bias + c * VEC);
       else {
 #pragma unroll
         for (int i = 0; i < 8; i++) b[i] = 0.f;
       }
 #pragma unroll
       for (int i = 0; i < 8; i++) out[i] = (v[k][i] - mean) * rstd * w[i] + b[i];
-      tk::store8(static_cast<Y *>(p.y) + base + c * VEC, out);
+      tk::store8(y + c * VEC, out);
     }
   }
   if (t == 0) {
@@ -88,15 +130,15 @@ __global__ void __launch_bounds__(256, 1) forward_kernel(FwdParams p, int W) {
 
 template <typename X, typename D, typename Y>
 cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
-  const Tiling tl = tiling(p.cols);
-  const int64_t ctas = (p.rows + tl.rows_per_cta - 1) / tl.rows_per_cta;
+  const Tiling tl = tiling(p.cols, FWD_MAX_K);
+  const int64_t ctas = (p.rows + tl.rows_per_cta() - 1) / tl.rows_per_cta();
   if (ctas > INT32_MAX) return cudaErrorInvalidConfiguration;
-  const dim3 grid{unsigned(ctas)}, block{unsigned(tl.threads())};
+  const dim3 grid{unsigned(ctas)}, block{unsigned(CTA_THREADS)};
   switch (tl.K) {
-    case 1: forward_kernel<X, D, Y, 1><<<grid, block, 0, stream>>>(p, tl.W); break;
-    case 2: forward_kernel<X, D, Y, 2><<<grid, block, 0, stream>>>(p, tl.W); break;
-    case 3: forward_kernel<X, D, Y, 3><<<grid, block, 0, stream>>>(p, tl.W); break;
-    case 4: forward_kernel<X, D, Y, 4><<<grid, block, 0, stream>>>(p, tl.W); break;
+    case 1: forward_kernel<X, D, Y, 1><<<grid, block, 0, stream>>>(p, tl.G); break;
+    case 2: forward_kernel<X, D, Y, 2><<<grid, block, 0, stream>>>(p, tl.G); break;
+    case 3: forward_kernel<X, D, Y, 3><<<grid, block, 0, stream>>>(p, tl.G); break;
+    case 4: forward_kernel<X, D, Y, 4><<<grid, block, 0, stream>>>(p, tl.G); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
