@@ -253,7 +253,7 @@ def test_compiled_gpt_step_without_graph_breaks():
     from model import GPT, GPTConfig
     from tk_kernels import dispatch
     torch.manual_seed(0)
-    cfg = GPTConfig(block_size=64, vocab_size=128, n_layer=2, n_head=4, n_embd=128, dropout=0.0, bias=True,
+    cfg = GPTConfig(block_size=64, vocab_size=128, n_layer=2, n_head=2, n_embd=128, dropout=0.0, bias=True,
                     kernels="tk")
     with dispatch.override("mlp", not_used=None):
         m = GPT(cfg).cuda()

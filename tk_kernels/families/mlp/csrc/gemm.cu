@@ -199,55 +199,81 @@ __device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accum
   pend.valid = true;
 }
 
-// Box `cb` (64 columns) of a pending tile: epilogue, 128B-swizzled staging, TMA store (rows >= M and
-// columns >= N are dropped by TMA). The GELU epilogue stores two boxes: the pre-activation and the
-// activation. Callers pass cb from fully unrolled loops: a compile-time index, so that the pending
-// words stay in registers (ptxas -v: no stack frame).
+// The epilogue of a pending tile runs in PIECES half-boxes (64 rows x 32 columns of this warpgroup,
+// 8 words per thread), each placed right after one K slice of the next tile has been issued, so that
+// its ALU work runs while that slice's wgmmas do. Piece 2b writes the first half of box b (64 columns)
+// into a 128B-swizzled staging buffer, piece 2b + 1 the second half, then TMA stores the box (rows >= M
+// and columns >= N are dropped by TMA). The GELU epilogue stores two boxes: the pre-activation and
+// the activation. The GELU' epilogue reads the forward's pre-activation from global memory one piece
+// ahead (`pre`: 8 words), so the loads' latency is hidden too. Callers pass `piece` from fully
+// unrolled loops: compile-time indices keep the pending words in registers (ptxas -v: no stack frame).
+constexpr int PIECES = 2 * BN / BOX;
+constexpr int PIECE_WORDS = BN / 4 / PIECES;
+
+// word k (0..7) of `piece`: accumulator register pair i of the tile, its row and column in the box
+__device__ __forceinline__ int piece_pair(int piece, int k) {
+  const int cb = piece / 2, j = (piece % 2) * 4 + k / 2;  // j: 8-column group within the box
+  return 4 * (cb * BOX / 8 + j) + 2 * (k % 2);            // k % 2: rows r and r + 8
+}
+
+template <typename T>
+__device__ __forceinline__ void load_pre(uint32_t (&pre)[PIECE_WORDS], const Pending<T> &pend, const int piece,
+                                         int consumer, const Shape &s, const EpiArgs &e) {
+  const int row0 = pend.unit.m0 + consumer * 64, col0 = pend.unit.n0;
+  const T *aux = static_cast<const T *>(e.aux);
+#pragma unroll
+  for (int k = 0; k < PIECE_WORDS; k++) {
+    const int i = piece_pair(piece, k);
+    const int row = row0 + tk::wg::accumulator<BN>::row(i), col = col0 + tk::wg::accumulator<BN>::col(i);
+    pre[k] = row < s.M && col < s.N ? *reinterpret_cast<const uint32_t *>(aux + int64_t(row) * e.ldc + col) : 0u;
+  }
+}
+
 template <typename T, Epilogue E>
-__device__ __forceinline__ void store_box(const Pending<T> &pend, const int cb, int consumer, const Shape &s,
-                                          const EpiArgs &e,
-                                          const CUtensorMap &c_map, const CUtensorMap &aux_map, char *staging,
-                                          int &stores) {
+__device__ __forceinline__ void store_piece(const Pending<T> &pend, const int piece, uint32_t (&pre)[PIECE_WORDS],
+                                            int consumer, const Shape &s, const EpiArgs &e, const CUtensorMap &c_map,
+                                            const CUtensorMap &aux_map, char *staging, int &stores) {
   using V = vec2<T>;
   using W = typename V::type;
-  const int me = tk::wg::warpgroup_thread(), row0 = pend.unit.m0 + consumer * 64, col0 = pend.unit.n0 + cb * BOX;
-  char *out = staging + (stores & 1) * BOX_BYTES, *pre = staging + ((stores + 1) & 1) * BOX_BYTES;
-  const T *aux = E == Epilogue::dgelu ? static_cast<const T *>(e.aux) + int64_t(row0) * e.ldc + col0 : nullptr;
-  // the store that last read a buffer about to be written is done with it
-  if (me == 0) {
-    if constexpr (E == Epilogue::gelu) tk::bulk_wait_group_read<0>();
-    else tk::bulk_wait_group_read<1>();
-  }
-  tk::wg::sync(1 + consumer);
-#pragma unroll
-  for (int j = 0; j < BOX / 8; j++) {
-#pragma unroll
-    for (int half = 0; half < 2; half++) {  // rows r and r + 8
-      const int i = 4 * (cb * BOX / 8 + j) + 2 * half;
-      const int r = tk::wg::accumulator<BN>::row(i), c = tk::wg::accumulator<BN>::col(i) - cb * BOX;
-      const int offset = tk::tma::swizzle128_offset(r, c * 2);
-      uint32_t word = pend.word[i / 2];
-      if constexpr (E == Epilogue::gelu) {
-        *reinterpret_cast<uint32_t *>(pre + offset) = word;
-        const float2 p = V::unpack(from_word<W>(word));
-        word = to_word(V::pack(gelu(p.x, e.tanh_gelu), gelu(p.y, e.tanh_gelu)));
-      } else if constexpr (E == Epilogue::dgelu) {
-        float2 p = make_float2(0.f, 0.f);
-        if (row0 + r < s.M && col0 + c < s.N) p = V::unpack(*reinterpret_cast<const W *>(aux + r * e.ldc + c));
-        const float2 d = V::unpack(from_word<W>(word));
-        word = to_word(V::pack(d.x * gelu_grad(p.x, e.tanh_gelu), d.y * gelu_grad(p.y, e.tanh_gelu)));
-      }
-      *reinterpret_cast<uint32_t *>(out + offset) = word;
+  const int me = tk::wg::warpgroup_thread(), cb = piece / 2;
+  const int row0 = pend.unit.m0 + consumer * 64, col0 = pend.unit.n0 + cb * BOX;
+  char *out = staging + (stores & 1) * BOX_BYTES, *pre_box = staging + ((stores + 1) & 1) * BOX_BYTES;
+  if (piece % 2 == 0) {  // the store that last read a buffer about to be written is done with it
+    if (me == 0) {
+      if constexpr (E == Epilogue::gelu) tk::bulk_wait_group_read<0>();
+      else tk::bulk_wait_group_read<1>();
     }
+    tk::wg::sync(1 + consumer);
   }
-  tk::fence_proxy_async_shared();
-  tk::wg::sync(1 + consumer);
-  if (me == 0) {
-    tk::tma::store_async(c_map, out, col0, row0);
-    if constexpr (E == Epilogue::gelu) tk::tma::store_async(aux_map, pre, col0, row0);
-    tk::bulk_commit_group();
+#pragma unroll
+  for (int k = 0; k < PIECE_WORDS; k++) {
+    const int i = piece_pair(piece, k);
+    const int r = tk::wg::accumulator<BN>::row(i), c = tk::wg::accumulator<BN>::col(i) - cb * BOX;
+    const int offset = tk::tma::swizzle128_offset(r, c * 2);
+    uint32_t word = pend.word[i / 2];
+    if constexpr (E == Epilogue::gelu) {
+      *reinterpret_cast<uint32_t *>(pre_box + offset) = word;
+      const float2 p = V::unpack(from_word<W>(word));
+      word = to_word(V::pack(gelu(p.x, e.tanh_gelu), gelu(p.y, e.tanh_gelu)));
+    } else if constexpr (E == Epilogue::dgelu) {
+      const float2 p = V::unpack(from_word<W>(pre[k])), d = V::unpack(from_word<W>(word));
+      word = to_word(V::pack(d.x * gelu_grad(p.x, e.tanh_gelu), d.y * gelu_grad(p.y, e.tanh_gelu)));
+    }
+    *reinterpret_cast<uint32_t *>(out + offset) = word;
   }
-  stores += E == Epilogue::gelu ? 2 : 1;
+  if constexpr (E == Epilogue::dgelu) {
+    if (piece + 1 < PIECES) load_pre(pre, pend, piece + 1, consumer, s, e);
+  }
+  if (piece % 2 == 1) {
+    tk::fence_proxy_async_shared();
+    tk::wg::sync(1 + consumer);
+    if (me == 0) {
+      tk::tma::store_async(c_map, out, col0, row0);
+      if constexpr (E == Epilogue::gelu) tk::tma::store_async(aux_map, pre_box, col0, row0);
+      tk::bulk_commit_group();
+    }
+    stores += E == Epilogue::gelu ? 2 : 1;
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -283,6 +309,7 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
   tk::wg::accumulator<BN> acc;
   Pending<T> pend;
   pend.valid = false;
+  uint32_t pre[PIECE_WORDS];  // GELU': the pre-activation of the next piece, loaded one piece ahead
   int g = 0, stores = 0;
   for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
     const Unit w = unit(s, u);
@@ -293,16 +320,21 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
         retire_previous(acc, empty, g, kt == w.k_begin);
       }
     } else {
-      // the first BN / BOX slices each overlap one box of the previous tile's epilogue with their
-      // MMAs (issued, running asynchronously, retired after the box)
+      // the previous tile's epilogue, one piece after each of the first slices (every `step`-th slice
+      // when the tile has more than 2 x PIECES slices), while those slices' wgmmas run
+      const int step = max(1, (w.k_end - w.k_begin) / PIECES);
 #pragma unroll
-      for (int cb = 0; cb < BN / BOX; cb++) {
+      for (int piece = 0; piece < PIECES; piece++) {
         const bool mma = kt < w.k_end;
         if (mma) mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, kt == w.k_begin);
-        if (pend.valid) store_box<T, E>(pend, cb, consumer, s, e, c_map, aux_map, staging, stores);
+        if (pend.valid) store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, aux_map, staging, stores);
         if (mma) {
           retire_previous(acc, empty, g, kt == w.k_begin);
           kt++, g++;
+        }
+        for (int i = 1; i < step && kt < w.k_end; i++, kt++, g++) {
+          mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, false);
+          retire_previous(acc, empty, g, false);
         }
       }
       for (; kt < w.k_end; kt++, g++) {
@@ -313,12 +345,16 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
     tk::wg::mma_wait<0>(acc.v);
     if (tk::wg::warpgroup_thread() == 0) tk::arrive(empty[(g - 1) % STAGES]);
     if constexpr (E == Epilogue::store_f32) store_f32(acc, w, w.m0 + consumer * 64, s, e);
-    else round_into<T, E>(pend, acc, w, s, e);
+    else {
+      round_into<T, E>(pend, acc, w, s, e);
+      if constexpr (E == Epilogue::dgelu) load_pre(pre, pend, 0, consumer, s, e);
+    }
   }
   if constexpr (E != Epilogue::store_f32) {
     if (pend.valid) {
 #pragma unroll
-      for (int cb = 0; cb < BN / BOX; cb++) store_box<T, E>(pend, cb, consumer, s, e, c_map, aux_map, staging, stores);
+      for (int piece = 0; piece < PIECES; piece++)
+        store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, aux_map, staging, stores);
     }
     if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>();
   }
