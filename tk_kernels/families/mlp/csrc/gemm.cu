@@ -59,11 +59,14 @@ template <> struct vec2<__nv_bfloat16> {
   using type = __nv_bfloat162;
   __device__ static type pack(float a, float b) { return __floats2bfloat162_rn(a, b); }
   __device__ static float2 unpack(type v) { return __bfloat1622float2(v); }
+  // bf16 is the top half of an fp32: two integer ops, no conversion (measured: fewer registers)
+  __device__ static float2 unpack_word(uint32_t u) { return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u)); }
 };
 template <> struct vec2<__half> {
   using type = __half2;
   __device__ static type pack(float a, float b) { return __floats2half2_rn(a, b); }
   __device__ static float2 unpack(type v) { return __half22float2(v); }
+  __device__ static float2 unpack_word(uint32_t u);
 };
 template <typename V>
 __device__ __forceinline__ uint32_t to_word(V v) {
@@ -77,6 +80,7 @@ __device__ __forceinline__ V from_word(uint32_t u) {
   memcpy(&v, &u, sizeof(u));
   return v;
 }
+__device__ __forceinline__ float2 vec2<__half>::unpack_word(uint32_t u) { return __half22float2(from_word<__half2>(u)); }
 
 // The work unit u: its tile's first row and column, and its range of K slices.
 struct Unit {
@@ -203,8 +207,8 @@ __device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accum
 // 8 words per thread), each placed right after one K slice of the next tile has been issued, so that
 // its ALU work runs while that slice's wgmmas do. Piece 2b writes the first half of box b (64 columns)
 // into a 128B-swizzled staging buffer, piece 2b + 1 the second half, then TMA stores the box (rows >= M
-// and columns >= N are dropped by TMA). The GELU epilogue stores two boxes: the pre-activation and
-// the activation. The GELU' epilogue reads the forward's pre-activation from global memory one piece
+// and columns >= N are dropped by TMA). The GELU epilogue also writes the pre-activation, with plain
+// 4-byte global stores (a second staged box would serialise on its TMA store). The GELU' epilogue reads the forward's pre-activation from global memory one piece
 // ahead (`pre`: 8 words), so the loads' latency is hidden too. Callers pass `piece` from fully
 // unrolled loops: compile-time indices keep the pending words in registers (ptxas -v: no stack frame).
 constexpr int PIECES = 2 * BN / BOX;
@@ -232,17 +236,14 @@ __device__ __forceinline__ void load_pre(uint32_t (&pre)[PIECE_WORDS], const Pen
 template <typename T, Epilogue E>
 __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int piece, uint32_t (&pre)[PIECE_WORDS],
                                             int consumer, const Shape &s, const EpiArgs &e, const CUtensorMap &c_map,
-                                            const CUtensorMap &aux_map, char *staging, int &stores) {
+                                            char *staging, int &stores) {
   using V = vec2<T>;
   using W = typename V::type;
   const int me = tk::wg::warpgroup_thread(), cb = piece / 2;
   const int row0 = pend.unit.m0 + consumer * 64, col0 = pend.unit.n0 + cb * BOX;
-  char *out = staging + (stores & 1) * BOX_BYTES, *pre_box = staging + ((stores + 1) & 1) * BOX_BYTES;
-  if (piece % 2 == 0) {  // the store that last read a buffer about to be written is done with it
-    if (me == 0) {
-      if constexpr (E == Epilogue::gelu) tk::bulk_wait_group_read<0>();
-      else tk::bulk_wait_group_read<1>();
-    }
+  char *out = staging + (stores & 1) * BOX_BYTES;
+  if (piece % 2 == 0) {  // the store that last read the buffer about to be written is done with it
+    if (me == 0) tk::bulk_wait_group_read<1>();
     tk::wg::sync(1 + consumer);
   }
 #pragma unroll
@@ -251,12 +252,14 @@ __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int pi
     const int r = tk::wg::accumulator<BN>::row(i), c = tk::wg::accumulator<BN>::col(i) - cb * BOX;
     const int offset = tk::tma::swizzle128_offset(r, c * 2);
     uint32_t word = pend.word[i / 2];
-    if constexpr (E == Epilogue::gelu) {
-      *reinterpret_cast<uint32_t *>(pre_box + offset) = word;
-      const float2 p = V::unpack(from_word<W>(word));
+    if constexpr (E == Epilogue::gelu) {  // the pre-activation: straight to global memory, no staging
+      const int row = row0 + r, col = col0 + c;
+      if (row < s.M && col < s.N)
+        *reinterpret_cast<uint32_t *>(static_cast<T *>(const_cast<void *>(e.aux)) + int64_t(row) * e.ldc + col) = word;
+      const float2 p = V::unpack_word(word);
       word = to_word(V::pack(gelu(p.x, e.tanh_gelu), gelu(p.y, e.tanh_gelu)));
     } else if constexpr (E == Epilogue::dgelu) {
-      const float2 p = V::unpack(from_word<W>(pre[k])), d = V::unpack(from_word<W>(word));
+      const float2 p = V::unpack_word(pre[k]), d = V::unpack_word(word);
       word = to_word(V::pack(d.x * gelu_grad(p.x, e.tanh_gelu), d.y * gelu_grad(p.y, e.tanh_gelu)));
     }
     *reinterpret_cast<uint32_t *>(out + offset) = word;
@@ -269,10 +272,9 @@ __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int pi
     tk::wg::sync(1 + consumer);
     if (me == 0) {
       tk::tma::store_async(c_map, out, col0, row0);
-      if constexpr (E == Epilogue::gelu) tk::tma::store_async(aux_map, pre_box, col0, row0);
       tk::bulk_commit_group();
     }
-    stores += E == Epilogue::gelu ? 2 : 1;
+    stores++;
   }
 }
 
@@ -282,7 +284,7 @@ __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int pi
 template <typename T, Major AM, Major BMJ, Epilogue E>
 __global__ void __launch_bounds__(THREADS, 1)
 gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-            const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap aux_map,
+            const __grid_constant__ CUtensorMap c_map,
             const Shape s, const EpiArgs e) {
   extern __shared__ char smem_raw[];
   char *ring = smem_raw + ((1024 - (tk::smem_u32(smem_raw) & 1023)) & 1023);
@@ -327,7 +329,7 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
       for (int piece = 0; piece < PIECES; piece++) {
         const bool mma = kt < w.k_end;
         if (mma) mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, kt == w.k_begin);
-        if (pend.valid) store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, aux_map, staging, stores);
+        if (pend.valid) store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, staging, stores);
         if (mma) {
           retire_previous(acc, empty, g, kt == w.k_begin);
           kt++, g++;
@@ -354,7 +356,7 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
     if (pend.valid) {
 #pragma unroll
       for (int piece = 0; piece < PIECES; piece++)
-        store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, aux_map, staging, stores);
+        store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, staging, stores);
     }
     if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>();
   }
@@ -385,15 +387,14 @@ template <typename T, Major AM, Major BMJ, Epilogue E>
 cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
   const CUtensorMap a_map = operand_map<T>(p.a, AM, p.M, p.K, p.lda, BM);
   const CUtensorMap b_map = operand_map<T>(p.b, BMJ, p.N, p.K, p.ldb, BN);
-  CUtensorMap c_map{}, aux_map{};
+  CUtensorMap c_map{};
   if constexpr (E != Epilogue::store_f32) c_map = tk::host::matrix_map<T>(p.c, p.M, p.N, p.ldc, 64, BOX, 128);
-  if constexpr (E == Epilogue::gelu) aux_map = tk::host::matrix_map<T>(p.aux, p.M, p.N, p.ldc, 64, BOX, 128);
   const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.tanh_gelu, s.splits > 1};
   auto kernel = gemm_kernel<T, AM, BMJ, E>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (err != cudaSuccess) return err;
   const int grid = std::min(sm_count(), s.tiles * s.splits);
-  kernel<<<grid, THREADS, SMEM_BYTES, stream>>>(a_map, b_map, c_map, aux_map, s, e);
+  kernel<<<grid, THREADS, SMEM_BYTES, stream>>>(a_map, b_map, c_map, s, e);
   return cudaGetLastError();
 }
 
