@@ -156,7 +156,32 @@ def check_backward(ext, quick: bool) -> int:
     return failures
 
 
-def bench(ext, shapes) -> None:
+def build_variants():
+    """dev/hopper/attention_variants.cu (the Hopper kernel with other template arguments), or None."""
+    from tk_kernels.build import _cpp_extension
+    cpp_extension = _cpp_extension()
+    csrc = os.path.join(ROOT, "tk_kernels", "families", "attention", "csrc")
+    os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0a"
+    t0 = time.time()
+    try:
+        ext = cpp_extension.load(
+            name="tk_dev_attention_variants",
+            sources=[os.path.join(ROOT, "dev", "hopper", "attention_variants.cu"),
+                     os.path.join(ROOT, "dev", "hopper", "attention_variants_bind.cpp")],
+            extra_include_paths=[os.path.join(ROOT, "tk_kernels", "include"), csrc],
+            extra_cflags=["-O3", "-std=c++20"],
+            extra_cuda_cflags=["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr",
+                               "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+                               "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__"],
+            verbose=False)
+    except Exception as e:  # a dev extra: report and go on without it
+        print(f"variants: build failed ({str(e).splitlines()[-1][:200]}); timing without them")
+        return None
+    print(f"variants built in {time.time() - t0:.0f} s")
+    return ext
+
+
+def bench(ext, shapes, variants=None) -> None:
     from triton.testing import do_bench
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -169,6 +194,8 @@ def bench(ext, shapes) -> None:
     impls = {
         "hopper": lambda q, k, v, causal, sc: ext.attention_forward_hopper(q, k, v, causal, sc),
         "portable": lambda q, k, v, causal, sc: ext.attention_forward(q, k, v, causal, sc, 0.0),
+        **({} if variants is None else {
+            "no-pp": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 1)}),
         "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
         "flash": sdpa(SDPBackend.FLASH_ATTENTION),
     }
@@ -201,6 +228,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer accuracy cases and timing shapes")
     ap.add_argument("--no-bench", action="store_true", help="accuracy only")
+    ap.add_argument("--no-variants", action="store_true", help="do not build/time dev/hopper/attention_variants.cu")
     args = ap.parse_args()
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         print("needs an sm_90 GPU (H100 / H200)")
@@ -220,7 +248,15 @@ def main() -> int:
     failures += check_backward(ext, args.quick)
     print(f"\n{'ALL CHECKS PASSED' if failures == 0 else f'{failures} CHECKS FAILED'}", flush=True)
     if not args.no_bench:
-        bench(ext, QUICK_SHAPES if args.quick else SHAPES)
+        progress("build variants", limit_s=1200.0)
+        variants = None if args.no_variants else build_variants()
+        if variants is not None:  # quick check that the variant computes the same thing
+            q, k, v = qkv_views(2, 3, 1000, 128, torch.bfloat16, seed=5)
+            progress("variant check")
+            o1 = variants.forward(q, k, v, True, 0.088, 1)[0]
+            o0 = ext.attention_forward_hopper(q, k, v, True, 0.088)[0]
+            print(f"variant no-pp vs shipped: max abs diff {(o1.float() - o0.float()).abs().max().item():.2e}")
+        bench(ext, QUICK_SHAPES if args.quick else SHAPES, variants)
     return 1 if failures else 0
 
 

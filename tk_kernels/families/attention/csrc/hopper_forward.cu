@@ -18,11 +18,17 @@
 //       O = O 2^((m - m') c) + P_j V_j     wgmma m64nDk16 with A = P_j from REGISTERS (the fp32
 //                             accumulator packed to 16 bits is the A fragment: wg::to_a_fragment)
 //                             and B = V_j MN-major in shared memory (wg::desc_mn128, tnspB)
-//     with c = scale * log2(e) folded into one FFMA before exp2. The two GEMMs of neighbouring key
-//     tiles overlap inside a warpgroup: S_{j+1} and P_j V_j are issued back to back, the softmax of
-//     S_{j+1} runs while P_j V_j is still on the tensor cores, and only then is O rescaled (so P_j's
-//     registers are reused only after the wgmma that reads them has completed). The two consumers
-//     drift freely, so one's softmax also overlaps the other's GEMMs.
+//     with c = scale * log2(e) folded into one FFMA before exp2. Per key tile a consumer issues
+//     S_{j+1} = Q K_{j+1}^T and O += P_j V_j back to back, waits for S_{j+1}, runs its softmax, waits for
+//     P_j V_j (then p[] and the ring slot are free) and rescales O before its next issue.
+//   * Ping-pong (FlashAttention-3): the two consumers hand the right to issue wgmmas back and forth with
+//     named barriers, so one's softmax runs while the other's GEMMs occupy the tensor cores.
+//     Intra-warpgroup overlap (the softmax of S_{j+1} while P_j V_j is still running) is what the issue
+//     order above asks for, but ptxas (CUDA 13) moves the wait for P_j V_j above the softmax's exp2s
+//     (seen in the SASS; the PTX has the intended order), and a data dependency to pin it (a branch
+//     on the row sum) made ptxas serialise every wgmma. So within a warpgroup the exp2s run after the
+//     P V group; across the two warpgroups they overlap. dev/hopper/attention_variants.cu times the
+//     kernel without ping-pong for comparison.
 //   * Finish: O /= l, lse = (m c + log2 l) ln 2. Each consumer writes its 64 x D bf16/fp16 O tile into
 //     its own (no longer needed) rows of the Q buffer, in the 128B-swizzled layout, and one thread
 //     stores it with TMA. lse goes straight from registers (one lane per row).
@@ -72,6 +78,7 @@ constexpr int CONSUMERS = 2;
 constexpr int HTHREADS = (CONSUMERS + 1) * wg::WARPGROUP_THREADS;
 constexpr int PANEL_COLS = 64;                // 128 bytes of 16-bit elements: one swizzle row
 constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;  // 128 x 24 + 256 x 240 <= 64K registers
+constexpr int PINGPONG_BAR = 3;               // named barriers 3, 4 (1, 2: each consumer's own, epilogue)
 
 template <int D>
 struct hop_layout {
@@ -117,7 +124,9 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-template <typename T, int D, bool CAUSAL>
+// PINGPONG: the consumers alternate their wgmma issues (the shipped kernel; false is the variant
+// without hand-offs that dev/hopper/check_attention.py times against it).
+template <typename T, int D, bool CAUSAL, bool PINGPONG>
 __global__ void __launch_bounds__(HTHREADS, 1)
 attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
@@ -259,23 +268,40 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     for (int kk = 0; kk < HBLOCK_N / 16; kk++) wg::to_a_fragment(p[kk], s.v, kk);
   };
 
+  // Ping-pong: the consumers take turns issuing their wgmmas (named barriers PINGPONG_BAR + c), so one's
+  // softmax runs while the other's GEMMs occupy the tensor cores. Consumer 0 goes first; the last
+  // hand-off of consumer 1 is skipped so that arrivals and syncs balance.
+  auto my_turn = [&]() {
+    if constexpr (PINGPONG) wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS);
+  };
+  auto their_turn = [&]() {
+    if constexpr (PINGPONG) wg::named_arrive(PINGPONG_BAR + (1 - c), 2 * wg::WARPGROUP_THREADS);
+  };
+  if (c == 1) their_turn();
+
   float alpha[2];
+  my_turn();
   issue_s(0);
+  their_turn();
   wg::mma_wait<0>(s.v);
   softmax(0, alpha);
   to_p();
   for (int j = 1; j < n_tiles; j++) {
-    issue_s(j);                 // S_j = Q K_j^T
     rescale_o(alpha);           // by the factor of tile j-1 (O is not in flight here)
+    my_turn();
+    issue_s(j);                 // S_j = Q K_j^T
     issue_pv(j - 1);            // O += P_{j-1} V_{j-1}, reading p[] from registers
+    their_turn();
     wg::mma_wait<1>(s.v);       // S_j done (groups complete in order)
-    softmax(j, alpha);          // overlaps P_{j-1} V_{j-1}
+    softmax(j, alpha);
     wg::mma_wait<0>(o.v);       // P_{j-1} V_{j-1} done: slot j-1 and p[] are free
     release(j - 1);
     to_p();
   }
   rescale_o(alpha);
+  my_turn();
   issue_pv(n_tiles - 1);
+  if (c == 0) their_turn();
   wg::mma_wait<0>(o.v);
   release(n_tiles - 1);
 
@@ -304,7 +330,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   }
   fence_proxy_async_shared();
   wg::sync(1 + c);
-  if (me == 0) {
+  if (me == 0 && r0 < T_) {     // (a box wholly past T would be dropped anyway)
     for (int pn = 0; pn < L::PANELS; pn++) tma::store_async(o_map, stage + pn * L::Q_PANEL, pn * PANEL_COLS, r0, h, b);
     bulk_commit_group();
     bulk_wait_group_read<0>();
@@ -327,7 +353,7 @@ CUtensorMap bhtd_map(const void *ptr, const Strides &st, int B, int H, int T_, i
                                 {uint32_t(PANEL_COLS), uint32_t(box_rows), 1u, 1u}, 128);
 }
 
-template <typename T, int D, bool CAUSAL>
+template <typename T, int D, bool CAUSAL, bool PINGPONG = true>
 cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
   CUtensorMap qm, km, vm, om;
   try {
@@ -340,7 +366,7 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
   }
   hop_args a{p.T, p.H, p.B, p.scale * LOG2E, p.lse};
   constexpr int smem = hop_layout<D>::SMEM_BYTES;
-  auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL>;
+  auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL, PINGPONG>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const int64_t n_blocks = int64_t((p.T + HBLOCK_M - 1) / HBLOCK_M) * p.H * p.B;
