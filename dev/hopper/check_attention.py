@@ -11,7 +11,8 @@ passes when its rel-L2 error <= max(2 x SDPA's, 4e-3 bf16 / 6e-4 fp16) and lse w
 < 2e-3 (the GPU tests' tolerances). A few cases also run the (portable) backward on the Hopper
 forward's o and lse and check dq, dk, dv the same way. Output is poisoned with NaN first (unwritten
 elements fail).
-Timing: median of triton's do_bench, forward only, bf16, contiguous q/k/v views of a fused qkv,
+Timing: median of triton's do_bench, forward only, bf16, contiguous (B, H, T, D) q/k/v (--strided:
+the qkv views),
 TFLOP/s = 4 B H T^2 D (halved when causal); ratios are ours(hopper) / peer.
 Exit status 1 if any check fails.
 """
@@ -101,7 +102,8 @@ def check_forward(ext, quick: bool) -> int:
         sc = scale if scale is not None else 1.0 / math.sqrt(D)
         o_ref, lse_ref = reference(q, k, v, causal, sc)
         o_sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sc)
-        tol = max(2 * rel_err(o_sdpa, o_ref), FLOOR[dtype])
+        e_sdpa = rel_err(o_sdpa, o_ref)
+        tol = max(2 * e_sdpa, FLOOR[dtype])
         line = f"  B={B} H={H} T={T:5d} D={D:3d} {'causal' if causal else 'full  '} {str(dtype)[6:]:8s}" \
                f"{'' if scale is None else f' scale={scale}'}"
         for name, run in (("hopper", lambda: ext.attention_forward_hopper(q, k, v, causal, sc)),
@@ -121,7 +123,7 @@ def check_forward(ext, quick: bool) -> int:
             ok = finite and eo <= tol and el < LSE_TOL and o.stride() == (T * H * D, D, H * D, 1)
             failures += not ok
             line += f" | {name} o {eo:.2e} lse {el:.1e}{'' if ok else ' WRONG'}"
-        print(line + f" | sdpa {tol / 2:.2e} (tol {tol:.1e})")
+        print(line + f" | sdpa o {e_sdpa:.2e} (tol {tol:.1e})", flush=True)
     return failures
 
 
@@ -181,7 +183,7 @@ def build_variants():
     return ext
 
 
-def bench(ext, shapes, variants=None) -> None:
+def bench(ext, shapes, variants=None, strided=False) -> None:
     from triton.testing import do_bench
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -195,16 +197,20 @@ def bench(ext, shapes, variants=None) -> None:
         "hopper": lambda q, k, v, causal, sc: ext.attention_forward_hopper(q, k, v, causal, sc),
         "portable": lambda q, k, v, causal, sc: ext.attention_forward(q, k, v, causal, sc, 0.0),
         **({} if variants is None else {
-            "no-pp": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 1)}),
+            "no-pp": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 1),
+            "persist": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 2)}),
         "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
         "flash": sdpa(SDPBackend.FLASH_ATTENTION),
     }
-    print("\nforward TFLOP/s (median do_bench), bf16; ratios = hopper / peer")
+    print(f"\nforward TFLOP/s (median do_bench), bf16, {'strided qkv views' if strided else 'contiguous'} "
+          f"q/k/v; ratios = hopper / peer")
     head = f"{'(B,H,T,D)':18s} {'mask':6s}" + "".join(f"{n:>10s}" for n in impls) + \
            "".join(f"{'/' + n:>10s}" for n in ("portable", "cudnn", "flash"))
     print(head)
     for B, H, T, D in shapes:
         q, k, v = qkv_views(B, H, T, D, torch.bfloat16, seed=7)
+        if not strided:
+            q, k, v = (t.contiguous() for t in (q, k, v))
         sc = 1.0 / math.sqrt(D)
         for causal in (True, False):
             flop = 4 * B * H * T * T * D / (2 if causal else 1)
@@ -228,6 +234,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer accuracy cases and timing shapes")
     ap.add_argument("--no-bench", action="store_true", help="accuracy only")
+    ap.add_argument("--strided", action="store_true", help="time on nanoGPT's strided qkv views (default: "
+                    "contiguous (B, H, T, D), like bench/bench_attention.py)")
     ap.add_argument("--no-variants", action="store_true", help="do not build/time dev/hopper/attention_variants.cu")
     args = ap.parse_args()
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
@@ -250,13 +258,16 @@ def main() -> int:
     if not args.no_bench:
         progress("build variants", limit_s=1200.0)
         variants = None if args.no_variants else build_variants()
-        if variants is not None:  # quick check that the variant computes the same thing
-            q, k, v = qkv_views(2, 3, 1000, 128, torch.bfloat16, seed=5)
-            progress("variant check")
-            o1 = variants.forward(q, k, v, True, 0.088, 1)[0]
-            o0 = ext.attention_forward_hopper(q, k, v, True, 0.088)[0]
-            print(f"variant no-pp vs shipped: max abs diff {(o1.float() - o0.float()).abs().max().item():.2e}")
-        bench(ext, QUICK_SHAPES if args.quick else SHAPES, variants)
+        if variants is not None:  # the variants compute the same thing (persist: several items per CTA)
+            for B, H, T, D, causal in ((4, 16, 1000, 128, True), (8, 16, 777, 64, False), (64, 6, 256, 64, True)):
+                q, k, v = qkv_views(B, H, T, D, torch.bfloat16, seed=5)
+                o0, l0 = ext.attention_forward_hopper(q, k, v, causal, 0.088)[:2]
+                for var, name in ((1, "no-pp"), (2, "persist")):
+                    progress(f"variant check {name} {(B, H, T, D, causal)}")
+                    o1, l1 = variants.forward(q, k, v, causal, 0.088, var)
+                    print(f"variant {name} vs shipped {(B, H, T, D, causal)}: o max abs diff "
+                          f"{(o1.float() - o0.float()).abs().max().item():.2e}, lse {(l1 - l0).abs().max().item():.2e}")
+        bench(ext, QUICK_SHAPES if args.quick else SHAPES, variants, strided=args.strided)
     return 1 if failures else 0
 
 

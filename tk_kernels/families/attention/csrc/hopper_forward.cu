@@ -7,7 +7,9 @@
 //   so the portable backward (backward*.cu) consumes it unchanged. The backward stays portable.
 //
 // Algorithm (FlashAttention-3 style warp specialisation, online softmax in base 2):
-//   One CTA per 128-query block of one (b, h): 3 warpgroups.
+//   A work item is a 128-query block of one (b, h); one CTA per item (the launcher can also start one
+//   CTA per SM that walks the items: the producer then loads the next item's Q, K, V while the
+//   consumers finish the current one; dev/hopper/attention_variants.cu times that). 3 warpgroups.
 //   * Warpgroup 0, the producer, shrinks to 24 registers (setmaxnreg); one thread issues TMA loads:
 //     the Q block once, then K_j and V_j (128 keys each) into a STAGES-deep ring. Each slot has two
 //     "full" barriers (K landed, V landed: S = Q K^T may start before V arrives) and one "empty"
@@ -30,13 +32,15 @@
 //     P V group; across the two warpgroups they overlap. dev/hopper/attention_variants.cu times the
 //     kernel without ping-pong for comparison.
 //   * Finish: O /= l, lse = (m c + log2 l) ln 2. Each consumer writes its 64 x D bf16/fp16 O tile into
-//     its own (no longer needed) rows of the Q buffer, in the 128B-swizzled layout, and one thread
-//     stores it with TMA. lse goes straight from registers (one lane per row).
+//     its rows of an O staging buffer, in the 128B-swizzled layout, and one thread stores it with TMA.
+//     lse goes straight from registers (one lane per row). A "Q empty" barrier (both consumers' last
+//     S GEMM done) lets the producer load the next item's Q during the finish.
 //
 // Tiling and data movement:
-//   * Shared memory (128B swizzle; a 64-column panel per 128 bytes of row): Q 128 x D, then STAGES x
-//     (K 128 x D + V 128 x D). D = 64: 3 stages, 112 KB; D = 128: 2 stages, 160 KB (3 would not fit
-//     next to Q in 227 KB). 1 CTA per SM (the 240-register consumers use the whole register file).
+//   * Shared memory (128B swizzle; a 64-column panel per 128 bytes of row): Q 128 x D, O staging
+//     128 x D, then STAGES x (K 128 x D + V 128 x D). D = 64: 3 stages, 128 KB; D = 128: 2 stages,
+//     192 KB (3 would not fit in 227 KB). 1 CTA per SM (the 240-register consumers use the whole
+//     register file).
 //   * Strided views: every operand is a rank-4 TMA tensor map over (D, T, H, B) with the tensor's own
 //     strides (nanoGPT's q/k/v views of one (B, T, 3C) tensor, no copies), built on the host per call
 //     (a few microseconds; plain kernel parameters, so CUDA-graph capture records them).
@@ -56,6 +60,7 @@
 // with an extension built for sm_90a.
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 
 #include "attention.h"
@@ -89,7 +94,8 @@ struct hop_layout {
   static constexpr int Q_BYTES = PANELS * Q_PANEL;
   static constexpr int KV_BYTES = PANELS * KV_PANEL;           // one K (or V) tile
   static constexpr int Q_OFF = 0;
-  static constexpr int K_OFF = Q_BYTES;
+  static constexpr int O_OFF = Q_BYTES;                        // O staging for the TMA store, Q's layout
+  static constexpr int K_OFF = O_OFF + Q_BYTES;
   static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
   static constexpr int SMEM_BYTES = V_OFF + STAGES * KV_BYTES + 1024;  // + 1024-byte alignment slack
   static_assert(SMEM_BYTES <= 227 * 1024, "Hopper attention: shared memory over 227 KB");
@@ -105,10 +111,9 @@ struct hop_coord {
   int mb, b, h;
 };
 template <bool CAUSAL>
-__device__ __forceinline__ hop_coord hop_block(const hop_args &a) {
+__device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx) {
   const int n_mblocks = (a.seq + HBLOCK_M - 1) / HBLOCK_M;
   const int n_heads = a.heads * a.batch;
-  const int idx = blockIdx.x;
   const int mb = CAUSAL ? n_mblocks - 1 - idx / n_heads : idx % n_mblocks;
   const int bh = CAUSAL ? idx % n_heads : idx / n_mblocks;
   return {mb, bh / a.heads, bh % a.heads};
@@ -126,6 +131,9 @@ __device__ __forceinline__ float quad_sum(float x) {
 
 // PINGPONG: the consumers alternate their wgmma issues (the shipped kernel; false is the variant
 // without hand-offs that dev/hopper/check_attention.py times against it).
+// Work items are (query block, b, h) in hop_block order; CTA i takes items i, i + gridDim.x, ... (one
+// item per CTA when the grid has one CTA per item; a persistent grid of one CTA per SM lets the
+// producer load the next item's Q, K, V while the consumers finish the current one).
 template <typename T, int D, bool CAUSAL, bool PINGPONG>
 __global__ void __launch_bounds__(HTHREADS, 1)
 attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
@@ -136,13 +144,15 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   constexpr int STAGES = L::STAGES;
   extern __shared__ char smem_raw[];
   char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-  __shared__ barrier q_full, k_full[STAGES], v_full[STAGES], kv_empty[STAGES];
+  __shared__ barrier q_full, q_empty, k_full[STAGES], v_full[STAGES], kv_empty[STAGES];
   auto q_panel = [&](int p) { return base + L::Q_OFF + p * L::Q_PANEL; };
+  auto o_panel = [&](int p) { return base + L::O_OFF + p * L::Q_PANEL; };
   auto k_tile = [&](int s) { return base + L::K_OFF + s * L::KV_BYTES; };
   auto v_tile = [&](int s) { return base + L::V_OFF + s * L::KV_BYTES; };
 
   if (threadIdx.x == 0) {
     init(q_full, 1);
+    init(q_empty, CONSUMERS);
     for (int s = 0; s < STAGES; s++) {
       init(k_full[s], 1);
       init(v_full[s], 1);
@@ -153,26 +163,35 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   __syncthreads();
 
   const int T_ = a.seq;
-  const auto [mb, b, h] = hop_block<CAUSAL>(a);
-  const int m0 = mb * HBLOCK_M;
-  const int rows_seen = CAUSAL ? min(m0 + HBLOCK_M, T_) : T_;
-  const int n_tiles = (rows_seen + HBLOCK_N - 1) / HBLOCK_N;
+  const int n_items = ((T_ + HBLOCK_M - 1) / HBLOCK_M) * a.heads * a.batch;
+  auto tiles_of = [&](int mb) {
+    const int rows_seen = CAUSAL ? min(mb * HBLOCK_M + HBLOCK_M, T_) : T_;
+    return (rows_seen + HBLOCK_N - 1) / HBLOCK_N;
+  };
 
   if (wg::warpgroupid() == 0) {
     // ---- producer ----
     wg::set_max_registers<PRODUCER_REGS>();
     if (wg::warpgroup_thread() == 0) {
-      expect_bytes(q_full, L::Q_BYTES);
-      for (int p = 0; p < L::PANELS; p++) tma::load_async(q_panel(p), q_map, q_full, p * PANEL_COLS, m0, h, b);
-      for (int j = 0; j < n_tiles; j++) {
-        const int s = j % STAGES;
-        wait(kv_empty[s], ((j / STAGES) & 1) ^ 1);
-        expect_bytes(k_full[s], L::KV_BYTES);
+      int g = 0;  // key tiles loaded so far: ring slot g % STAGES, pass g / STAGES
+      int it = 0;
+      for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
+        const auto [mb, b, h] = hop_block<CAUSAL>(a, item);
+        const int n_tiles = tiles_of(mb);
+        wait(q_empty, (it & 1) ^ 1);  // both consumers are done with the previous item's Q
+        expect_bytes(q_full, L::Q_BYTES);
         for (int p = 0; p < L::PANELS; p++)
-          tma::load_async(k_tile(s) + p * L::KV_PANEL, k_map, k_full[s], p * PANEL_COLS, j * HBLOCK_N, h, b);
-        expect_bytes(v_full[s], L::KV_BYTES);
-        for (int p = 0; p < L::PANELS; p++)
-          tma::load_async(v_tile(s) + p * L::KV_PANEL, v_map, v_full[s], p * PANEL_COLS, j * HBLOCK_N, h, b);
+          tma::load_async(q_panel(p), q_map, q_full, p * PANEL_COLS, mb * HBLOCK_M, h, b);
+        for (int j = 0; j < n_tiles; j++, g++) {
+          const int s = g % STAGES;
+          wait(kv_empty[s], ((g / STAGES) & 1) ^ 1);
+          expect_bytes(k_full[s], L::KV_BYTES);
+          for (int p = 0; p < L::PANELS; p++)
+            tma::load_async(k_tile(s) + p * L::KV_PANEL, k_map, k_full[s], p * PANEL_COLS, j * HBLOCK_N, h, b);
+          expect_bytes(v_full[s], L::KV_BYTES);
+          for (int p = 0; p < L::PANELS; p++)
+            tma::load_async(v_tile(s) + p * L::KV_PANEL, v_map, v_full[s], p * PANEL_COLS, j * HBLOCK_N, h, b);
+        }
       }
     }
     return;
@@ -182,27 +201,22 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   wg::set_max_registers<CONSUMER_REGS>();
   const int c = wg::warpgroupid() - 1;
   const int me = wg::warpgroup_thread();
-  const int r0 = m0 + 64 * c;                    // first query row of this warpgroup
   const float sc = a.scale_log2;
   using acc_s = wg::accumulator<HBLOCK_N>;
   using acc_o = wg::accumulator<D>;
   acc_s s;
   acc_o o;
-#pragma unroll
-  for (int i = 0; i < acc_o::REGS; i++) o.v[i] = 0.f;
   wg::a_fragment<T> p[HBLOCK_N / 16];
   // This thread's two rows: acc row(0) (values 4j, 4j+1) and row(0) + 8 (values 4j+2, 4j+3).
-  float m_run[2] = {neg_infty(), neg_infty()}, l_run[2] = {0.f, 0.f};  // l: this thread's columns only
-  const int row_lo = r0 + acc_s::row(0);
-
-  wait(q_full, 0);
+  float m_run[2], l_run[2];  // l: this thread's columns only (summed over the quad at the end)
   uint64_t dq[L::PANELS];
 #pragma unroll
   for (int pn = 0; pn < L::PANELS; pn++) dq[pn] = wg::desc_k128(q_panel(pn) + c * 64 * 128);
 
-  auto issue_s = [&](int j) {
-    const int st = j % STAGES;
-    wait(k_full[st], (j / STAGES) & 1);
+  // g: absolute index of a key tile in this CTA's ring (slot g % STAGES, pass g / STAGES)
+  auto issue_s = [&](int g) {
+    const int st = g % STAGES;
+    wait(k_full[st], (g / STAGES) & 1);
     wg::mma_fence(s.v);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
@@ -211,9 +225,9 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     }
     wg::mma_commit();
   };
-  auto issue_pv = [&](int j) {
-    const int st = j % STAGES;
-    wait(v_full[st], (j / STAGES) & 1);
+  auto issue_pv = [&](int g) {
+    const int st = g % STAGES;
+    wait(v_full[st], (g / STAGES) & 1);
     wg::mma_fence(o.v);
     const uint64_t dv = wg::desc_mn128(v_tile(st), L::KV_PANEL);
 #pragma unroll
@@ -221,8 +235,9 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       wg::wgmma_rs<T, D, true>(o.v, p[kk].r, wg::desc_advance_k_mn(dv, kk), 1);
     wg::mma_commit();
   };
-  // Masks S_j, updates m and l, turns S_j into P_j in place (fp32); returns the O rescale factors.
-  auto softmax = [&](int j, float (&alpha)[2]) {
+  // Masks S (key tile j of rows r0..), updates m and l, turns S into P in place (fp32); alpha = the O
+  // rescale factors.
+  auto softmax = [&](int j, int r0, float (&alpha)[2]) {
     const int n0 = j * HBLOCK_N;
     if (CAUSAL && n0 + HBLOCK_N - 1 > r0) {
 #pragma unroll
@@ -238,17 +253,17 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     for (int hr = 0; hr < 2; hr++) {
       float mx = m_run[hr];
 #pragma unroll
-      for (int g = 0; g < HBLOCK_N / 8; g++) mx = fmaxf(mx, fmaxf(s.v[4 * g + 2 * hr], s.v[4 * g + 2 * hr + 1]));
+      for (int q = 0; q < HBLOCK_N / 8; q++) mx = fmaxf(mx, fmaxf(s.v[4 * q + 2 * hr], s.v[4 * q + 2 * hr + 1]));
       mx = quad_max(mx);
       alpha[hr] = fast_exp2((m_run[hr] - mx) * sc);   // 0 on the first tile (m = -inf)
       m_run[hr] = mx;
       const float mc = mx * sc;
       float sum = 0.f;
 #pragma unroll
-      for (int g = 0; g < HBLOCK_N / 8; g++) {
+      for (int q = 0; q < HBLOCK_N / 8; q++) {
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-          float &x = s.v[4 * g + 2 * hr + e];
+          float &x = s.v[4 * q + 2 * hr + e];
           x = fast_exp2(fmaf(x, sc, -mc));
           sum += x;
         }
@@ -256,8 +271,8 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       l_run[hr] = l_run[hr] * alpha[hr] + sum;
     }
   };
-  auto release = [&](int j) {
-    if (me == 0) arrive(kv_empty[j % STAGES]);
+  auto release = [&](int g) {
+    if (me == 0) arrive(kv_empty[g % STAGES]);
   };
   auto rescale_o = [&](const float (&f)[2]) {
 #pragma unroll
@@ -267,74 +282,92 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 #pragma unroll
     for (int kk = 0; kk < HBLOCK_N / 16; kk++) wg::to_a_fragment(p[kk], s.v, kk);
   };
-
   // Ping-pong: the consumers take turns issuing their wgmmas (named barriers PINGPONG_BAR + c), so one's
-  // softmax runs while the other's GEMMs occupy the tensor cores. Consumer 0 goes first; the last
-  // hand-off of consumer 1 is skipped so that arrivals and syncs balance.
+  // softmax runs while the other's GEMMs occupy the tensor cores. Consumer 0 goes first in every item;
+  // the last hand-off of consumer 1 in an item is skipped so that arrivals and syncs balance.
   auto my_turn = [&]() {
     if constexpr (PINGPONG) wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS);
   };
   auto their_turn = [&]() {
     if constexpr (PINGPONG) wg::named_arrive(PINGPONG_BAR + (1 - c), 2 * wg::WARPGROUP_THREADS);
   };
-  if (c == 1) their_turn();
 
-  float alpha[2];
-  my_turn();
-  issue_s(0);
-  their_turn();
-  wg::mma_wait<0>(s.v);
-  softmax(0, alpha);
-  to_p();
-  for (int j = 1; j < n_tiles; j++) {
-    rescale_o(alpha);           // by the factor of tile j-1 (O is not in flight here)
+  int g0 = 0;  // first ring index of the current item
+  int it = 0;
+  for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
+    const auto [mb, b, h] = hop_block<CAUSAL>(a, item);
+    const int n_tiles = tiles_of(mb);
+    const int r0 = mb * HBLOCK_M + 64 * c;   // first query row of this warpgroup
+#pragma unroll
+    for (int i = 0; i < acc_o::REGS; i++) o.v[i] = 0.f;
+    m_run[0] = m_run[1] = neg_infty();
+    l_run[0] = l_run[1] = 0.f;
+    if (c == 1) their_turn();
+
+    wait(q_full, it & 1);
+    float alpha[2];
     my_turn();
-    issue_s(j);                 // S_j = Q K_j^T
-    issue_pv(j - 1);            // O += P_{j-1} V_{j-1}, reading p[] from registers
+    issue_s(g0);
     their_turn();
-    wg::mma_wait<1>(s.v);       // S_j done (groups complete in order)
-    softmax(j, alpha);
-    wg::mma_wait<0>(o.v);       // P_{j-1} V_{j-1} done: slot j-1 and p[] are free
-    release(j - 1);
+    wg::mma_wait<0>(s.v);
+    softmax(0, r0, alpha);
     to_p();
-  }
-  rescale_o(alpha);
-  my_turn();
-  issue_pv(n_tiles - 1);
-  if (c == 0) their_turn();
-  wg::mma_wait<0>(o.v);
-  release(n_tiles - 1);
+    for (int j = 1; j < n_tiles; j++) {
+      rescale_o(alpha);           // by the factor of tile j-1 (O is not in flight here)
+      my_turn();
+      issue_s(g0 + j);            // S_j = Q K_j^T
+      issue_pv(g0 + j - 1);       // O += P_{j-1} V_{j-1}, reading p[] from registers
+      their_turn();
+      wg::mma_wait<1>(s.v);       // S_j done (groups complete in order)
+      softmax(j, r0, alpha);
+      wg::mma_wait<0>(o.v);       // P_{j-1} V_{j-1} done: slot j-1 and p[] are free
+      release(g0 + j - 1);
+      to_p();
+    }
+    if (me == 0) arrive(q_empty);  // every S of this item is done: the producer may load the next Q
+    rescale_o(alpha);
+    my_turn();
+    issue_pv(g0 + n_tiles - 1);
+    if (c == 0) their_turn();
+    wg::mma_wait<0>(o.v);
+    release(g0 + n_tiles - 1);
+    g0 += n_tiles;
 
-  // ---- finish ----
-  float inv_l[2], lse[2];
+    // ---- finish the item ----
+    float inv_l[2], lse[2];
 #pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    const float l = quad_sum(l_run[hr]);
-    inv_l[hr] = 1.f / l;
-    lse[hr] = (m_run[hr] * sc + fast_log2(l)) * LN2;
-  }
-  if ((me & 3) == 0) {
-    float *lse_row = a.lse + (int64_t(b) * a.heads + h) * T_;
-    if (row_lo < T_) lse_row[row_lo] = lse[0];
-    if (row_lo + 8 < T_) lse_row[row_lo + 8] = lse[1];
-  }
-  // O -> this warpgroup's 64 rows of the Q buffer (its own rows: no other warpgroup reads them), swizzled
-  // like the TMA box, then one TMA store per 64-column panel (rows >= T are dropped by TMA).
-  char *stage = q_panel(0) + c * 64 * 128;
+    for (int hr = 0; hr < 2; hr++) {
+      const float l = quad_sum(l_run[hr]);
+      inv_l[hr] = 1.f / l;
+      lse[hr] = (m_run[hr] * sc + fast_log2(l)) * LN2;
+    }
+    const int row_lo = r0 + acc_s::row(0);
+    if ((me & 3) == 0) {
+      float *lse_row = a.lse + (int64_t(b) * a.heads + h) * T_;
+      if (row_lo < T_) lse_row[row_lo] = lse[0];
+      if (row_lo + 8 < T_) lse_row[row_lo + 8] = lse[1];
+    }
+    // O -> this warpgroup's 64 rows of the O staging buffer, swizzled like the TMA box, then one TMA store
+    // per 64-column panel (rows >= T are dropped by TMA). The previous item's store must have read it.
+    char *stage = o_panel(0) + c * 64 * 128;
+    if (me == 0) bulk_wait_group_read<0>();
+    wg::sync(1 + c);
 #pragma unroll
-  for (int i = 0; i < acc_o::REGS; i += 2) {
-    const int row = acc_o::row(i), col = acc_o::col(i);
-    char *panel = stage + (col / PANEL_COLS) * L::Q_PANEL;
-    *reinterpret_cast<uint32_t *>(panel + wg::swizzle128_offset(row, col % PANEL_COLS)) =
-        wg::pack2<T>(o.v[i] * inv_l[(i >> 1) & 1], o.v[i + 1] * inv_l[(i >> 1) & 1]);
+    for (int i = 0; i < acc_o::REGS; i += 2) {
+      const int row = acc_o::row(i), col = acc_o::col(i);
+      char *panel = stage + (col / PANEL_COLS) * L::Q_PANEL;
+      *reinterpret_cast<uint32_t *>(panel + wg::swizzle128_offset(row, col % PANEL_COLS)) =
+          wg::pack2<T>(o.v[i] * inv_l[(i >> 1) & 1], o.v[i + 1] * inv_l[(i >> 1) & 1]);
+    }
+    fence_proxy_async_shared();
+    wg::sync(1 + c);
+    if (me == 0 && r0 < T_) {     // (a box wholly past T would be dropped anyway)
+      for (int pn = 0; pn < L::PANELS; pn++)
+        tma::store_async(o_map, stage + pn * L::Q_PANEL, pn * PANEL_COLS, r0, h, b);
+      bulk_commit_group();
+    }
   }
-  fence_proxy_async_shared();
-  wg::sync(1 + c);
-  if (me == 0 && r0 < T_) {     // (a box wholly past T would be dropped anyway)
-    for (int pn = 0; pn < L::PANELS; pn++) tma::store_async(o_map, stage + pn * L::Q_PANEL, pn * PANEL_COLS, r0, h, b);
-    bulk_commit_group();
-    bulk_wait_group_read<0>();
-  }
+  if (me == 0) bulk_wait_group<0>();
 #else
   __trap();
 #endif
@@ -353,15 +386,17 @@ CUtensorMap bhtd_map(const void *ptr, const Strides &st, int B, int H, int T_, i
                                 {uint32_t(PANEL_COLS), uint32_t(box_rows), 1u, 1u}, 128);
 }
 
+// persistent: one CTA per SM walking the work items (else one CTA per item).
 template <typename T, int D, bool CAUSAL, bool PINGPONG = true>
-cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
+cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, bool persistent = false) {
   CUtensorMap qm, km, vm, om;
   try {
     qm = bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, HBLOCK_M);
     km = bhtd_map<T>(p.k, p.k_s, p.B, p.H, p.T, D, HBLOCK_N);
     vm = bhtd_map<T>(p.v, p.v_s, p.B, p.H, p.T, D, HBLOCK_N);
     om = bhtd_map<T>(p.o, p.o_s, p.B, p.H, p.T, D, 64);
-  } catch (const std::exception &) {
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s\n", e.what());  // the binding reports only the cudaError_t
     return cudaErrorInvalidValue;
   }
   hop_args a{p.T, p.H, p.B, p.scale * LOG2E, p.lse};
@@ -369,8 +404,14 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
   auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL, PINGPONG>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  const int64_t n_blocks = int64_t((p.T + HBLOCK_M - 1) / HBLOCK_M) * p.H * p.B;
+  int64_t n_blocks = int64_t((p.T + HBLOCK_M - 1) / HBLOCK_M) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  if (persistent) {
+    int device, sms;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+    n_blocks = n_blocks < sms ? n_blocks : sms;
+  }
   kernel<<<unsigned(n_blocks), HTHREADS, smem, stream>>>(qm, km, vm, om, a);
   return cudaGetLastError();
 }
