@@ -198,7 +198,8 @@ def bench(ext, shapes, variants=None, strided=False) -> None:
         "portable": lambda q, k, v, causal, sc: ext.attention_forward(q, k, v, causal, sc, 0.0),
         **({} if variants is None else {
             "no-pp": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 1),
-            "persist": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 2)}),
+            "persist": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 2),
+            "3wg-d64": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 3)}),
         "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
         "flash": sdpa(SDPBackend.FLASH_ATTENTION),
     }
@@ -259,10 +260,12 @@ def main() -> int:
         progress("build variants", limit_s=1200.0)
         variants = None if args.no_variants else build_variants()
         if variants is not None:  # the variants compute the same thing (persist: several items per CTA)
-            for B, H, T, D, causal in ((4, 16, 1000, 128, True), (8, 16, 777, 64, False), (64, 6, 256, 64, True)):
+            for B, H, T, D, causal in ((4, 16, 1000, 128, True), (8, 16, 777, 64, False), (64, 6, 256, 64, True),
+                                       (3, 5, 17, 64, True), (2, 3, 1000, 64, True)):
                 q, k, v = qkv_views(B, H, T, D, torch.bfloat16, seed=5)
                 o0, l0 = ext.attention_forward_hopper(q, k, v, causal, 0.088)[:2]
-                for var, name in ((1, "no-pp"), (2, "persist")):
+                for var, name in ((1, "no-pp"), (2, "persist"), (3, "3wg-d64")) if D == 64 else (
+                        (1, "no-pp"), (2, "persist")):
                     progress(f"variant check {name} {(B, H, T, D, causal)}")
                     o1, l1 = variants.forward(q, k, v, causal, 0.088, var)
                     print(f"variant {name} vs shipped {(B, H, T, D, causal)}: o max abs diff "

@@ -52,6 +52,10 @@
 //     heads are launched first (as in forward.cu), so the last wave holds light blocks.
 //   * The first tile always holds key 0, which every row sees, so the running max is finite from then
 //     on (2^(-inf) = 0 covers the initial rescale).
+//   * Template arguments beyond (T, D, CAUSAL): PINGPONG (true) and NC, the number of consumer warpgroups
+//     (2: 128-query items, 240 registers each; 3, for D = 64 only: 192-query items, 160 registers). The
+//     shipped launcher uses PINGPONG = true, NC = 2, one CTA per item; dev/hopper/attention_variants.cu
+//     times the alternatives (no ping-pong, persistent, 3 consumers at D = 64).
 // Measured: not yet (written on a CPU machine; dev/hopper/check_attention.py checks and times it
 // beside SDPA cuDNN / flash and the portable kernel).
 //
@@ -77,19 +81,25 @@ namespace {
 
 using namespace tk;
 
-constexpr int HBLOCK_M = 128;                 // query rows per CTA (2 consumers x 64)
 constexpr int HBLOCK_N = 128;                 // keys per tile
-constexpr int CONSUMERS = 2;
-constexpr int HTHREADS = (CONSUMERS + 1) * wg::WARPGROUP_THREADS;
 constexpr int PANEL_COLS = 64;                // 128 bytes of 16-bit elements: one swizzle row
-constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;  // 128 x 24 + 256 x 240 <= 64K registers
-constexpr int PINGPONG_BAR = 3;               // named barriers 3, 4 (1, 2: each consumer's own, epilogue)
+constexpr int PRODUCER_REGS = 24;
+constexpr int PINGPONG_BAR = 5;               // named barriers 5.. (1..4: each consumer's own, epilogue)
 
-template <int D>
+// NC consumer warpgroups of 64 query rows each (2: 240 registers each; 3: 160), one producer.
+template <int NC>
+struct hop_threads {
+  static_assert(NC == 2 || NC == 3, "Hopper attention: 2 or 3 consumer warpgroups");
+  static constexpr int BLOCK_M = 64 * NC;               // query rows per work item
+  static constexpr int THREADS = (NC + 1) * wg::WARPGROUP_THREADS;
+  static constexpr int CONSUMER_REGS = NC == 2 ? 240 : 160;  // 128 x 24 + NC x 128 x R <= 64K registers
+};
+
+template <int D, int NC>
 struct hop_layout {
   static constexpr int PANELS = D / PANEL_COLS;
   static constexpr int STAGES = D == 64 ? 3 : 2;
-  static constexpr int Q_PANEL = HBLOCK_M * PANEL_COLS * 2;    // 16 KB
+  static constexpr int Q_PANEL = hop_threads<NC>::BLOCK_M * PANEL_COLS * 2;  // 16 KB (NC = 2)
   static constexpr int KV_PANEL = HBLOCK_N * PANEL_COLS * 2;   // 16 KB
   static constexpr int Q_BYTES = PANELS * Q_PANEL;
   static constexpr int KV_BYTES = PANELS * KV_PANEL;           // one K (or V) tile
@@ -110,9 +120,9 @@ struct hop_args {
 struct hop_coord {
   int mb, b, h;
 };
-template <bool CAUSAL>
+template <bool CAUSAL, int BLOCK_M>
 __device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx) {
-  const int n_mblocks = (a.seq + HBLOCK_M - 1) / HBLOCK_M;
+  const int n_mblocks = (a.seq + BLOCK_M - 1) / BLOCK_M;
   const int n_heads = a.heads * a.batch;
   const int mb = CAUSAL ? n_mblocks - 1 - idx / n_heads : idx % n_mblocks;
   const int bh = CAUSAL ? idx % n_heads : idx / n_mblocks;
@@ -134,14 +144,15 @@ __device__ __forceinline__ float quad_sum(float x) {
 // Work items are (query block, b, h) in hop_block order; CTA i takes items i, i + gridDim.x, ... (one
 // item per CTA when the grid has one CTA per item; a persistent grid of one CTA per SM lets the
 // producer load the next item's Q, K, V while the consumers finish the current one).
-template <typename T, int D, bool CAUSAL, bool PINGPONG>
-__global__ void __launch_bounds__(HTHREADS, 1)
+template <typename T, int D, bool CAUSAL, bool PINGPONG, int NC>
+__global__ void __launch_bounds__(hop_threads<NC>::THREADS, 1)
 attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
                             const __grid_constant__ hop_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = hop_layout<D>;
+  using L = hop_layout<D, NC>;
   constexpr int STAGES = L::STAGES;
+  constexpr int HBLOCK_M = hop_threads<NC>::BLOCK_M;
   extern __shared__ char smem_raw[];
   char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   __shared__ barrier q_full, q_empty, k_full[STAGES], v_full[STAGES], kv_empty[STAGES];
@@ -152,11 +163,11 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 
   if (threadIdx.x == 0) {
     init(q_full, 1);
-    init(q_empty, CONSUMERS);
+    init(q_empty, NC);
     for (int s = 0; s < STAGES; s++) {
       init(k_full[s], 1);
       init(v_full[s], 1);
-      init(kv_empty[s], CONSUMERS);
+      init(kv_empty[s], NC);
     }
     fence_barrier_init();
   }
@@ -176,7 +187,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       int g = 0;  // key tiles loaded so far: ring slot g % STAGES, pass g / STAGES
       int it = 0;
       for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
-        const auto [mb, b, h] = hop_block<CAUSAL>(a, item);
+        const auto [mb, b, h] = hop_block<CAUSAL, HBLOCK_M>(a, item);
         const int n_tiles = tiles_of(mb);
         wait(q_empty, (it & 1) ^ 1);  // both consumers are done with the previous item's Q
         expect_bytes(q_full, L::Q_BYTES);
@@ -198,7 +209,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   }
 
   // ---- consumers ----
-  wg::set_max_registers<CONSUMER_REGS>();
+  wg::set_max_registers<hop_threads<NC>::CONSUMER_REGS>();
   const int c = wg::warpgroupid() - 1;
   const int me = wg::warpgroup_thread();
   const float sc = a.scale_log2;
@@ -289,20 +300,20 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     if constexpr (PINGPONG) wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS);
   };
   auto their_turn = [&]() {
-    if constexpr (PINGPONG) wg::named_arrive(PINGPONG_BAR + (1 - c), 2 * wg::WARPGROUP_THREADS);
+    if constexpr (PINGPONG) wg::named_arrive(PINGPONG_BAR + (c + 1) % NC, 2 * wg::WARPGROUP_THREADS);
   };
 
   int g0 = 0;  // first ring index of the current item
   int it = 0;
   for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
-    const auto [mb, b, h] = hop_block<CAUSAL>(a, item);
+    const auto [mb, b, h] = hop_block<CAUSAL, HBLOCK_M>(a, item);
     const int n_tiles = tiles_of(mb);
     const int r0 = mb * HBLOCK_M + 64 * c;   // first query row of this warpgroup
 #pragma unroll
     for (int i = 0; i < acc_o::REGS; i++) o.v[i] = 0.f;
     m_run[0] = m_run[1] = neg_infty();
     l_run[0] = l_run[1] = 0.f;
-    if (c == 1) their_turn();
+    if (c == NC - 1) their_turn();
 
     wait(q_full, it & 1);
     float alpha[2];
@@ -328,7 +339,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     rescale_o(alpha);
     my_turn();
     issue_pv(g0 + n_tiles - 1);
-    if (c == 0) their_turn();
+    if (c != NC - 1) their_turn();
     wg::mma_wait<0>(o.v);
     release(g0 + n_tiles - 1);
     g0 += n_tiles;
@@ -387,11 +398,11 @@ CUtensorMap bhtd_map(const void *ptr, const Strides &st, int B, int H, int T_, i
 }
 
 // persistent: one CTA per SM walking the work items (else one CTA per item).
-template <typename T, int D, bool CAUSAL, bool PINGPONG = true>
+template <typename T, int D, bool CAUSAL, bool PINGPONG = true, int NC = 2>
 cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, bool persistent = false) {
   CUtensorMap qm, km, vm, om;
   try {
-    qm = bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, HBLOCK_M);
+    qm = bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, hop_threads<NC>::BLOCK_M);
     km = bhtd_map<T>(p.k, p.k_s, p.B, p.H, p.T, D, HBLOCK_N);
     vm = bhtd_map<T>(p.v, p.v_s, p.B, p.H, p.T, D, HBLOCK_N);
     om = bhtd_map<T>(p.o, p.o_s, p.B, p.H, p.T, D, 64);
@@ -400,8 +411,9 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, bool persiste
     return cudaErrorInvalidValue;
   }
   hop_args a{p.T, p.H, p.B, p.scale * LOG2E, p.lse};
-  constexpr int smem = hop_layout<D>::SMEM_BYTES;
-  auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL, PINGPONG>;
+  constexpr int smem = hop_layout<D, NC>::SMEM_BYTES;
+  constexpr int HBLOCK_M = hop_threads<NC>::BLOCK_M;
+  auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL, PINGPONG, NC>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   int64_t n_blocks = int64_t((p.T + HBLOCK_M - 1) / HBLOCK_M) * p.H * p.B;
@@ -412,7 +424,7 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, bool persiste
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
     n_blocks = n_blocks < sms ? n_blocks : sms;
   }
-  kernel<<<unsigned(n_blocks), HTHREADS, smem, stream>>>(qm, km, vm, om, a);
+  kernel<<<unsigned(n_blocks), hop_threads<NC>::THREADS, smem, stream>>>(qm, km, vm, om, a);
   return cudaGetLastError();
 }
 
