@@ -33,7 +33,7 @@ if REPO_ROOT not in sys.path:
 
 SHAPES = {
     "all": [(16, 12, 1024, 64), (8, 16, 2048, 64), (4, 16, 4096, 64), (8, 16, 2048, 128),
-            (4, 16, 4096, 128), (2, 16, 8192, 128), (1, 16, 16384, 128)],
+            (4, 16, 4096, 128), (2, 16, 8192, 128), (1, 16, 16384, 128), (64, 6, 256, 64)],
     "small": [(16, 12, 1024, 64), (4, 16, 2048, 128)],
 }
 IMPLS = ("tk", "flash", "cudnn", "efficient")
@@ -305,7 +305,10 @@ def main(argv=None) -> int:
         t0 = time.time()
         try:
             make_impl("tk")
-            print(f"tk kernels ready ({time.time() - t0:.1f}s)", flush=True)
+            from tk_kernels.families.attention import ops as tka
+            path = tka.forward_path(torch.empty(1, 1, 1, 64, device="cuda", dtype=dtype))
+            print(f"tk kernels ready ({time.time() - t0:.1f}s); tk forward path: {path} "
+                  f"(TK_ATTENTION_PATH=hopper|portable forces one)", flush=True)
         except Exception as e:
             print(f"tk kernels unavailable, shown as n/a: {short_error(e)}", flush=True)
 

@@ -225,3 +225,52 @@ def test_ops_have_schemas():
     assert "tk::attention_fwd" in str(torch.ops.tk.attention_fwd.default._schema)
     assert "tk::attention_bwd" in str(torch.ops.tk.attention_bwd.default._schema)
 
+
+
+# -----------------------------------------------------------------------------
+# forward path (Hopper / portable) selection
+
+def test_forward_path_env_values(monkeypatch):
+    q = torch.empty(1, 1, 1, 64)
+    monkeypatch.setenv("TK_ATTENTION_PATH", "bogus")
+    with pytest.raises(ValueError, match="TK_ATTENTION_PATH must be one of auto, hopper, portable"):
+        tka.forward_path(q)
+    # portable, and anything with dropout, never asks about the GPU (hopper_reason would fail on CPU)
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: pytest.fail("hopper_reason called"))
+    monkeypatch.setenv("TK_ATTENTION_PATH", "Portable")
+    assert tka.forward_path(q) == "portable"
+    for env in ("", "auto", "hopper"):
+        monkeypatch.setenv("TK_ATTENTION_PATH", env)
+        assert tka.forward_path(q, dropout_p=0.1) == "portable"
+
+
+@pytest.mark.parametrize("reason", [None, "no sm_90 here"])
+def test_forward_path_auto_and_forced_hopper(monkeypatch, reason):
+    q = torch.empty(1, 1, 1, 64)
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: reason)
+    monkeypatch.delenv("TK_ATTENTION_PATH", raising=False)
+    assert tka.forward_path(q) == ("hopper" if reason is None else "portable")
+    monkeypatch.setenv("TK_ATTENTION_PATH", "hopper")
+    if reason is None:
+        assert tka.forward_path(q) == "hopper"
+    else:
+        with pytest.raises(RuntimeError, match="TK_ATTENTION_PATH=hopper, but no sm_90 here"):
+            tka.forward_path(q)
+
+
+@pytest.mark.parametrize("capability,archs,expect", [
+    ((8, 0), ("sm_80", "sm_90a"), "needs an sm_90 GPU"),
+    ((12, 0), ("sm_120",), "needs an sm_90 GPU"),
+    ((9, 0), ("sm_80", "sm_90"), "without sm_90a"),
+    ((9, 0), ("sm_80", "sm_90a"), None),
+])
+def test_hopper_reason(monkeypatch, capability, archs, expect):
+    monkeypatch.setattr(tka, "_hopper_reasons", {})
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "Test GPU")
+    monkeypatch.setattr(tka, "_ext", lambda: types.SimpleNamespace(tk_archs=archs))
+    reason = tka.hopper_reason(torch.device("cuda", 0))
+    if expect is None:
+        assert reason is None
+    else:
+        assert expect in reason

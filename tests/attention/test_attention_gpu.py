@@ -386,6 +386,58 @@ def test_unsupported_inputs_raise_value_error():
 
 
 # -----------------------------------------------------------------------------
+# forward path: the sm_90a kernel (hopper_forward.cu) or the portable one (forward.cu).
+# Every test in this file runs on whichever path TK_ATTENTION_PATH selects (default: hopper on sm_90),
+# so `TK_ATTENTION_PATH=hopper pytest -m gpu tests/attention` and `TK_ATTENTION_PATH=portable ...`
+# run the whole matrix on each path on one H100/H200. The tests below check the selection itself.
+
+def hopper_ok() -> bool:
+    return tka.hopper_reason(torch.device("cuda")) is None
+
+
+def test_forward_path_selection(monkeypatch):
+    HOPPER = hopper_ok()
+    q = torch.empty(1, 1, 1, 64, device="cuda", dtype=torch.bfloat16)
+    monkeypatch.setenv("TK_ATTENTION_PATH", "portable")
+    assert tka.forward_path(q) == "portable"
+    monkeypatch.setenv("TK_ATTENTION_PATH", "auto")
+    assert tka.forward_path(q) == ("hopper" if HOPPER else "portable")
+    assert tka.forward_path(q, dropout_p=0.1) == "portable"
+    monkeypatch.setenv("TK_ATTENTION_PATH", "hopper")
+    if HOPPER:
+        assert tka.forward_path(q) == "hopper"
+    else:
+        with pytest.raises(RuntimeError, match="TK_ATTENTION_PATH=hopper, but"):
+            tka.forward_path(q)
+        with pytest.raises(RuntimeError, match="TK_ATTENTION_PATH=hopper, but"):
+            tka.attention(q, q, q)
+    assert torch.cuda.get_device_capability() != (9, 0) or HOPPER, tka.hopper_reason(q.device)
+
+
+@pytest.mark.parametrize("B,H,T,D,causal", [(3, 5, 17, 64, True), (1, 3, 1000, 128, False), (2, 3, 2048, 64, False),
+                                            (1, 2, 333, 128, True), (7, 1, 1, 64, False)])
+def test_hopper_forward_matches_portable(B, H, T, D, causal, monkeypatch):
+    """Both forwards on the same strided qkv views: o within bf16 rounding, lse within fp32 noise."""
+    if not hopper_ok():
+        pytest.skip(f"no Hopper forward here: {tka.hopper_reason(torch.device('cuda'))}")
+    seed = new_seed()
+    q, k, v = qkv_split(B, H, T, D, torch.bfloat16, gen(seed))
+    out = {}
+    for path in ("hopper", "portable"):
+        monkeypatch.setenv("TK_ATTENTION_PATH", path)
+        assert tka.forward_path(q) == path
+        poison_fwd(q)
+        out[path] = torch.ops.tk.attention_fwd(q, k, v, causal, 1.0 / math.sqrt(D), 0.0)
+    (oh, lh, rh), (op, lp, _) = out["hopper"], out["portable"]
+    assert oh.stride() == op.stride() and lh.shape == lp.shape and rh.numel() == 0
+    assert not torch.isnan(oh).any() and not torch.isnan(lh).any()
+    o_err = rel_err(oh, op.double())
+    lse_err = (lh - lp).abs().max().item()
+    print(f"[hopper vs portable {(B, H, T, D, causal)} seed={seed}] o rel {o_err:.2e} lse max abs {lse_err:.2e}")
+    assert o_err < 8e-3 and lse_err < 2e-3
+
+
+# -----------------------------------------------------------------------------
 # the small-shared-memory configurations (99 KB GPUs: RTX 30xx / 40xx), forced on a large GPU with
 # TK_SMEM_LIMIT, which the launcher reads on every call (csrc/attention_bwd.cu, device_budget)
 

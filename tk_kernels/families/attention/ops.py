@@ -22,6 +22,13 @@ returns them as rng_state, a (2,) int64 CUDA tensor [seed, offset] (empty (0,) w
 no generator state is drawn then); the backward regenerates the same mask from it.
 dropout_mask(rng_state, B, H, T, dropout_p) returns that mask, for tests.
 
+Forward kernel: on an sm_90 GPU (H100, H200) with an extension built for sm_90a (the default there)
+the forward without dropout runs csrc/hopper_forward.cu (wgmma + TMA, warp-specialised); everywhere
+else, and always with dropout, csrc/forward.cu (mma.sync, sm_80+). Both write the same o and lse, and
+the backward (csrc/backward*.cu) is the same for both. TK_ATTENTION_PATH=hopper|portable forces one
+(hopper on a GPU that cannot run it is an error; dropout still runs portable); forward_path() says
+which one a call takes.
+
 The backward accumulates dQ with fp32 atomics (fast; dQ may differ in the last bits between runs).
 It is bitwise reproducible when torch.use_deterministic_algorithms(True) is on or TK_DETERMINISTIC=1.
 """
@@ -70,10 +77,51 @@ def _empty_bthd(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     return x.new_empty((B, T, H, D), dtype=dtype).transpose(1, 2)
 
 
+ATTENTION_PATHS = ("auto", "hopper", "portable")
+_hopper_reasons: dict[int, str | None] = {}  # device index -> hopper_reason
+
+
+def hopper_reason(device: torch.device) -> str | None:
+    """Why the sm_90a forward cannot run on this CUDA device (not an sm_90 GPU, or an extension built
+    without sm_90a), or None if it can; computed once per device (may build the extension)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _hopper_reasons:
+        major, minor = torch.cuda.get_device_capability(index)
+        if (major, minor) != (9, 0):
+            reason = (f"the Hopper attention forward needs an sm_90 GPU (H100, H200); "
+                      f"{torch.cuda.get_device_name(index)} is compute capability {major}.{minor}")
+        else:
+            archs = getattr(_ext(), "tk_archs", ())
+            reason = None if "sm_90a" in archs else (
+                f"the attention extension was built for {', '.join(archs) or 'unknown archs'}, without sm_90a "
+                f"(the Hopper forward needs it: unset TK_ARCH or include sm_90a)")
+        _hopper_reasons[index] = reason
+    return _hopper_reasons[index]
+
+
+def forward_path(q: Tensor, dropout_p: float = 0.0) -> str:
+    """'hopper' or 'portable': the forward kernel a call with this q and dropout_p runs. Default
+    (TK_ATTENTION_PATH unset or 'auto'): hopper where hopper_reason is None and dropout_p == 0.
+    TK_ATTENTION_PATH=portable always takes the portable kernel; =hopper takes the Hopper kernel and
+    raises RuntimeError where it cannot run (dropout_p > 0 still takes the portable kernel: the
+    Hopper forward has no dropout)."""
+    choice = os.environ.get("TK_ATTENTION_PATH", "").strip().lower() or "auto"
+    if choice not in ATTENTION_PATHS:
+        raise ValueError(f"TK_ATTENTION_PATH must be one of {', '.join(ATTENTION_PATHS)}, got {choice!r}")
+    if choice == "portable" or dropout_p > 0.0:
+        return "portable"
+    reason = hopper_reason(q.device)
+    if choice == "hopper" and reason is not None:
+        raise RuntimeError(f"TK_ATTENTION_PATH=hopper, but {reason}")
+    return "portable" if reason is not None else "hopper"
+
+
 @torch.library.custom_op("tk::attention_fwd", mutates_args=(), device_types="cuda")
 def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
                   dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
     q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
+    if forward_path(q, dropout_p) == "hopper":
+        return _ext().attention_forward_hopper(q, k, v, causal, scale)
     return _ext().attention_forward(q, k, v, causal, scale, dropout_p)
 
 

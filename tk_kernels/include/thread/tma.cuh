@@ -5,7 +5,10 @@
 //                                          out-of-bounds elements are zero-filled
 //   store_async(map, src, col, row)        shared src -> box at (col, row); out-of-bounds parts dropped
 //   store_add_async(map, src, col, row)    the same, adding into global memory (fp32: reduce-add)
-//   swizzle128_offset(row, byte)           where TMA's 128-byte swizzle puts a byte of a tile row
+//   load_async(dst, map, bar, c0, c1, c2, c3)   the same for a rank-4 map (e.g. (D, T, H, B) of an
+//   store_async(map, src, c0, c1, c2, c3)       attention operand, any strides): each dimension is
+//                                               bounds-checked on its own, so a box never reads or
+//                                               writes across the end of its row range
 //
 // `map` is a CUtensorMap built on the host (host/tensor_map.cuh) and passed to the kernel as a
 // `const __grid_constant__ CUtensorMap` parameter. Coordinates are in elements, innermost first.
@@ -49,11 +52,27 @@ __device__ __forceinline__ void store_add_async(const CUtensorMap &map, const vo
 #endif
 }
 
-// Byte offset of (row, byte b of the row) inside a tile that TMA reads or writes with the 128-byte
-// swizzle: rows of 128 bytes whose 16-byte chunk c is stored at chunk c ^ (row % 8). What a thread
-// uses to stage a register tile in shared memory for a swizzled TMA store.
-__device__ __forceinline__ int swizzle128_offset(int row, int byte) {
-  return row * 128 + ((((byte >> 4) ^ (row & 7))) << 4) + (byte & 15);
+__device__ __forceinline__ void load_async(void *dst, const CUtensorMap &map, barrier &bar, int c0, int c1, int c2,
+                                           int c3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+      ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(&map)), "r"(smem_u32(&bar)), "r"(c0), "r"(c1), "r"(c2),
+      "r"(c3)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void store_async(const CUtensorMap &map, const void *src, int c0, int c1, int c2, int c3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n"
+               ::"l"(reinterpret_cast<uint64_t>(&map)), "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+#else
+  __trap();
+#endif
 }
 
 // Warm the tensor map's cache line before the first load (optional).

@@ -9,18 +9,26 @@
 //
 //   desc_k128(tile)              descriptor of a [rows x 64] K-major 128B-swizzled tile
 //   desc_advance_k(desc, k)      the same tile, starting at K element 16 k (k-th k16 slice)
-//   desc_mn128(tile, block_bytes) descriptor of an MN-major tile: K rows of 64 MN elements per
-//                                128B-swizzled block, blocks of 64 MN columns block_bytes apart
-//   desc_advance_k_mn(desc, k)   the same MN-major tile, starting at K row 16 k
-//   (an MN-major operand needs the transpose flag of wgmma_ss: TRANS_A / TRANS_B = 1)
-//   mma_fence(acc) / mma_commit() / mma_wait<N>()
+//   desc_mn128(tile, panel_bytes)   descriptor of an MN-major operand: [K rows x N] with N
+//                                contiguous, stored as 64-wide N panels of [K x 64] 128B-swizzled
+//                                rows (what TMA writes for a box of 64 columns), panel_bytes apart
+//   desc_advance_k_mn(desc, k)   the same, starting at K row 16 k
+//   mma_fence(acc) / mma_commit() / mma_wait<N>(acc)
+//   pin_registers(v)             v is computed here, in program order (volatile asms keep their order)
 //   set_max_registers<R>() grow (consumers) or shrink (producers) this warpgroup's registers
 //   accumulator<N>               fp32 D[64 x N] of one warpgroup, with row/col of each value
+//   a_fragment<T> / to_a_fragment(frag, acc, k)
+//                                16-bit A operand (registers) of wgmma_rs for the k-th 16-column
+//                                slice of an accumulator: P = softmax(S) feeds O += P V directly
+//   swizzle128_offset(row, col)  byte offset of 16-bit element (row, col < 64) in a 128B-swizzled
+//                                [rows x 64] tile (to stage an accumulator for a TMA store)
 //
 // Use: fence -> N x wgmma_ss over the k16 slices -> commit; wait<0> (or <1> to keep one group in
 // flight) before reading the accumulator or overwriting the operand tiles.
 #pragma once
 #include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include "../common/util.cuh"
 #include "wgmma_ops.cuh"
 
@@ -52,22 +60,37 @@ __device__ __forceinline__ uint64_t desc_advance_k(uint64_t desc, int k) {
   return desc + uint64_t((k * 32) >> 4);
 }
 
-// MN-major tiles (the operand's M or N index is the contiguous one: A = X^T or B = W for a row-major
-// X or W). TMA writes such a tile as blocks of [K rows x 64 MN elements], each row 128 bytes, 8-row
-// atoms of 1024 bytes swizzled like the K-major layout. The leading-dimension byte offset is the
-// distance from one 64-element MN block to the next (block_bytes = K rows x 128 B for a tile loaded
-// as consecutive [K x 64] boxes); the stride-dimension byte offset steps from one 8-row K atom to the
-// next (1024 B). A k16 slice is 16 K rows: 2048 bytes further.
-__device__ __forceinline__ uint64_t desc_mn128(const void *tile, int block_bytes) {
+// 16-byte chunk c of row r lands in chunk c ^ (r % 8) (the TMA / wgmma 128-byte swizzle).
+__device__ __forceinline__ int swizzle128_offset(int row, int col) {
+  const int chunk = (col * 2) >> 4;
+  return row * SWIZZLE128_ROW_BYTES + ((chunk ^ (row & 7)) << 4) + ((col * 2) & 15);
+}
+
+// MN-major operand (tnspB = 1 / B_MN = true in wgmma_ops.cuh), e.g. V [keys x D] as the B operand
+// of O = P V, where K = keys are the rows and N = D is contiguous. In the 128B-swizzle canonical
+// MN-major layout an 8-row atom holds 8 K rows of 64 N elements (1024 B); the descriptor's
+// stride-dimension offset steps 8 K rows (1024 B) and its leading-dimension offset steps to the next
+// 64-wide N panel (panel_bytes: rows x 128 B for a [rows x 64] TMA box; unused when N = 64).
+__device__ __forceinline__ uint64_t desc_mn128(const void *tile, uint32_t panel_bytes) {
   uint64_t addr = smem_u32(tile);
   uint64_t desc = (addr & 0x3FFFF) >> 4;
-  desc |= uint64_t((block_bytes >> 4) & 0x3FFF) << 16;         // leading-dimension byte offset
+  desc |= uint64_t((panel_bytes & 0x3FFFF) >> 4) << 16;       // leading-dimension byte offset
   desc |= uint64_t(SWIZZLE128_ATOM_BYTES >> 4) << 32;          // stride-dimension byte offset
   desc |= uint64_t(1) << 62;                                   // 128-byte swizzle
   return desc;
 }
+
+// Step along K (the rows) of an MN-major tile: k16 slice k starts 16 rows = 2 atoms = 2048 k bytes further.
 __device__ __forceinline__ uint64_t desc_advance_k_mn(uint64_t desc, int k) {
-  return desc + uint64_t((k * 16 * SWIZZLE128_ROW_BYTES) >> 4);
+  return desc + uint64_t((k * 2 * SWIZZLE128_ATOM_BYTES) >> 4);
+}
+
+// An empty asm that "reads and writes" every register of v: the compiler must have computed v before
+// this point and may not move v's later uses above it.
+template <int R>
+__device__ __forceinline__ void pin_registers(float (&v)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; i++) asm volatile("" : "+f"(v[i])::"memory");
 }
 
 // Orders this thread's register accesses of the accumulator before the next wgmma reads them
@@ -86,14 +109,14 @@ __device__ __forceinline__ void mma_commit() {
 #endif
 }
 // Wait until at most N committed groups of this warpgroup are pending; acc is pinned so that the
-// compiler reads it only after the wait.
+// compiler reads it only after the wait. To keep a computation BEFORE a wait (e.g. the softmax of S
+// that should overlap an in-flight P V group), pin_registers(its result) right before the wait.
 template <int N, int R>
 __device__ __forceinline__ void mma_wait(float (&acc)[R]) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
-#pragma unroll
-  for (int i = 0; i < R; i++) asm volatile("" : "+f"(acc[i])::"memory");
+  pin_registers(acc);
 }
 
 // setmaxnreg: every thread of the warpgroup executes it. Takes effect only in kernels compiled
@@ -121,5 +144,35 @@ struct accumulator {
   }
   __device__ static int col(int i) { return 8 * (i / 4) + 2 * ((threadIdx.x & 31) % 4) + (i & 1); }
 };
+
+// The A operand of wgmma_rs (m64nNk16, A from registers): per warp the same 16 x 16 fragment as
+// mma.sync's A (lane l: rows 16w + l/4 and +8, columns 2(l%4) + {0,1} and +8), four 32-bit registers
+// of two 16-bit values. Columns 16k..16k+15 of an accumulator are its 8-column groups 2k and 2k+1,
+// whose values v[8k .. 8k+7] are, in order, exactly those fragment pairs: the conversion is a packing
+// of consecutive accumulator values, no data moves between threads.
+template <typename T>
+struct a_fragment {
+  uint32_t r[4];
+};
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+
+// frag = 16-bit (round to nearest) copy of columns 16k .. 16k+15 of the accumulator values v.
+template <typename T, int R>
+__device__ __forceinline__ void to_a_fragment(a_fragment<T> &frag, const float (&v)[R], int k) {
+#pragma unroll
+  for (int i = 0; i < 4; i++) frag.r[i] = pack2<T>(v[8 * k + 2 * i], v[8 * k + 2 * i + 1]);
+}
 
 }  // namespace tk::wg

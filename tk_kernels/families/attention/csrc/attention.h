@@ -72,6 +72,10 @@ constexpr int64_t dq_accum_rows(int64_t T) { return (T + 127) / 128 * 128; }
 // Unsupported parameters return cudaErrorInvalidValue; callers validate first.
 cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream);
 cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream);
+// The sm_90a forward (hopper_forward.cu: wgmma + TMA, warp-specialised): the same outputs as
+// attention_forward for dropout_p == 0 (anything else: cudaErrorInvalidValue). Launch it only on an
+// sm_90 GPU with a library built for sm_90a (elsewhere the kernel traps); ops.py decides.
+cudaError_t attention_forward_hopper(const FwdParams &p, cudaStream_t stream);
 
 // Shared memory per block (bytes) that the forward / backward need at least (their smallest
 // configurations); a GPU whose opt-in limit per block is smaller cannot run them. The backward picks

@@ -112,9 +112,10 @@ void check_rng_state(const at::Tensor& rng_state, const at::Tensor& q) {
 // (o, lse, rng_state): rng_state is the (2,) int64 (seed, offset) the dropout used when dropout_p > 0
 // (written by the kernel: correct under CUDA-graph replay too), an empty (0,) tensor when dropout_p == 0
 // (no generator state is drawn then).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k,
-                                                                 const at::Tensor& v, bool causal, double scale,
-                                                                 double dropout_p) {
+// hopper: run the sm_90a kernel (hopper_forward.cu; no dropout) instead of the portable one. ops.py picks.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::Tensor& k,
+                                                            const at::Tensor& v, bool causal, double scale,
+                                                            double dropout_p, bool hopper) {
   check_bhtd(q, "q", q);
   check_bhtd(k, "k", q);
   check_bhtd(v, "v", q);
@@ -142,9 +143,24 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward(const at::Tenso
     p.rng = next_dropout_rng(q);
     p.rng_state = rng_state.data_ptr<int64_t>();
   }
-  cudaError_t err = tk_attn::attention_forward(p, c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "tk attention forward failed: ", cudaGetErrorString(err));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  cudaError_t err = hopper ? tk_attn::attention_forward_hopper(p, stream) : tk_attn::attention_forward(p, stream);
+  TORCH_CHECK(err == cudaSuccess, "tk attention forward", hopper ? " (Hopper kernel)" : "", " failed: ",
+              cudaGetErrorString(err));
   return {o, lse, rng_state};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k,
+                                                                 const at::Tensor& v, bool causal, double scale,
+                                                                 double dropout_p) {
+  return forward_impl(q, k, v, causal, scale, dropout_p, false);
+}
+
+// The sm_90a forward: the same outputs as attention_forward with dropout_p = 0 (rng_state is empty).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward_hopper(const at::Tensor& q, const at::Tensor& k,
+                                                                        const at::Tensor& v, bool causal,
+                                                                        double scale) {
+  return forward_impl(q, k, v, causal, scale, 0.0, true);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
@@ -213,6 +229,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "memory order, rng_state the (seed, offset) the dropout used ((2,) int64; (0,) when dropout_p == 0)",
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("causal"), pybind11::arg("scale"),
         pybind11::arg("dropout_p"));
+  m.def("attention_forward_hopper", &attention_forward_hopper,
+        "(q, k, v, causal, scale) -> (o, lse, rng_state): attention_forward without dropout on the sm_90a "
+        "wgmma/TMA kernel (only on an sm_90 GPU with a library built for sm_90a; ops.py checks)",
+        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("causal"), pybind11::arg("scale"));
   m.def("attention_backward", &attention_backward,
         "(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state) -> (dq, dk, dv)",
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),

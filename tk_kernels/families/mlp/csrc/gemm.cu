@@ -133,7 +133,7 @@ __device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int cons
   for (int k = 0; k < BK / 16; k++) {
     const uint64_t dak = AM == Major::K ? tk::wg::desc_advance_k(da, k) : tk::wg::desc_advance_k_mn(da, k);
     const uint64_t dbk = BMJ == Major::K ? tk::wg::desc_advance_k(db, k) : tk::wg::desc_advance_k_mn(db, k);
-    tk::wg::wgmma_ss<T, BN, AM == Major::MN, BMJ == Major::MN>(acc.v, dak, dbk, !first || k > 0);
+    tk::wg::wgmma_ss<T, BN, BMJ == Major::MN, AM == Major::MN>(acc.v, dak, dbk, !first || k > 0);
   }
   tk::wg::mma_commit();
 }
@@ -250,7 +250,7 @@ __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int pi
   for (int k = 0; k < PIECE_WORDS; k++) {
     const int i = piece_pair(piece, k);
     const int r = tk::wg::accumulator<BN>::row(i), c = tk::wg::accumulator<BN>::col(i) - cb * BOX;
-    const int offset = tk::tma::swizzle128_offset(r, c * 2);
+    const int offset = tk::wg::swizzle128_offset(r, c);
     uint32_t word = pend.word[i / 2];
     if constexpr (E == Epilogue::gelu) {  // the pre-activation: straight to global memory, no staging
       const int row = row0 + r, col = col0 + c;

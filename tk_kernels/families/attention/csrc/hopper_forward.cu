@@ -1,0 +1,449 @@
+// Flash attention forward for Hopper (sm_90a: wgmma, TMA, mbarriers, setmaxnreg), written with the
+// DSL's warpgroup / thread / host layers. Same semantics and outputs as forward.cu (no dropout):
+//
+//   O = softmax(scale * Q K^T [+ causal mask]) V,   lse_i = ln sum_j exp(scale * q_i . k_j)
+//   Q, K, V, O: (B, H, T, D), D in {64, 128}, stride 1 along D, any b/h/t strides that are multiples
+//   of 16 bytes; lse: (B, H, T) contiguous fp32, natural log, exactly forward.cu's layout and units,
+//   so the portable backward (backward*.cu) consumes it unchanged. The backward stays portable.
+//
+// Algorithm (FlashAttention-3 style warp specialisation, online softmax in base 2):
+//   A work item is a 128-query block of one (b, h); one CTA per item (the launcher can also start one
+//   CTA per SM that walks the items: the producer then loads the next item's Q, K, V while the
+//   consumers finish the current one; dev/hopper/attention_variants.cu times that). 3 warpgroups.
+//   * Warpgroup 0, the producer, shrinks to 24 registers (setmaxnreg); one thread issues TMA loads:
+//     the Q block once, then K_j and V_j (128 keys each) into a STAGES-deep ring. Each slot has two
+//     "full" barriers (K landed, V landed: S = Q K^T may start before V arrives) and one "empty"
+//     barrier that both consumers arrive on when done with the slot.
+//   * Warpgroups 1 and 2, the consumers, grow to 240 registers and own 64 query rows each:
+//       S_j = Q K_j^T        wgmma m64n128k16, A = Q and B = K both K-major from shared memory
+//       m' = max(m, rowmax S_j);  P_j = 2^(S_j c - m' c);  l = l 2^((m - m') c) + rowsum P_j
+//       O = O 2^((m - m') c) + P_j V_j     wgmma m64nDk16 with A = P_j from REGISTERS (the fp32
+//                             accumulator packed to 16 bits is the A fragment: wg::to_a_fragment)
+//                             and B = V_j MN-major in shared memory (wg::desc_mn128, tnspB)
+//     with c = scale * log2(e) folded into one FFMA before exp2. Per key tile a consumer issues
+//     S_{j+1} = Q K_{j+1}^T and O += P_j V_j back to back, waits for S_{j+1}, runs its softmax, waits for
+//     P_j V_j (then p[] and the ring slot are free) and rescales O before its next issue.
+//   * Ping-pong (FlashAttention-3): the two consumers hand the right to issue wgmmas back and forth with
+//     named barriers, so one's softmax runs while the other's GEMMs occupy the tensor cores.
+//     Intra-warpgroup overlap (the softmax of S_{j+1} while P_j V_j is still running) is what the issue
+//     order above asks for, but ptxas (CUDA 13) moves the wait for P_j V_j above the softmax's exp2s
+//     (seen in the SASS; the PTX has the intended order), and a data dependency to pin it (a branch
+//     on the row sum) made ptxas serialise every wgmma. So within a warpgroup the exp2s run after the
+//     P V group; across the two warpgroups they overlap. dev/hopper/attention_variants.cu times the
+//     kernel without ping-pong for comparison.
+//   * Finish: O /= l, lse = (m c + log2 l) ln 2. Each consumer writes its 64 x D bf16/fp16 O tile into
+//     its rows of an O staging buffer, in the 128B-swizzled layout, and one thread stores it with TMA.
+//     lse goes straight from registers (one lane per row). A "Q empty" barrier (both consumers' last
+//     S GEMM done) lets the producer load the next item's Q during the finish.
+//
+// Tiling and data movement:
+//   * Shared memory (128B swizzle; a 64-column panel per 128 bytes of row): Q 128 x D, O staging
+//     128 x D, then STAGES x (K 128 x D + V 128 x D). D = 64: 3 stages, 128 KB; D = 128: 2 stages,
+//     192 KB (3 would not fit in 227 KB). 1 CTA per SM (the 240-register consumers use the whole
+//     register file).
+//   * Strided views: every operand is a rank-4 TMA tensor map over (D, T, H, B) with the tensor's own
+//     strides (nanoGPT's q/k/v views of one (B, T, 3C) tensor, no copies), built on the host per call
+//     (a few microseconds; plain kernel parameters, so CUDA-graph capture records them).
+//   * Ragged T: T is its own tensor-map dimension, so TMA zero-fills rows >= T of a box (never reading
+//     the next head's rows) and drops them on the O store; keys >= T are masked to -inf (non-causal;
+//     with causal every row < T masks them already).
+//   * Causal (top-left aligned): the key loop stops at the diagonal tile (query and key blocks are both
+//     128, so block mb sees tiles 0..mb); only that tile is masked. The heaviest query blocks of all
+//     heads are launched first (as in forward.cu), so the last wave holds light blocks.
+//   * The first tile always holds key 0, which every row sees, so the running max is finite from then
+//     on (2^(-inf) = 0 covers the initial rescale).
+//   * Template arguments beyond (T, D, CAUSAL): PINGPONG (true) and NC, the number of consumer warpgroups
+//     (2: 128-query items, 240 registers each; 3, for D = 64 only: 192-query items, 160 registers). The
+//     shipped launcher uses PINGPONG = true, NC = 2, one CTA per item; dev/hopper/attention_variants.cu
+//     times the alternatives (no ping-pong, persistent, 3 consumers at D = 64).
+// Measured: not yet (written on a CPU machine; dev/hopper/check_attention.py checks and times it
+// beside SDPA cuDNN / flash and the portable kernel).
+//
+// Built for every architecture of the family (build.py compiles all csrc/*.cu); the kernel body exists
+// only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL) and traps elsewhere; ops.py dispatches here only on sm_90
+// with an extension built for sm_90a.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+
+#include "attention.h"
+#include "host/tensor_map.cuh"
+#include "thread/bulk.cuh"
+#include "thread/mbarrier.cuh"
+#include "thread/tma.cuh"
+#include "tk.cuh"
+#include "warpgroup/mma.cuh"
+#include "warpgroup/sync.cuh"
+
+namespace tk_attn {
+namespace {
+
+using namespace tk;
+
+constexpr int HBLOCK_N = 128;                 // keys per tile
+constexpr int PANEL_COLS = 64;                // 128 bytes of 16-bit elements: one swizzle row
+constexpr int PRODUCER_REGS = 24;
+constexpr int PINGPONG_BAR = 5;               // named barriers 5.. (1..4: each consumer's own, epilogue)
+
+// NC consumer warpgroups of 64 query rows each (2: 240 registers each; 3: 160), one producer.
+template <int NC>
+struct hop_threads {
+  static_assert(NC == 2 || NC == 3, "Hopper attention: 2 or 3 consumer warpgroups");
+  static constexpr int BLOCK_M = 64 * NC;               // query rows per work item
+  static constexpr int THREADS = (NC + 1) * wg::WARPGROUP_THREADS;
+  static constexpr int CONSUMER_REGS = NC == 2 ? 240 : 160;  // 128 x 24 + NC x 128 x R <= 64K registers
+};
+
+template <int D, int NC>
+struct hop_layout {
+  static constexpr int PANELS = D / PANEL_COLS;
+  static constexpr int STAGES = D == 64 ? 3 : 2;
+  static constexpr int Q_PANEL = hop_threads<NC>::BLOCK_M * PANEL_COLS * 2;  // 16 KB (NC = 2)
+  static constexpr int KV_PANEL = HBLOCK_N * PANEL_COLS * 2;   // 16 KB
+  static constexpr int Q_BYTES = PANELS * Q_PANEL;
+  static constexpr int KV_BYTES = PANELS * KV_PANEL;           // one K (or V) tile
+  static constexpr int Q_OFF = 0;
+  static constexpr int O_OFF = Q_BYTES;                        // O staging for the TMA store, Q's layout
+  static constexpr int K_OFF = O_OFF + Q_BYTES;
+  static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
+  static constexpr int SMEM_BYTES = V_OFF + STAGES * KV_BYTES + 1024;  // + 1024-byte alignment slack
+  static_assert(SMEM_BYTES <= 227 * 1024, "Hopper attention: shared memory over 227 KB");
+};
+
+struct hop_args {
+  int seq, heads, batch;
+  float scale_log2;   // softmax scale * log2(e)
+  float *lse;
+};
+
+struct hop_coord {
+  int mb, b, h;
+};
+template <bool CAUSAL, int BLOCK_M>
+__device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx) {
+  const int n_mblocks = (a.seq + BLOCK_M - 1) / BLOCK_M;
+  const int n_heads = a.heads * a.batch;
+  const int mb = CAUSAL ? n_mblocks - 1 - idx / n_heads : idx % n_mblocks;
+  const int bh = CAUSAL ? idx % n_heads : idx / n_mblocks;
+  return {mb, bh / a.heads, bh % a.heads};
+}
+
+// Max / sum over the 4 lanes (one quad) that hold the columns of one accumulator row.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// PINGPONG: the consumers alternate their wgmma issues (the shipped kernel; false is the variant
+// without hand-offs that dev/hopper/check_attention.py times against it).
+// Work items are (query block, b, h) in hop_block order; CTA i takes items i, i + gridDim.x, ... (one
+// item per CTA when the grid has one CTA per item; a persistent grid of one CTA per SM lets the
+// producer load the next item's Q, K, V while the consumers finish the current one).
+template <typename T, int D, bool CAUSAL, bool PINGPONG, int NC>
+__global__ void __launch_bounds__(hop_threads<NC>::THREADS, 1)
+attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                            const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
+                            const __grid_constant__ hop_args a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = hop_layout<D, NC>;
+  constexpr int STAGES = L::STAGES;
+  constexpr int HBLOCK_M = hop_threads<NC>::BLOCK_M;
+  extern __shared__ char smem_raw[];
+  char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  __shared__ barrier q_full, q_empty, k_full[STAGES], v_full[STAGES], kv_empty[STAGES];
+  auto q_panel = [&](int p) { return base + L::Q_OFF + p * L::Q_PANEL; };
+  auto o_panel = [&](int p) { return base + L::O_OFF + p * L::Q_PANEL; };
+  auto k_tile = [&](int s) { return base + L::K_OFF + s * L::KV_BYTES; };
+  auto v_tile = [&](int s) { return base + L::V_OFF + s * L::KV_BYTES; };
+
+  if (threadIdx.x == 0) {
+    init(q_full, 1);
+    init(q_empty, NC);
+    for (int s = 0; s < STAGES; s++) {
+      init(k_full[s], 1);
+      init(v_full[s], 1);
+      init(kv_empty[s], NC);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int T_ = a.seq;
+  const int n_items = ((T_ + HBLOCK_M - 1) / HBLOCK_M) * a.heads * a.batch;
+  auto tiles_of = [&](int mb) {
+    const int rows_seen = CAUSAL ? min(mb * HBLOCK_M + HBLOCK_M, T_) : T_;
+    return (rows_seen + HBLOCK_N - 1) / HBLOCK_N;
+  };
+
+  if (wg::warpgroupid() == 0) {
+    // ---- producer ----
+    wg::set_max_registers<PRODUCER_REGS>();
+    if (wg::warpgroup_thread() == 0) {
+      int g = 0;  // key tiles loaded so far: ring slot g % STAGES, pass g / STAGES
+      int it = 0;
+      for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
+        const auto [mb, b, h] = hop_block<CAUSAL, HBLOCK_M>(a, item);
+        const int n_tiles = tiles_of(mb);
+        wait(q_empty, (it & 1) ^ 1);  // both consumers are done with the previous item's Q
+        expect_bytes(q_full, L::Q_BYTES);
+        for (int p = 0; p < L::PANELS; p++)
+          tma::load_async(q_panel(p), q_map, q_full, p * PANEL_COLS, mb * HBLOCK_M, h, b);
+        for (int j = 0; j < n_tiles; j++, g++) {
+          const int s = g % STAGES;
+          wait(kv_empty[s], ((g / STAGES) & 1) ^ 1);
+          expect_bytes(k_full[s], L::KV_BYTES);
+          for (int p = 0; p < L::PANELS; p++)
+            tma::load_async(k_tile(s) + p * L::KV_PANEL, k_map, k_full[s], p * PANEL_COLS, j * HBLOCK_N, h, b);
+          expect_bytes(v_full[s], L::KV_BYTES);
+          for (int p = 0; p < L::PANELS; p++)
+            tma::load_async(v_tile(s) + p * L::KV_PANEL, v_map, v_full[s], p * PANEL_COLS, j * HBLOCK_N, h, b);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  wg::set_max_registers<hop_threads<NC>::CONSUMER_REGS>();
+  const int c = wg::warpgroupid() - 1;
+  const int me = wg::warpgroup_thread();
+  const float sc = a.scale_log2;
+  using acc_s = wg::accumulator<HBLOCK_N>;
+  using acc_o = wg::accumulator<D>;
+  acc_s s;
+  acc_o o;
+  wg::a_fragment<T> p[HBLOCK_N / 16];
+  // This thread's two rows: acc row(0) (values 4j, 4j+1) and row(0) + 8 (values 4j+2, 4j+3).
+  float m_run[2], l_run[2];  // l: this thread's columns only (summed over the quad at the end)
+  uint64_t dq[L::PANELS];
+#pragma unroll
+  for (int pn = 0; pn < L::PANELS; pn++) dq[pn] = wg::desc_k128(q_panel(pn) + c * 64 * 128);
+
+  // g: absolute index of a key tile in this CTA's ring (slot g % STAGES, pass g / STAGES)
+  auto issue_s = [&](int g) {
+    const int st = g % STAGES;
+    wait(k_full[st], (g / STAGES) & 1);
+    wg::mma_fence(s.v);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint64_t dk = wg::desc_k128(k_tile(st) + (kk / 4) * L::KV_PANEL);
+      wg::wgmma_ss<T, HBLOCK_N>(s.v, wg::desc_advance_k(dq[kk / 4], kk % 4), wg::desc_advance_k(dk, kk % 4), kk > 0);
+    }
+    wg::mma_commit();
+  };
+  auto issue_pv = [&](int g) {
+    const int st = g % STAGES;
+    wait(v_full[st], (g / STAGES) & 1);
+    wg::mma_fence(o.v);
+    const uint64_t dv = wg::desc_mn128(v_tile(st), L::KV_PANEL);
+#pragma unroll
+    for (int kk = 0; kk < HBLOCK_N / 16; kk++)
+      wg::wgmma_rs<T, D, true>(o.v, p[kk].r, wg::desc_advance_k_mn(dv, kk), 1);
+    wg::mma_commit();
+  };
+  // Masks S (key tile j of rows r0..), updates m and l, turns S into P in place (fp32); alpha = the O
+  // rescale factors.
+  auto softmax = [&](int j, int r0, float (&alpha)[2]) {
+    const int n0 = j * HBLOCK_N;
+    if (CAUSAL && n0 + HBLOCK_N - 1 > r0) {
+#pragma unroll
+      for (int i = 0; i < acc_s::REGS; i++)
+        if (n0 + acc_s::col(i) > r0 + acc_s::row(i)) s.v[i] = neg_infty();
+    }
+    if (!CAUSAL && n0 + HBLOCK_N > T_) {
+#pragma unroll
+      for (int i = 0; i < acc_s::REGS; i++)
+        if (n0 + acc_s::col(i) >= T_) s.v[i] = neg_infty();
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      float mx = m_run[hr];
+#pragma unroll
+      for (int q = 0; q < HBLOCK_N / 8; q++) mx = fmaxf(mx, fmaxf(s.v[4 * q + 2 * hr], s.v[4 * q + 2 * hr + 1]));
+      mx = quad_max(mx);
+      alpha[hr] = fast_exp2((m_run[hr] - mx) * sc);   // 0 on the first tile (m = -inf)
+      m_run[hr] = mx;
+      const float mc = mx * sc;
+      float sum = 0.f;
+#pragma unroll
+      for (int q = 0; q < HBLOCK_N / 8; q++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          float &x = s.v[4 * q + 2 * hr + e];
+          x = fast_exp2(fmaf(x, sc, -mc));
+          sum += x;
+        }
+      }
+      l_run[hr] = l_run[hr] * alpha[hr] + sum;
+    }
+  };
+  auto release = [&](int g) {
+    if (me == 0) arrive(kv_empty[g % STAGES]);
+  };
+  auto rescale_o = [&](const float (&f)[2]) {
+#pragma unroll
+    for (int i = 0; i < acc_o::REGS; i++) o.v[i] *= f[(i >> 1) & 1];
+  };
+  auto to_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < HBLOCK_N / 16; kk++) wg::to_a_fragment(p[kk], s.v, kk);
+  };
+  // Ping-pong: the consumers take turns issuing their wgmmas (named barriers PINGPONG_BAR + c), so one's
+  // softmax runs while the other's GEMMs occupy the tensor cores. Consumer 0 goes first in every item;
+  // the last hand-off of consumer 1 in an item is skipped so that arrivals and syncs balance.
+  auto my_turn = [&]() {
+    if constexpr (PINGPONG) wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS);
+  };
+  auto their_turn = [&]() {
+    if constexpr (PINGPONG) wg::named_arrive(PINGPONG_BAR + (c + 1) % NC, 2 * wg::WARPGROUP_THREADS);
+  };
+
+  int g0 = 0;  // first ring index of the current item
+  int it = 0;
+  for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
+    const auto [mb, b, h] = hop_block<CAUSAL, HBLOCK_M>(a, item);
+    const int n_tiles = tiles_of(mb);
+    const int r0 = mb * HBLOCK_M + 64 * c;   // first query row of this warpgroup
+#pragma unroll
+    for (int i = 0; i < acc_o::REGS; i++) o.v[i] = 0.f;
+    m_run[0] = m_run[1] = neg_infty();
+    l_run[0] = l_run[1] = 0.f;
+    if (c == NC - 1) their_turn();
+
+    wait(q_full, it & 1);
+    float alpha[2];
+    my_turn();
+    issue_s(g0);
+    their_turn();
+    wg::mma_wait<0>(s.v);
+    softmax(0, r0, alpha);
+    to_p();
+    for (int j = 1; j < n_tiles; j++) {
+      rescale_o(alpha);           // by the factor of tile j-1 (O is not in flight here)
+      my_turn();
+      issue_s(g0 + j);            // S_j = Q K_j^T
+      issue_pv(g0 + j - 1);       // O += P_{j-1} V_{j-1}, reading p[] from registers
+      their_turn();
+      wg::mma_wait<1>(s.v);       // S_j done (groups complete in order)
+      softmax(j, r0, alpha);
+      wg::mma_wait<0>(o.v);       // P_{j-1} V_{j-1} done: slot j-1 and p[] are free
+      release(g0 + j - 1);
+      to_p();
+    }
+    if (me == 0) arrive(q_empty);  // every S of this item is done: the producer may load the next Q
+    rescale_o(alpha);
+    my_turn();
+    issue_pv(g0 + n_tiles - 1);
+    if (c != NC - 1) their_turn();
+    wg::mma_wait<0>(o.v);
+    release(g0 + n_tiles - 1);
+    g0 += n_tiles;
+
+    // ---- finish the item ----
+    float inv_l[2], lse[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const float l = quad_sum(l_run[hr]);
+      inv_l[hr] = 1.f / l;
+      lse[hr] = (m_run[hr] * sc + fast_log2(l)) * LN2;
+    }
+    const int row_lo = r0 + acc_s::row(0);
+    if ((me & 3) == 0) {
+      float *lse_row = a.lse + (int64_t(b) * a.heads + h) * T_;
+      if (row_lo < T_) lse_row[row_lo] = lse[0];
+      if (row_lo + 8 < T_) lse_row[row_lo + 8] = lse[1];
+    }
+    // O -> this warpgroup's 64 rows of the O staging buffer, swizzled like the TMA box, then one TMA store
+    // per 64-column panel (rows >= T are dropped by TMA). The previous item's store must have read it.
+    char *stage = o_panel(0) + c * 64 * 128;
+    if (me == 0) bulk_wait_group_read<0>();
+    wg::sync(1 + c);
+#pragma unroll
+    for (int i = 0; i < acc_o::REGS; i += 2) {
+      const int row = acc_o::row(i), col = acc_o::col(i);
+      char *panel = stage + (col / PANEL_COLS) * L::Q_PANEL;
+      *reinterpret_cast<uint32_t *>(panel + wg::swizzle128_offset(row, col % PANEL_COLS)) =
+          wg::pack2<T>(o.v[i] * inv_l[(i >> 1) & 1], o.v[i + 1] * inv_l[(i >> 1) & 1]);
+    }
+    fence_proxy_async_shared();
+    wg::sync(1 + c);
+    if (me == 0 && r0 < T_) {     // (a box wholly past T would be dropped anyway)
+      for (int pn = 0; pn < L::PANELS; pn++)
+        tma::store_async(o_map, stage + pn * L::Q_PANEL, pn * PANEL_COLS, r0, h, b);
+      bulk_commit_group();
+    }
+  }
+  if (me == 0) bulk_wait_group<0>();
+#else
+  __trap();
+#endif
+}
+
+// Rank-4 map over (D, T, H, B) of a (B, H, T, D) tensor with the given element strides, box
+// (64 columns, box_rows rows, 1, 1), 128B swizzle. Size-1 dims may come with stride 0 (strides_of in
+// bindings.cpp): any multiple of 16 bytes is fine there, the coordinate is always 0.
+template <typename T>
+CUtensorMap bhtd_map(const void *ptr, const Strides &st, int B, int H, int T_, int D, int box_rows) {
+  const uint64_t e = sizeof(T);
+  auto stride_or = [](int64_t s, uint64_t packed) { return s == 0 ? packed : uint64_t(s); };
+  const uint64_t t_s = stride_or(st.t, D), h_s = stride_or(st.h, uint64_t(T_) * D),
+                 b_s = stride_or(st.b, uint64_t(H) * T_ * D);
+  return host::tensor_map_4d<T>(ptr, {uint64_t(D), uint64_t(T_), uint64_t(H), uint64_t(B)}, {t_s * e, h_s * e, b_s * e},
+                                {uint32_t(PANEL_COLS), uint32_t(box_rows), 1u, 1u}, 128);
+}
+
+// persistent: one CTA per SM walking the work items (else one CTA per item).
+template <typename T, int D, bool CAUSAL, bool PINGPONG = true, int NC = 2>
+cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, bool persistent = false) {
+  CUtensorMap qm, km, vm, om;
+  try {
+    qm = bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, hop_threads<NC>::BLOCK_M);
+    km = bhtd_map<T>(p.k, p.k_s, p.B, p.H, p.T, D, HBLOCK_N);
+    vm = bhtd_map<T>(p.v, p.v_s, p.B, p.H, p.T, D, HBLOCK_N);
+    om = bhtd_map<T>(p.o, p.o_s, p.B, p.H, p.T, D, 64);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s\n", e.what());  // the binding reports only the cudaError_t
+    return cudaErrorInvalidValue;
+  }
+  hop_args a{p.T, p.H, p.B, p.scale * LOG2E, p.lse};
+  constexpr int smem = hop_layout<D, NC>::SMEM_BYTES;
+  constexpr int HBLOCK_M = hop_threads<NC>::BLOCK_M;
+  auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL, PINGPONG, NC>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  int64_t n_blocks = int64_t((p.T + HBLOCK_M - 1) / HBLOCK_M) * p.H * p.B;
+  if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  if (persistent) {
+    int device, sms;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+    n_blocks = n_blocks < sms ? n_blocks : sms;
+  }
+  kernel<<<unsigned(n_blocks), hop_threads<NC>::THREADS, smem, stream>>>(qm, km, vm, om, a);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch_hopper(const FwdParams &p, cudaStream_t stream) {
+  if (p.D == 64) return p.causal ? launch_hopper<T, 64, true>(p, stream) : launch_hopper<T, 64, false>(p, stream);
+  if (p.D == 128) return p.causal ? launch_hopper<T, 128, true>(p, stream) : launch_hopper<T, 128, false>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t attention_forward_hopper(const FwdParams &p, cudaStream_t stream) {
+  if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
+  if (p.dropout_p != 0.f) return cudaErrorInvalidValue;  // dropout runs on the portable forward
+  if (p.dtype == DType::bf16) return dispatch_hopper<bf16>(p, stream);
+  if (p.dtype == DType::fp16) return dispatch_hopper<half>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace tk_attn
