@@ -135,6 +135,39 @@ int check(const dropout_key &d, int bh, int row0, int col0) {
   }
   return bad;
 }
+// The transposed dK / dV kernel's raw words (dropout_prefix_k + dropout_words_k_lane: rounds 0-2 hoisted)
+// of a 16-key S^T tile: bitwise dropout_group's words, and the pair test of the word keep_word picks
+// (dropout_keep_pair; the host form, and __vibmax_u16x2's, which sm_90 runs) gives dropout_keep.
+template <typename RT>
+int check_words(const dropout_key &d, int bh, int key0, int q0) {
+  constexpr int JJ = keep_words<RT>::JJ;
+  const int qw = RT::cols == 16 ? (q0 >> 3) & 2 : 0;
+  const uint32_t thr2 = d.threshold * 0x10001u;
+  int bad = 0;
+  for (int lane = 0; lane < 32; lane++) {
+    const int g = lane / 4, t = lane % 4;
+    keep_words<RT> kw;
+    dropout_words_k_lane(kw, d, dropout_prefix_k(d, bh, key0 + g), q0, lane);
+    for (int jp = 0; jp < keep_words<RT>::QG; jp++)
+      for (int e = 0; e < 2; e++) {
+        const tk::philox4 want = dropout_group(d, bh, q0 + 32 * jp + 2 * t + e, key0 + g);
+        const tk::philox4 got = kw.r[jp][e];
+        if (got.x != want.x || got.y != want.y || got.z != want.z || got.w != want.w) bad += 100;
+      }
+    for (int j = 0; j < RT::width; j++)
+      for (int kh = 0; kh < 2; kh++)
+        for (int e = 0; e < 2; e++) {
+          const uint32_t x = keep_word(kw.r[j / JJ], j % JJ, kh, e, qw);
+          bool keep[2], vlo, vhi;
+          dropout_keep_pair(x, thr2, keep[0], keep[1]);
+          __vibmax_u16x2(x, thr2, &vhi, &vlo);
+          if (vlo != keep[0] || vhi != keep[1]) bad++;
+          for (int s = 0; s < 2; s++)
+            if (keep[s] != dropout_keep(d, bh, q0 + 16 * j + 2 * t + e + 8 * kh, key0 + g + 8 * s)) bad++;
+        }
+  }
+  return bad;
+}
 int main() {
   int bad = 0, n = 0;
   for (unsigned thr : {6554u, 13107u, 32768u, 58982u})
@@ -152,7 +185,11 @@ int main() {
           bad += check<tk::rt<float, 16, 32>, false>(d, bh, r16, 32 * m);
           bad += check<tk::rt<float, 16, 16>, false>(d, bh, r16, c16);
           bad += check<tk::rt<float, 32, 32>, false, true>(d, bh, 32 * m, r32);
-          n += 7;
+          // the transposed kernel's raw words (16 keys x 64 / 32 / 16 queries)
+          bad += check_words<tk::rt<float, 16, 64>>(d, bh, r16, 64 * m);
+          bad += check_words<tk::rt<float, 16, 32>>(d, bh, r16, 32 * m);
+          bad += check_words<tk::rt<float, 16, 16>>(d, bh, r16, c16);
+          n += 10;
         }
       }
   printf("checked %d tiles, %d wrong bits\n", n, bad);
@@ -163,7 +200,8 @@ int main() {
 
 def test_tile_keep_bits_match_the_definition(tmp_path):
     """The keep bits every lane draws for the tiles the kernels use (forward, deterministic dQ,
-    transposed and split dK / dV kernels) are exactly dropout_keep at each element's coordinates."""
+    transposed and split dK / dV kernels; the transposed kernel's raw Philox words with their first
+    rounds hoisted and its pair test) are exactly dropout_keep at each element's coordinates."""
     nvcc = _nvcc()
     src = tmp_path / "tiles.cu"
     src.write_text(TILE_CHECK)

@@ -62,8 +62,13 @@ cudaError_t launch_kernels(const BwdParams &p, const bwd_args_t<T, DROPOUT> &a, 
                                              : launch_dkdv_split<T, DROPOUT>(*c, ac, kv_grid, stream);
   if (err != cudaSuccess) return err;
 
-  // 3. dQ
-  return p.deterministic ? launch_dq_deterministic<T, DROPOUT>(ac, D, stream) : launch_dq_convert<T>(ac, D, stream);
+  // 3. dQ (with dropout the transposed kernel's dq_accum holds (1 - p) dS K: dropout_bwd_k)
+  if (p.deterministic) return launch_dq_deterministic<T, DROPOUT>(ac, D, stream);
+  bwd_args<T> aq = ac;
+  if constexpr (DROPOUT) {
+    if (c->kernel == dkdv_kernel::transposed) aq.scale = p.scale * a.drop.keep_scale;
+  }
+  return launch_dq_convert<T>(aq, D, stream);
 }
 
 template <typename T>
