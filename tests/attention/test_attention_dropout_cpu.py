@@ -136,13 +136,12 @@ int check(const dropout_key &d, int bh, int row0, int col0) {
   return bad;
 }
 // The transposed dK / dV kernel's raw words (dropout_prefix_k + dropout_words_k_lane: rounds 0-2 hoisted)
-// of a 16-key S^T tile: bitwise dropout_group's words, and the pair test of the word keep_word picks
-// (dropout_keep_pair; the host form, and __vibmax_u16x2's, which sm_90 runs) gives dropout_keep.
+// of a 16-key S^T tile: bitwise dropout_group's words, and the pair test (dropout_keep_pair, the same code
+// the GPU runs) of the word keep_word picks gives dropout_keep.
 template <typename RT>
 int check_words(const dropout_key &d, int bh, int key0, int q0) {
   constexpr int JJ = keep_words<RT>::JJ;
   const int qw = RT::cols == 16 ? (q0 >> 3) & 2 : 0;
-  const uint32_t thr2 = d.threshold * 0x10001u;
   int bad = 0;
   for (int lane = 0; lane < 32; lane++) {
     const int g = lane / 4, t = lane % 4;
@@ -158,13 +157,27 @@ int check_words(const dropout_key &d, int bh, int key0, int q0) {
       for (int kh = 0; kh < 2; kh++)
         for (int e = 0; e < 2; e++) {
           const uint32_t x = keep_word(kw.r[j / JJ], j % JJ, kh, e, qw);
-          bool keep[2], vlo, vhi;
-          dropout_keep_pair(x, thr2, keep[0], keep[1]);
-          __vibmax_u16x2(x, thr2, &vhi, &vlo);
-          if (vlo != keep[0] || vhi != keep[1]) bad++;
+          bool keep[2];
+          dropout_keep_pair(x, d.threshold << 16, keep[0], keep[1]);
           for (int s = 0; s < 2; s++)
             if (keep[s] != dropout_keep(d, bh, q0 + 16 * j + 2 * t + e + 8 * kh, key0 + g + 8 * s)) bad++;
         }
+  }
+  return bad;
+}
+// The forward's keep flags of a 16-key slice (dropout_slice_q_lane: pair tests straight from the words) of a
+// 16 HEIGHT-query S tile against dropout_keep.
+template <int HEIGHT>
+int check_slice_q(const dropout_key &d, int bh, int q0, int k0) {
+  int bad = 0;
+  for (int lane = 0; lane < 32; lane++) {
+    const int g = lane / 4, t = lane % 4;
+    int seen = 0;
+    dropout_slice_q_lane<HEIGHT>(d, bh, q0, k0, d.threshold << 16, lane, [&](int i, int k, int e, bool keep) {
+      seen++;
+      if (keep != dropout_keep(d, bh, q0 + 16 * i + g + 8 * (k & 1), k0 + 2 * t + e + 8 * (k >> 1))) bad++;
+    });
+    if (seen != HEIGHT * 8) bad += 1000;
   }
   return bad;
 }
@@ -189,7 +202,10 @@ int main() {
           bad += check_words<tk::rt<float, 16, 64>>(d, bh, r16, 64 * m);
           bad += check_words<tk::rt<float, 16, 32>>(d, bh, r16, 32 * m);
           bad += check_words<tk::rt<float, 16, 16>>(d, bh, r16, c16);
-          n += 10;
+          // the forward's slices (32 queries; 16 too)
+          bad += check_slice_q<2>(d, bh, r32, c16);
+          bad += check_slice_q<1>(d, bh, r16, c16);
+          n += 12;
         }
       }
   printf("checked %d tiles, %d wrong bits\n", n, bad);
@@ -201,7 +217,8 @@ int main() {
 def test_tile_keep_bits_match_the_definition(tmp_path):
     """The keep bits every lane draws for the tiles the kernels use (forward, deterministic dQ,
     transposed and split dK / dV kernels; the transposed kernel's raw Philox words with their first
-    rounds hoisted and its pair test) are exactly dropout_keep at each element's coordinates."""
+    rounds hoisted and its pair test; the forward's per-slice keep flags) are exactly dropout_keep at
+    each element's coordinates."""
     nvcc = _nvcc()
     src = tmp_path / "tiles.cu"
     src.write_text(TILE_CHECK)

@@ -17,9 +17,12 @@
 // S^T tiles (rows = keys) it holds k = key0 + g + {0, 8} and q = q0 + 2t + e + {0, 8, 16, 24}.
 // Bit 31 of counter word 1 separates these counters from those of PyTorch's own Philox kernels
 // (curand's counter there is the offset / 4 plus a small index: its word 1 stays 0 in practice).
-// Kernels draw a tile's keep bits (dropout_bits_q for S tiles, dropout_bits_k for S^T tiles; one
-// bit per element, e.g. 4 registers for a 32 x 128 tile) and apply them (apply_bits); the per-element
-// dropout_keep is the definition, used by the debug mask kernel (dropout_mask.cu).
+// The forward and the transposed dK / dV kernel test the Philox words where they apply them, two elements
+// per word (dropout_slice_q_lane, dropout_bwd_k: no packed bits; the latter with the Philox rounds that do
+// not depend on the query hoisted, dropout_prefix_k); the split dK / dV and deterministic dQ kernels draw a
+// tile's keep bits (dropout_bits_k / dropout_bits_q; one bit per element) and apply them (apply_bits). The
+// per-element dropout_keep is the definition, used by the debug mask kernel (dropout_mask.cu); the CPU test
+// checks every lane's flags of every tile shape against it.
 //
 // Seed and offset: from PyTorch's CUDA generator (bindings.cpp: philox_cuda_state), passed as a
 // dropout_rng: eager calls carry the values, calls under CUDA-graph capture carry pointers to
@@ -199,6 +202,43 @@ __device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_k
   dropout_bits_k_lane<RT, ROLLED>(b, d, bh, key0, q0, laneid());
 }
 
+// Whether the low / high 16-bit half of random word x is kept, with thr16 = threshold << 16: no extraction of
+// the high half, one shift for the low one (3 instructions per word). (sm_90's VIMNMX.U16x2 gives both
+// predicates in one instruction, __vibmax_u16x2, but ptxas leaves two dead PRMTs next to each: measured the
+// same count in the dK / dV kernel, 2110 vs 2111 per block, so the one form for every architecture is kept.)
+__host__ __device__ __forceinline__ void dropout_keep_pair(uint32_t x, uint32_t thr16, bool &lo, bool &hi) {
+  hi = x >= thr16;                            // (x >> 16) >= threshold
+  lo = (x << 16) >= thr16;                    // (x & 0xffff) >= threshold
+}
+
+// Keep flags of the lane's elements of a 16-key slice of an S tile (rows = queries q0 + r, R = 16 HEIGHT rows,
+// q0 % R == 0; cols = keys k0.., k0 % 16 == 0; row_l): f(i, k, e, keep) for pair element e of data[k] of row
+// fragment i, straight from the two groups' words (no keep_bits), two elements per word (dropout_keep_pair,
+// thr16 = threshold << 16). The forward applies them to its fp32 P slice right before the slice's mma.
+// (Hoisting the rounds that do not depend on the key, as the dK / dV kernel does for its fixed keys, saved
+// ~1 % of the forward's instructions here, not worth its 4 live registers: with them the kernel spilled.)
+template <int HEIGHT, typename F>
+__host__ __device__ __forceinline__ void dropout_slice_q_lane(const dropout_key &d, int bh, int q0, int k0, uint32_t thr16,
+                                                              int lane, F &&f) {
+  static_assert(HEIGHT == 1 || HEIGHT == 2, "dropout_slice_q: 16 or 32 query rows");
+  const int g = lane >> 2, t = lane & 3;
+  const int qw = HEIGHT == 2 ? 0 : (q0 >> 3) & 2;
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    const philox4 r = dropout_group(d, bh, q0 + g, k0 + 2 * t + e);
+#pragma unroll
+    for (int i = 0; i < HEIGHT; i++)
+#pragma unroll
+      for (int kl = 0; kl < 2; kl++) {
+        // row 16 i + g + 8 kl: word qw + 2 i + kl; cols 2 t + e (+ 8): its low (high) half, pair kl (kl + 2)
+        bool lo, hi;
+        dropout_keep_pair(philox_word(r, qw + 2 * i + kl), thr16, lo, hi);
+        f(i, kl, e, lo);
+        f(i, kl + 2, e, hi);
+      }
+  }
+}
+
 // ---- The transposed dK / dV kernel: raw Philox words, first three rounds hoisted ----
 // That kernel's warp owns 16 keys for its whole run, so in its 16-key S^T tiles a lane's groups all
 // have the same counter words 0 (its key row key0 + g), 2 (bh) and 3 (the offset); only word 1 (the
@@ -211,8 +251,7 @@ __device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_k
 // and rounds 3 .. 9 as usual (philox4x32_10_from<3>): bitwise the same words as dropout_group.
 // The words are kept raw (keep_words: 4 per group, 16 registers for a 16 x 64 tile; the compiler
 // kept them raw from the packed keep_bits too) and tested where they are applied, both 16-bit halves
-// of a word at once (dropout_keep_pair: on sm_90 one VIMNMX.U16x2, which gives u >= threshold of
-// both halves as predicates).
+// of a word together (dropout_keep_pair).
 struct philox_k_prefix {
   uint32_t a, b, c, e, f;
 };
@@ -267,15 +306,6 @@ __host__ __device__ __forceinline__ void dropout_words_k_lane(keep_words<RT> &kw
 __host__ __device__ __forceinline__ uint32_t keep_word(const philox4 (&r)[2], int jj, int kh, int e, int qw) {
   return philox_word(r[e], qw + 2 * jj + kh);
 }
-// Whether the low / high 16-bit half of random word x is kept; thr2 = threshold * 0x10001.
-__host__ __device__ __forceinline__ void dropout_keep_pair(uint32_t x, uint32_t thr2, bool &lo, bool &hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __vibmax_u16x2(x, thr2, &hi, &lo);          // VIMNMX.U16x2: per half, pred = (max(x, thr) == x) = (x >= thr)
-#else
-  hi = x >= (thr2 & 0xffff0000u);             // (x >> 16) >= thr
-  lo = (x << 16) >= (thr2 << 16);             // (x & 0xffff) >= thr
-#endif
-}
 
 // The dK / dV kernel's element work with dropout, in place on P^T (p) and dP^T (ds) of the lane's key row
 // (prefix pr), queries q0.., with delta_s = (1 - p) delta:
@@ -286,7 +316,7 @@ __host__ __device__ __forceinline__ void dropout_keep_pair(uint32_t x, uint32_t 
 // The words are drawn one column group at a time, right before they are used (8 live, not 16).
 template <typename RT>
 __device__ __forceinline__ void dropout_bwd_k(RT &p, RT &ds, const dropout_key &d, const philox_k_prefix &pr, int q0,
-                                              uint32_t thr2, const row_vec<RT::cols> &delta_s) {
+                                              uint32_t thr16, const row_vec<RT::cols> &delta_s) {
   constexpr int JJ = keep_words<RT>::JJ;
   const int qw = RT::cols == 16 ? (q0 >> 3) & 2 : 0;
 #pragma unroll
@@ -301,7 +331,7 @@ __device__ __forceinline__ void dropout_bwd_k(RT &p, RT &ds, const dropout_key &
         for (int e = 0; e < 2; e++) {
           const int j = jp * JJ + jj;
           bool keep[2];
-          dropout_keep_pair(keep_word(r, jj, kh, e, qw), thr2, keep[0], keep[1]);
+          dropout_keep_pair(keep_word(r, jj, kh, e, qw), thr16, keep[0], keep[1]);
           const float c = e ? delta_s.data[j][kh].y : delta_s.data[j][kh].x;
 #pragma unroll
           for (int s = 0; s < 2; s++) {
