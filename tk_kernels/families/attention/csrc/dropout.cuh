@@ -101,13 +101,12 @@ __host__ __device__ __forceinline__ constexpr int keep_bit(int i, int j, int k, 
   return ((i * RT::width + j) * 4 + k) * 2 + e;
 }
 
-// Keep bits of an S tile (rows = queries q0 + r, cols = keys k0 + c; row_l; the forward and the
+// Keep bits of an S tile (rows = queries q0 + r, cols = keys k0 + c; row_l; the
 // deterministic dQ kernel). R = 16 or 32 rows; needs k0 % 16 == 0 and q0 % R == 0.
 // One Philox call per (16-column fragment j, pair element e): the 2 x 2 x 2 elements (rows g, g + 8 of
-// both row fragments i; pairs k of the fragment) of one group. ROLLED (one 16-column fragment): the two
-// calls run in a loop, so only one call's words are live (the D = 64 forward's register budget).
+// both row fragments i; pairs k of the fragment) of one group.
 // (The _lane versions take the lane index: host code, the CPU tests, checks them element by element.)
-template <typename RT, bool ROLLED = false>
+template <typename RT>
 __host__ __device__ __forceinline__ void dropout_bits_q_lane(keep_bits<RT> &b, const dropout_key &d, int bh, int q0,
                                                              int k0, int lane) {
   static_assert(RT::is_row && (RT::rows == 16 || RT::rows == 32), "dropout_bits_q: row_l tiles of 16 or 32 rows");
@@ -115,21 +114,6 @@ __host__ __device__ __forceinline__ void dropout_bits_q_lane(keep_bits<RT> &b, c
   const int qw = RT::rows == 32 ? 0 : (q0 >> 3) & 2;  // word of the tile's first row (0 when q0 % 32 == 0)
 #pragma unroll
   for (int x = 0; x < (b.n + 31) / 32; x++) b.w[x] = 0;
-  if constexpr (ROLLED) {
-    static_assert(RT::width == 1 && keep_bits<RT>::n <= 32, "dropout_bits_q<ROLLED>: one 16-column fragment");
-#pragma unroll 1
-    for (int e = 0; e < 2; e++) {
-      const philox4 r = dropout_group(d, bh, q0 + g, k0 + 2 * t + e);
-      uint32_t bits = 0;
-#pragma unroll
-      for (int i = 0; i < RT::height; i++)
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-          bits |= uint32_t(dropout_keep_half(d, philox_word(r, qw + 2 * i + (k & 1)), k >> 1)) << keep_bit<RT>(i, 0, k, 0);
-      b.w[0] |= bits << e;  // keep_bit<RT>(i, 0, k, e) = keep_bit<RT>(i, 0, k, 0) + e
-    }
-    return;
-  }
 #pragma unroll
   for (int j = 0; j < RT::width; j++)
 #pragma unroll
@@ -193,9 +177,9 @@ __host__ __device__ __forceinline__ void dropout_bits_k_lane(keep_bits<RT> &b, c
   }
 }
 
-template <typename RT, bool ROLLED = false>
+template <typename RT>
 __device__ __forceinline__ void dropout_bits_q(keep_bits<RT> &b, const dropout_key &d, int bh, int q0, int k0) {
-  dropout_bits_q_lane<RT, ROLLED>(b, d, bh, q0, k0, laneid());
+  dropout_bits_q_lane<RT>(b, d, bh, q0, k0, laneid());
 }
 template <typename RT, bool ROLLED = false>
 __device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_key &d, int bh, int key0, int q0) {
