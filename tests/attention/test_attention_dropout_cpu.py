@@ -121,7 +121,7 @@ int check(const dropout_key &d, int bh, int row0, int col0) {
   int bad = 0;
   for (int lane = 0; lane < 32; lane++) {
     keep_bits<RT> b;
-    if constexpr (QROWS) dropout_bits_q_lane<RT, ROLLED>(b, d, bh, row0, col0, lane);
+    if constexpr (QROWS) dropout_bits_q_lane<RT>(b, d, bh, row0, col0, lane);
     else dropout_bits_k_lane<RT, ROLLED>(b, d, bh, row0, col0, lane);
     const int g = lane / 4, t = lane % 4;
     for (int i = 0; i < RT::height; i++)
@@ -135,6 +135,52 @@ int check(const dropout_key &d, int bh, int row0, int col0) {
   }
   return bad;
 }
+// The transposed dK / dV kernel's raw words (dropout_prefix_k + dropout_words_k_lane: rounds 0-2 hoisted)
+// of a 16-key S^T tile: bitwise dropout_group's words, and the pair test (dropout_keep_pair, the same code
+// the GPU runs) of the word keep_word picks gives dropout_keep.
+template <typename RT>
+int check_words(const dropout_key &d, int bh, int key0, int q0) {
+  constexpr int JJ = keep_words<RT>::JJ;
+  const int qw = RT::cols == 16 ? (q0 >> 3) & 2 : 0;
+  int bad = 0;
+  for (int lane = 0; lane < 32; lane++) {
+    const int g = lane / 4, t = lane % 4;
+    keep_words<RT> kw;
+    dropout_words_k_lane(kw, d, dropout_prefix_k(d, bh, key0 + g), q0, lane);
+    for (int jp = 0; jp < keep_words<RT>::QG; jp++)
+      for (int e = 0; e < 2; e++) {
+        const tk::philox4 want = dropout_group(d, bh, q0 + 32 * jp + 2 * t + e, key0 + g);
+        const tk::philox4 got = kw.r[jp][e];
+        if (got.x != want.x || got.y != want.y || got.z != want.z || got.w != want.w) bad += 100;
+      }
+    for (int j = 0; j < RT::width; j++)
+      for (int kh = 0; kh < 2; kh++)
+        for (int e = 0; e < 2; e++) {
+          const uint32_t x = keep_word(kw.r[j / JJ], j % JJ, kh, e, qw);
+          bool keep[2];
+          dropout_keep_pair(x, d.threshold << 16, keep[0], keep[1]);
+          for (int s = 0; s < 2; s++)
+            if (keep[s] != dropout_keep(d, bh, q0 + 16 * j + 2 * t + e + 8 * kh, key0 + g + 8 * s)) bad++;
+        }
+  }
+  return bad;
+}
+// The forward's keep flags of a 16-key slice (dropout_slice_q_lane: pair tests straight from the words) of a
+// 16 HEIGHT-query S tile against dropout_keep.
+template <int HEIGHT>
+int check_slice_q(const dropout_key &d, int bh, int q0, int k0) {
+  int bad = 0;
+  for (int lane = 0; lane < 32; lane++) {
+    const int g = lane / 4, t = lane % 4;
+    int seen = 0;
+    dropout_slice_q_lane<HEIGHT>(d, bh, q0, k0, d.threshold << 16, lane, [&](int i, int k, int e, bool keep) {
+      seen++;
+      if (keep != dropout_keep(d, bh, q0 + 16 * i + g + 8 * (k & 1), k0 + 2 * t + e + 8 * (k >> 1))) bad++;
+    });
+    if (seen != HEIGHT * 8) bad += 1000;
+  }
+  return bad;
+}
 int main() {
   int bad = 0, n = 0;
   for (unsigned thr : {6554u, 13107u, 32768u, 58982u})
@@ -143,8 +189,7 @@ int main() {
         const dropout_key d = make_dropout_key(0x1234567890abcdefull, off, thr);
         for (int m = 0; m < 6; m++) {
           const int r32 = 32 * m + 96 * (bh % 5), r16 = 16 * m + 48 * (bh % 3), c16 = 16 * m + 64 * (bh % 7);
-          // forward (32 queries x 16-key slices, rolled; unrolled too), deterministic dQ (16 queries x 64 keys)
-          bad += check<tk::rt<float, 32, 16>, true, true>(d, bh, r32, c16);
+          // S tiles: 32 queries x 16 keys, deterministic dQ (16 queries x 64 keys)
           bad += check<tk::rt<float, 32, 16>, true>(d, bh, r32, c16);
           bad += check<tk::rt<float, 16, 64>, true>(d, bh, r16, 64 * m);
           // transposed dK / dV kernel (16 keys x 64 / 32 / 16 queries), split kernel (32 x 32, rolled)
@@ -152,7 +197,14 @@ int main() {
           bad += check<tk::rt<float, 16, 32>, false>(d, bh, r16, 32 * m);
           bad += check<tk::rt<float, 16, 16>, false>(d, bh, r16, c16);
           bad += check<tk::rt<float, 32, 32>, false, true>(d, bh, 32 * m, r32);
-          n += 7;
+          // the transposed kernel's raw words (16 keys x 64 / 32 / 16 queries)
+          bad += check_words<tk::rt<float, 16, 64>>(d, bh, r16, 64 * m);
+          bad += check_words<tk::rt<float, 16, 32>>(d, bh, r16, 32 * m);
+          bad += check_words<tk::rt<float, 16, 16>>(d, bh, r16, c16);
+          // the forward's slices (32 queries; 16 too)
+          bad += check_slice_q<2>(d, bh, r32, c16);
+          bad += check_slice_q<1>(d, bh, r16, c16);
+          n += 11;
         }
       }
   printf("checked %d tiles, %d wrong bits\n", n, bad);
@@ -163,7 +215,9 @@ int main() {
 
 def test_tile_keep_bits_match_the_definition(tmp_path):
     """The keep bits every lane draws for the tiles the kernels use (forward, deterministic dQ,
-    transposed and split dK / dV kernels) are exactly dropout_keep at each element's coordinates."""
+    transposed and split dK / dV kernels; the transposed kernel's raw Philox words with their first
+    rounds hoisted and its pair test; the forward's per-slice keep flags) are exactly dropout_keep at
+    each element's coordinates."""
     nvcc = _nvcc()
     src = tmp_path / "tiles.cu"
     src.write_text(TILE_CHECK)

@@ -41,4 +41,14 @@ __host__ __device__ __forceinline__ philox4 philox4x32_10(philox4 c, uint32_t k0
   return c;
 }
 
+// Rounds R0 .. 9 of philox4x32_10, continuing from the state c that rounds 0 .. R0 - 1 left (k0, k1: the
+// ORIGINAL key; round r uses it plus r times the schedule constants). For callers that computed the first
+// rounds some cheaper way (e.g. hoisted the parts that do not depend on the varying counter word).
+template <int R0>
+__host__ __device__ __forceinline__ philox4 philox4x32_10_from(philox4 c, uint32_t k0, uint32_t k1) {
+#pragma unroll
+  for (int r = R0; r < 10; r++) c = detail::philox_round(c, k0 + uint32_t(r) * detail::PHILOX_W0, k1 + uint32_t(r) * detail::PHILOX_W1);
+  return c;
+}
+
 }  // namespace tk

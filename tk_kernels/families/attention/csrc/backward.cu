@@ -10,8 +10,10 @@
 //     dV   = (P o Z)^T dO           dP~ = Z o (dO V^T)          dS = P o (dP~ - delta)
 // and delta is unchanged: softmax's backward needs sum_j P_ij dP~_ij (the gradient w.r.t. P of
 // the loss is dP~ = Z o dP), and sum_j P_ij Z_ij (dO_i . V_j) = dO_i . sum_j (P o Z)_ij V_j =
-// dO_i . O_i. Each kernel draws a tile's keep bits once (dropout.cuh: dropout_bits_k / _q, 1 bit per
-// element) and uses them for dP~ and for the dropped P of dV (dV is scaled by 1 / (1 - p) at the end).
+// dO_i . O_i. Each kernel draws a tile's mask once and uses it for dP~ and for the dropped P of dV (dV is
+// scaled by 1 / (1 - p) at the end). The transposed dK / dV kernel computes dS' = (1 - p) dS (dropout_bwd_k
+// in dropout.cuh: one select per element fewer), so its dK and, through the convert kernel, dQ get the
+// 1 / (1 - p) at the end too; the split and deterministic dQ kernels compute dS itself (dropout_ds).
 // The split kernel (D = 128) has dropout variants only for its bulk dQ path and the deterministic path;
 // configs.cu marks the others, and with dropout an A100 runs the transposed kernel at D = 128.
 // Causal is top-left aligned (key j is visible to query i iff j <= i). Exponentials are exp2 with
@@ -62,8 +64,13 @@ cudaError_t launch_kernels(const BwdParams &p, const bwd_args_t<T, DROPOUT> &a, 
                                              : launch_dkdv_split<T, DROPOUT>(*c, ac, kv_grid, stream);
   if (err != cudaSuccess) return err;
 
-  // 3. dQ
-  return p.deterministic ? launch_dq_deterministic<T, DROPOUT>(ac, D, stream) : launch_dq_convert<T>(ac, D, stream);
+  // 3. dQ (with dropout the transposed kernel's dq_accum holds (1 - p) dS K: dropout_bwd_k)
+  if (p.deterministic) return launch_dq_deterministic<T, DROPOUT>(ac, D, stream);
+  bwd_args<T> aq = ac;
+  if constexpr (DROPOUT) {
+    if (c->kernel == dkdv_kernel::transposed) aq.scale = p.scale * a.drop.keep_scale;
+  }
+  return launch_dq_convert<T>(aq, D, stream);
 }
 
 template <typename T>

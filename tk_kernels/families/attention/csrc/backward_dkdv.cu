@@ -22,6 +22,17 @@
 //                              reduction per warp (dq_partial_atomic).
 // Causal: a warp whose 16 keys all come after every query of a step has P = 0 there; it skips the
 // step and writes zeros to its dS^T rows.
+// Dropout (DROPOUT kernels; p = 0 runs the code above unchanged): per step, after the masking branch (so
+// in one basic block with the dP^T and dV / dK mma, which the scheduler interleaves the Philox work with),
+// dropout_bwd_k draws the step's Philox words one 32-query column at a time and, per element,
+//     P~ = keep ? P : 0 (dV's operand),   dS' = P~ dP - P (1 - p) delta = (1 - p) dS
+// (one select, one multiply, one fma; p = 0: a subtract and a multiply); dK and dV are scaled by 1 / (1 - p)
+// in the epilogue, dQ by the convert kernel (backward.cu). The warp's 16 keys are fixed for the whole
+// kernel, so three of the ten Philox rounds are mostly hoisted (dropout_prefix_k, per key row in shared
+// memory, written in the prologue): 16 of 20 products per group left. Two keep tests per 32-bit word
+// (dropout_keep_pair). SASS of the main loop per 128-query block, D = 64 bulk bf16 sm_90a: 2111
+// instructions (p = 0: 1570; the keep_bits version before, which packed the bits before S^T and drew
+// all words there, 2279). All 14 dropout instantiations spill-free on sm_80 and sm_90a.
 // Computing the TRANSPOSED scores is what lets P^T and dS^T feed the dV / dK products directly as
 // A operands (an fp32 accumulator packed pairwise to 16 bits is the A fragment), so only dS goes
 // through shared memory, and only once (for dQ, whose contraction runs over all 8 warps' keys).
@@ -101,8 +112,10 @@ struct kv_block_pos {
 // allocate it.
 struct kv_dropout {
   dropout_key key;
-  int bh;
-  float keep_scale;
+  uint32_t thr16;                        // threshold << 16 (dropout_keep_pair)
+  float keep_prob;                       // 1 - p (as 1 / keep_scale): delta_s = keep_prob delta
+  uint32_t prefix_a;                     // dropout_prefix_k: a is the CTA's, b, c, e, f each key row's
+  uint4 prefix[KV_WARPS][8];             // [warp][g]: (b, c, e, f) of key row key0 + g
 };
 __shared__ kv_dropout kv_drop;
 
@@ -115,7 +128,7 @@ __shared__ kv_dropout kv_drop;
 // every warp reaches only once its dQ reads of this step are done.
 // The query-step loop is unrolled by 2: both steps of a D = 64 block (offsets become immediates; the lane
 // offsets are not rebuilt for the second step).
-// DROPOUT: the step's keep bits are drawn first; dS^T = P^T (keep dP^T / (1 - p) - delta), dV takes the dropped P^T.
+// DROPOUT: dS'^T = P^T (keep dP^T - (1 - p) delta) = (1 - p) dS^T (dropout_bwd_k), dV takes the dropped P^T.
 template <typename T, int D, bool ATOMIC_DQ, int BLOCK_M, bool BULK, bool DROPOUT>
 __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, const bwd_args<T> &a,
                                           const kv_block_pos<T> &c, int mb, int mb_next, int stage,
@@ -140,9 +153,7 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
       }
       continue;
     }
-    // P^T (DROPOUT: its keep bits first)
-    keep_bits<rt<float, 16, QS>> keep;
-    if constexpr (DROPOUT) dropout_bits_k(keep, kv_drop.key, kv_drop.bh, c.key0, q0);
+    // P^T
     rt<float, 16, QS> p;
     scores_t<cfg::kv_in_registers, T>(p, k_reg, sm.k, cur.q, w, hq);
     row_vec<QS> lse2;
@@ -157,8 +168,12 @@ __device__ __forceinline__ void dkdv_step(const dkdv_tiles<T, D, BLOCK_M> &sm, c
     row_vec<QS> delta;
     load_query_vec(delta, cur.delta, hq * QS);
     if constexpr (DROPOUT) {
-      dropout_ds(ds, p, keep, kv_drop.keep_scale, [&](rt<float, 16, QS> &x) { sub_col(x, x, delta); });
-      apply_bits(p, keep, zero_dropped{});          // dV gets the dropped P (scaled by 1 / (1 - p) at the end)
+      // dV gets the dropped P (scaled by 1 / (1 - p) at the end), dS^T its (1 - p) multiple (dK, dQ scaled at the end)
+      // (the step's Philox words are drawn in there, after the masking branch: in one basic block with the
+      // dP^T and dV / dK mma, which the scheduler interleaves them with)
+      mul(delta, delta, kv_drop.keep_prob);
+      const uint4 pre = kv_drop.prefix[w][laneid() >> 2];
+      dropout_bwd_k(p, ds, kv_drop.key, {kv_drop.prefix_a, pre.x, pre.y, pre.z, pre.w}, q0, kv_drop.thr16, delta);
     } else {
       sub_col(ds, ds, delta);
       mul(ds, ds, p);
@@ -220,8 +235,18 @@ bwd_dkdv_kernel(const __grid_constant__ bwd_args_t<T, DROPOUT> a) {
   const query_block_order order(mb_first, mb_end, kb, n_kv_blocks, a.causal);
   fetch_query_block<BLOCK_M>(buf[0], in, order.start);
   commit_group();
-  if constexpr (DROPOUT) {
-    if (threadIdx.x == 0) kv_drop = {bwd_dropout_key(a), bh, a.drop.keep_scale};  // visible after this barrier
+  if constexpr (DROPOUT) {  // visible after this barrier
+    if (laneid() < 8) {
+      const dropout_key d = bwd_dropout_key(a);
+      const philox_k_prefix pr = dropout_prefix_k(d, bh, key0 + laneid());
+      kv_drop.prefix[w][laneid()] = make_uint4(pr.b, pr.c, pr.e, pr.f);
+      if (threadIdx.x == 0) {
+        kv_drop.key = d;
+        kv_drop.thr16 = d.threshold << 16;
+        kv_drop.keep_prob = 1.f / a.drop.keep_scale;
+        kv_drop.prefix_a = pr.a;
+      }
+    }
   }
   wait_group<0>();
   __syncthreads();
@@ -245,8 +270,12 @@ bwd_dkdv_kernel(const __grid_constant__ bwd_args_t<T, DROPOUT> a) {
   // Epilogue: dK *= scale; stage both through this warp's own rows of sK / sV (after the barrier no
   // warp reads K any more), then 16-byte stores; keys >= T are skipped.
   __syncthreads();
-  mul(dk, dk, a.scale);
-  if constexpr (DROPOUT) mul(dv, dv, a.drop.keep_scale);
+  if constexpr (DROPOUT) {
+    mul(dk, dk, a.scale * a.drop.keep_scale);   // dS' = (1 - p) dS (dropout_bwd_k)
+    mul(dv, dv, a.drop.keep_scale);
+  } else {
+    mul(dk, dk, a.scale);
+  }
   auto dk_stage = subtile<16, D>(sK, w, 0);
   auto dv_stage = subtile<16, D>(sV, w, 0);
   store<BWD_ADDR>(dk_stage, dk);

@@ -17,9 +17,12 @@
 // S^T tiles (rows = keys) it holds k = key0 + g + {0, 8} and q = q0 + 2t + e + {0, 8, 16, 24}.
 // Bit 31 of counter word 1 separates these counters from those of PyTorch's own Philox kernels
 // (curand's counter there is the offset / 4 plus a small index: its word 1 stays 0 in practice).
-// Kernels draw a tile's keep bits (dropout_bits_q for S tiles, dropout_bits_k for S^T tiles; one
-// bit per element, e.g. 4 registers for a 32 x 128 tile) and apply them (apply_bits); the per-element
-// dropout_keep is the definition, used by the debug mask kernel (dropout_mask.cu).
+// The forward and the transposed dK / dV kernel test the Philox words where they apply them, two elements
+// per word (dropout_slice_q_lane, dropout_bwd_k: no packed bits; the latter with the Philox rounds that do
+// not depend on the query hoisted, dropout_prefix_k); the split dK / dV and deterministic dQ kernels draw a
+// tile's keep bits (dropout_bits_k / dropout_bits_q; one bit per element) and apply them (apply_bits). The
+// per-element dropout_keep is the definition, used by the debug mask kernel (dropout_mask.cu); the CPU test
+// checks every lane's flags of every tile shape against it.
 //
 // Seed and offset: from PyTorch's CUDA generator (bindings.cpp: philox_cuda_state), passed as a
 // dropout_rng: eager calls carry the values, calls under CUDA-graph capture carry pointers to
@@ -98,13 +101,12 @@ __host__ __device__ __forceinline__ constexpr int keep_bit(int i, int j, int k, 
   return ((i * RT::width + j) * 4 + k) * 2 + e;
 }
 
-// Keep bits of an S tile (rows = queries q0 + r, cols = keys k0 + c; row_l; the forward and the
+// Keep bits of an S tile (rows = queries q0 + r, cols = keys k0 + c; row_l; the
 // deterministic dQ kernel). R = 16 or 32 rows; needs k0 % 16 == 0 and q0 % R == 0.
 // One Philox call per (16-column fragment j, pair element e): the 2 x 2 x 2 elements (rows g, g + 8 of
-// both row fragments i; pairs k of the fragment) of one group. ROLLED (one 16-column fragment): the two
-// calls run in a loop, so only one call's words are live (the D = 64 forward's register budget).
+// both row fragments i; pairs k of the fragment) of one group.
 // (The _lane versions take the lane index: host code, the CPU tests, checks them element by element.)
-template <typename RT, bool ROLLED = false>
+template <typename RT>
 __host__ __device__ __forceinline__ void dropout_bits_q_lane(keep_bits<RT> &b, const dropout_key &d, int bh, int q0,
                                                              int k0, int lane) {
   static_assert(RT::is_row && (RT::rows == 16 || RT::rows == 32), "dropout_bits_q: row_l tiles of 16 or 32 rows");
@@ -112,21 +114,6 @@ __host__ __device__ __forceinline__ void dropout_bits_q_lane(keep_bits<RT> &b, c
   const int qw = RT::rows == 32 ? 0 : (q0 >> 3) & 2;  // word of the tile's first row (0 when q0 % 32 == 0)
 #pragma unroll
   for (int x = 0; x < (b.n + 31) / 32; x++) b.w[x] = 0;
-  if constexpr (ROLLED) {
-    static_assert(RT::width == 1 && keep_bits<RT>::n <= 32, "dropout_bits_q<ROLLED>: one 16-column fragment");
-#pragma unroll 1
-    for (int e = 0; e < 2; e++) {
-      const philox4 r = dropout_group(d, bh, q0 + g, k0 + 2 * t + e);
-      uint32_t bits = 0;
-#pragma unroll
-      for (int i = 0; i < RT::height; i++)
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-          bits |= uint32_t(dropout_keep_half(d, philox_word(r, qw + 2 * i + (k & 1)), k >> 1)) << keep_bit<RT>(i, 0, k, 0);
-      b.w[0] |= bits << e;  // keep_bit<RT>(i, 0, k, e) = keep_bit<RT>(i, 0, k, 0) + e
-    }
-    return;
-  }
 #pragma unroll
   for (int j = 0; j < RT::width; j++)
 #pragma unroll
@@ -190,13 +177,156 @@ __host__ __device__ __forceinline__ void dropout_bits_k_lane(keep_bits<RT> &b, c
   }
 }
 
-template <typename RT, bool ROLLED = false>
+template <typename RT>
 __device__ __forceinline__ void dropout_bits_q(keep_bits<RT> &b, const dropout_key &d, int bh, int q0, int k0) {
-  dropout_bits_q_lane<RT, ROLLED>(b, d, bh, q0, k0, laneid());
+  dropout_bits_q_lane<RT>(b, d, bh, q0, k0, laneid());
 }
 template <typename RT, bool ROLLED = false>
 __device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_key &d, int bh, int key0, int q0) {
   dropout_bits_k_lane<RT, ROLLED>(b, d, bh, key0, q0, laneid());
+}
+
+// Whether the low / high 16-bit half of random word x is kept, with thr16 = threshold << 16: no extraction of
+// the high half, one shift for the low one (3 instructions per word). (sm_90's VIMNMX.U16x2 gives both
+// predicates in one instruction, __vibmax_u16x2, but ptxas leaves two dead PRMTs next to each: measured the
+// same count in the dK / dV kernel, 2110 vs 2111 per block, so the one form for every architecture is kept.)
+__host__ __device__ __forceinline__ void dropout_keep_pair(uint32_t x, uint32_t thr16, bool &lo, bool &hi) {
+  hi = x >= thr16;                            // (x >> 16) >= threshold
+  lo = (x << 16) >= thr16;                    // (x & 0xffff) >= threshold
+}
+
+// Keep flags of the lane's elements of a 16-key slice of an S tile (rows = queries q0 + r, R = 16 HEIGHT rows,
+// q0 % R == 0; cols = keys k0.., k0 % 16 == 0; row_l): f(i, k, e, keep) for pair element e of data[k] of row
+// fragment i, straight from the two groups' words (no keep_bits), two elements per word (dropout_keep_pair,
+// thr16 = threshold << 16). The forward applies them to its fp32 P slice right before the slice's mma.
+// (Hoisting the rounds that do not depend on the key, as the dK / dV kernel does for its fixed keys, saved
+// ~1 % of the forward's instructions here, not worth its 4 live registers: with them the kernel spilled.)
+template <int HEIGHT, typename F>
+__host__ __device__ __forceinline__ void dropout_slice_q_lane(const dropout_key &d, int bh, int q0, int k0, uint32_t thr16,
+                                                              int lane, F &&f) {
+  static_assert(HEIGHT == 1 || HEIGHT == 2, "dropout_slice_q: 16 or 32 query rows");
+  const int g = lane >> 2, t = lane & 3;
+  const int qw = HEIGHT == 2 ? 0 : (q0 >> 3) & 2;
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    const philox4 r = dropout_group(d, bh, q0 + g, k0 + 2 * t + e);
+#pragma unroll
+    for (int i = 0; i < HEIGHT; i++)
+#pragma unroll
+      for (int kl = 0; kl < 2; kl++) {
+        // row 16 i + g + 8 kl: word qw + 2 i + kl; cols 2 t + e (+ 8): its low (high) half, pair kl (kl + 2)
+        bool lo, hi;
+        dropout_keep_pair(philox_word(r, qw + 2 * i + kl), thr16, lo, hi);
+        f(i, kl, e, lo);
+        f(i, kl + 2, e, hi);
+      }
+  }
+}
+
+// ---- The transposed dK / dV kernel: raw Philox words, first three rounds hoisted ----
+// That kernel's warp owns 16 keys for its whole run, so in its 16-key S^T tiles a lane's groups all
+// have the same counter words 0 (its key row key0 + g), 2 (bh) and 3 (the offset); only word 1 (the
+// query) differs between them. Through the first three Philox rounds that leaves five 32-bit values
+// that depend on the lane's key row alone (dropout_prefix_k, computed once per kernel), and a group
+// costs two 32 x 32 -> 64-bit products there instead of six (dropout_group_k):
+//     round 0: (h0, l0) = M0 c0, (h1, l1) = M1 bh         both fixed    -> x1 = c1 ^ a
+//     round 1: M0 x1 varies (-> z2 = hi ^ b, w2 = lo), M1 z1 fixed       -> x2, y2 fixed
+//     round 2: M0 x2 fixed (-> e, f), M1 z2 varies                       -> (hi ^ c, lo, w2 ^ e, f)
+// and rounds 3 .. 9 as usual (philox4x32_10_from<3>): bitwise the same words as dropout_group.
+// The words are kept raw (keep_words: 4 per group, 16 registers for a 16 x 64 tile; the compiler
+// kept them raw from the packed keep_bits too) and tested where they are applied, both 16-bit halves
+// of a word together (dropout_keep_pair).
+struct philox_k_prefix {
+  uint32_t a, b, c, e, f;
+};
+__host__ __device__ __forceinline__ philox_k_prefix dropout_prefix_k(const dropout_key &d, int bh, int key) {
+  constexpr uint32_t M0 = detail::PHILOX_M0, M1 = detail::PHILOX_M1, W0 = detail::PHILOX_W0, W1 = detail::PHILOX_W1;
+  const uint32_t c0 = uint32_t(key >> 4) << 3 | uint32_t(key & 7);
+  const uint64_t p0 = uint64_t(M0) * c0, p1 = uint64_t(M1) * uint32_t(bh);
+  const uint32_t z1 = uint32_t(p0 >> 32) ^ d.c3 ^ d.k1;                       // round 0
+  const uint64_t q1 = uint64_t(M1) * z1;                                      // round 1
+  const uint32_t x2 = uint32_t(q1 >> 32) ^ uint32_t(p1) ^ (d.k0 + W0);
+  const uint64_t q0 = uint64_t(M0) * x2;                                      // round 2
+  return {uint32_t(p1 >> 32) ^ d.k0, uint32_t(p0) ^ (d.k1 + W1), uint32_t(q1) ^ (d.k0 + 2 * W0),
+          uint32_t(q0 >> 32) ^ (d.k1 + 2 * W1), uint32_t(q0)};
+}
+// The group of counter word 1 = c1 (dropout_counter) for the key row of prefix pr: dropout_group's words.
+__host__ __device__ __forceinline__ philox4 dropout_group_k(const philox_k_prefix &pr, const dropout_key &d, uint32_t c1) {
+  constexpr uint32_t M0 = detail::PHILOX_M0, M1 = detail::PHILOX_M1;
+  const uint64_t p0 = uint64_t(M0) * (c1 ^ pr.a);                              // round 1
+  const uint64_t p1 = uint64_t(M1) * (uint32_t(p0 >> 32) ^ pr.b);              // round 2
+  return philox4x32_10_from<3>({uint32_t(p1 >> 32) ^ pr.c, uint32_t(p1), uint32_t(p0) ^ pr.e, pr.f}, d.k0, d.k1);
+}
+
+// The groups of a 16-key S^T tile RT (16 x C, C = 16 or a multiple of 32 queries; see dropout_bits_k for the
+// shapes) come in QG columns of 32 queries jp, two per lane each (pair element e); their words are kept raw.
+template <typename RT>
+struct keep_words {
+  static_assert(RT::is_row && RT::rows == 16 && (RT::cols == 16 || RT::cols % 32 == 0),
+                "keep_words: row_l S^T tiles of 16 keys x 16 or 32n queries");
+  static constexpr int QG = RT::cols == 16 ? 1 : RT::cols / 32;  // groups of 32 queries
+  static constexpr int JJ = RT::cols == 16 ? 1 : 2;              // 16-column fragments per group
+  philox4 r[QG][2];                                              // [jp][e]
+};
+// The two groups (e = 0, 1) of query column jp of a tile of queries q0.. (q0 % 32 == 0, or q0 % 16 == 0
+// when C = 16) for the lane's key row (prefix pr).
+__host__ __device__ __forceinline__ void dropout_words_k_col(philox4 (&r)[2], const dropout_key &d,
+                                                             const philox_k_prefix &pr, int q0, int jp, int lane) {
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    const int q = q0 + 32 * jp + 2 * (lane & 3) + e;
+    r[e] = dropout_group_k(pr, d, 0x80000000u | uint32_t(q >> 5) << 3 | uint32_t(q & 7));
+  }
+}
+template <typename RT>
+__host__ __device__ __forceinline__ void dropout_words_k_lane(keep_words<RT> &kw, const dropout_key &d,
+                                                              const philox_k_prefix &pr, int q0, int lane) {
+#pragma unroll
+  for (int jp = 0; jp < keep_words<RT>::QG; jp++) dropout_words_k_col(kw.r[jp], d, pr, q0, jp, lane);
+}
+// The word of column group jp's groups r that holds elements (j = jp JJ + jj, k = 2 kh + s, e) of the tile,
+// s = 0 / 1 its low / high half: row g + 8 s (half s), col 16 j + 2 t + e + 8 kh (word qw + 2 jj + kh;
+// qw = (q0 >> 3) & 2 when C = 16, else 0).
+__host__ __device__ __forceinline__ uint32_t keep_word(const philox4 (&r)[2], int jj, int kh, int e, int qw) {
+  return philox_word(r[e], qw + 2 * jj + kh);
+}
+
+// The dK / dV kernel's element work with dropout, in place on P^T (p) and dP^T (ds) of the lane's key row
+// (prefix pr), queries q0.., with delta_s = (1 - p) delta:
+//     p  <- P~ = keep ? P : 0                            (dV's operand; dV is scaled by 1 / (1 - p) at the end)
+//     ds <- dS' = P~ dP - P delta_s = (1 - p) dS         (dS = P o (keep dP / (1 - p) - delta); dK and dQ are
+//                                                         scaled by 1 / (1 - p) at the end)
+// One select, one multiply and one fma per element (p = 0: a subtract and a multiply), half a keep test.
+// The words are drawn one column group at a time, right before they are used (8 live, not 16).
+template <typename RT>
+__device__ __forceinline__ void dropout_bwd_k(RT &p, RT &ds, const dropout_key &d, const philox_k_prefix &pr, int q0,
+                                              uint32_t thr16, const row_vec<RT::cols> &delta_s) {
+  constexpr int JJ = keep_words<RT>::JJ;
+  const int qw = RT::cols == 16 ? (q0 >> 3) & 2 : 0;
+#pragma unroll
+  for (int jp = 0; jp < keep_words<RT>::QG; jp++) {
+    philox4 r[2];
+    dropout_words_k_col(r, d, pr, q0, jp, laneid());
+#pragma unroll
+    for (int jj = 0; jj < JJ; jj++)
+#pragma unroll
+      for (int kh = 0; kh < 2; kh++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          const int j = jp * JJ + jj;
+          bool keep[2];
+          dropout_keep_pair(keep_word(r, jj, kh, e, qw), thr16, keep[0], keep[1]);
+          const float c = e ? delta_s.data[j][kh].y : delta_s.data[j][kh].x;
+#pragma unroll
+          for (int s = 0; s < 2; s++) {
+            float &pe = e ? p.tiles[0][j][2 * kh + s].y : p.tiles[0][j][2 * kh + s].x;
+            float &de = e ? ds.tiles[0][j][2 * kh + s].y : ds.tiles[0][j][2 * kh + s].x;
+            const float pd = pe * c;
+            pe = keep[s] ? pe : 0.f;
+            de = fmaf(pe, de, -pd);
+          }
+        }
+  }
 }
 
 // x = f(x, keep) on every element of a tile of the bits' shape (any dtype).

@@ -44,22 +44,27 @@
 //   * Shared memory: D = 64 82,048 B, D = 128 98,432 B; both fit the 101,376 B per block of 99 KB GPUs
 //     (sm_86 / sm_89), so the forward has a single configuration per head dim.
 // Dropout (the DROPOUT = true kernels; p = 0 runs the kernels above, unchanged): after the row sum,
-//       P~ = P o keep (dropout.cuh: the keep bits of (seed, offset, bh, row, key), drawn per 16-key
+//       P~ = P o keep (dropout.cuh: the keep flags of (seed, offset, bh, row, key), drawn per 16-key
 //       slice right before its P V mma),   O += P~ V_j,   and at the end O *= 1 / ((1 - p) l).
 //   m, l and lse are those of the softmax before dropout (the backward recomputes P from lse and
-//   regenerates the same bits). CTA 0 writes the (seed, offset) it used (rng_out).
-//   Same tiles as p = 0 (128 keys at D = 64). At 255 registers that needs three things, each found with
-//   ptxas -v (sm_80 and sm_90a, no spills in any of the 8 dropout instantiations): the CTA's Philox key,
-//   bh, b, h sit in shared memory (fwd_drop, re-read after each tile's barrier, so neither they nor the
-//   Philox round keys derived from them stay live through S = Q K^T); the two Philox calls of a slice run
-//   in a rolled loop (dropout_bits_q<.., true>: one call's words live at a time); the K / V prefetch is
-//   addressed from the kernel arguments (no head pointers held across the loop). Without them the 128-key
-//   D = 64 kernel spilled 16-52 bytes (register-held key: 16 / 52, shared key: 4 / 16, + rolled: 8 / 8,
-//   + argument-addressed prefetch: 0 / 12, + b, h in shared memory: 0 / 0; non-causal / causal, fp16).
-//   The 64-key tiles it had before cost ~2x the p = 0 instructions per key (SASS: 2376 per 64 keys vs 2352
-//   per 128 at p = 0); with 128-key tiles ~3500 static (+ 8 rolled Philox bodies) per 128 keys.
-//   Overhead: bench/bench_attention_dropout.py (H200 before this change, fwd+bwd at (16,12,1024,64):
-//   +63.6% with 64-key tiles; this version not yet measured).
+//   regenerates the same mask). CTA 0 writes the (seed, offset) it used (rng_out).
+//   Same tiles as p = 0 (128 keys at D = 64). Per slice: its two Philox calls, each word tested for both
+//   its 16-bit halves (dropout_slice_q_lane, dropout_keep_pair: no packed keep bits), one select per
+//   element on the fp32 P slice, then the slice's conversion to 16 bits and its mma (the same 16-bit P~
+//   as zeroing the converted P, so O is bitwise what the keep_bits version gave).
+//   SASS per 128-key tile, D = 64 causal bf16 sm_90a: 2631 instructions (p = 0: 1552); the keep_bits
+//   version before it (two calls in a rolled loop, bits packed then unpacked on the 16-bit P) 3273, the
+//   64-key tiles before that ~2x the p = 0 count per key.
+//   At 255 registers (ptxas -v, sm_80 and sm_90a, no spills in any of the 8 dropout instantiations) this
+//   needs: the CTA's Philox key, bh, b, h, its first query row and the loop's trip count in shared memory
+//   (fwd_drop, re-read after each tile's barrier, so none of them, nor the Philox round keys or counter
+//   words derived from them, is held across the loop: held in registers, the trip count, then the warp's
+//   first row, then the lane's counter word each spilled 8-12 bytes in some instantiation); the K / V
+//   prefetch addressed from the kernel arguments (no head pointers held across the loop). (The 16-bit P
+//   variant of the flag version, masks per 16-bit pair, spilled up to 40 bytes; hoisting the Philox rounds
+//   that do not depend on the key saved ~1% and spilled.)
+//   Overhead: bench/bench_attention_dropout.py (H200, fwd+bwd at (16,12,1024,64): +63.6% with the 64-key
+//   tiles; the versions since not yet measured).
 // Measured (H200, bf16, bench/RESULTS.md, commit 2071b28): 1.04-1.25x SDPA flash at the 10 forward shapes
 // (D = 64: 1.11-1.25x, D = 128: 1.04-1.10x). No spills on sm_80 and sm_90a.
 #include <cmath>
@@ -135,6 +140,9 @@ constexpr int FWD_THREADS = FWD_WARPS * WARP_THREADS;
 struct fwd_dropout {
   dropout_key key;
   int bh, b, h;
+  int n_tiles;  // the key loop's trip count (read after the loop's barrier: in a register it spilled)
+  int m0;       // the CTA's first query row: the Philox prefix's rows are derived from it per tile (a
+                // register-held counter word hoisted out of the loop spilled at D = 128)
 };
 __shared__ fwd_dropout fwd_drop;
 
@@ -158,7 +166,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
   const auto [mb, b, h] = block_coords<CAUSAL>(a);
   const int m0 = mb * BLOCK_M;                        // first query row of the CTA
   const int w = warpid();
-  const int r0 = m0 + w * WARP_M;                     // first query row of this warp
+  const int r0_cta = m0 + w * WARP_M;                 // first query row of this warp
   const int rows_seen = CAUSAL ? min(m0 + BLOCK_M, T_) : T_;
   const int n_tiles = (rows_seen + BLOCK_N - 1) / BLOCK_N;
 
@@ -178,7 +186,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
   if constexpr (DROPOUT) {
     if (threadIdx.x == 0) {                           // visible after the key loop's first barrier
       uint64_t seed, offset;
-      fwd_drop = {load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset), b * a.heads + h, b, h};
+      fwd_drop = {load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset), b * a.heads + h, b, h, n_tiles, m0};
       if (blockIdx.x == 0 && a.drop.rng_out != nullptr) {
         a.drop.rng_out[0] = int64_t(seed);
         a.drop.rng_out[1] = int64_t(offset);
@@ -186,7 +194,9 @@ attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
     }
   }
 
-  for (int j = 0; j < n_tiles; j++) {
+  // (DROPOUT: the trip count from shared memory, written before the loop and visible after its first
+  // barrier; the first iteration always runs: n_tiles >= 1.)
+  for (int j = 0; DROPOUT ? (j == 0 || j < fwd_drop.n_tiles) : j < n_tiles; j++) {
     const int n0 = j * BLOCK_N;
     const int stage = j & 1;
 
@@ -194,7 +204,7 @@ attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
     // stage is free: prefetch K_{j+1}, V_{j+1} into it while this tile is computed. One barrier per tile.
     wait_group<0>();
     __syncthreads();
-    if (j + 1 < n_tiles) {
+    if (j + 1 < (DROPOUT ? fwd_drop.n_tiles : n_tiles)) {
       if constexpr (DROPOUT) {  // addressed from the kernel arguments: two fewer 64-bit pointers live in the loop
         load_async<NUM_THREADS>(sK[stage ^ 1], a.k, {fwd_drop.b, fwd_drop.h, n0 + BLOCK_N, 0});
         load_async<NUM_THREADS>(sV[stage ^ 1], a.v, {fwd_drop.b, fwd_drop.h, n0 + BLOCK_N, 0});
@@ -205,6 +215,8 @@ attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
     }
     commit_group();                                   // (possibly empty) group {K_{j+1}, V_{j+1}}
 
+    // (DROPOUT: this warp's first row re-derived from shared memory each tile, not held across the loop)
+    const int r0 = DROPOUT ? fwd_drop.m0 + w * WARP_M : r0_cta;
     const bool warp_active = !CAUSAL || n0 <= r0 + WARP_M - 1;  // some key of the tile visible to some row
 
     if (warp_active) {
@@ -244,24 +256,38 @@ attention_fwd_kernel(const __grid_constant__ fwd_args_t<T, DROPOUT> a) {
       exp2(s, s);                                     // P = 2^(S c - m c), masked entries -> 0
       row_sum(p_sum, s);
       add(l, l, p_sum);
-      rt<T, WARP_M, BLOCK_N> p;
-      copy(p, s);                                     // fp32 accumulator -> 16-bit A operand
 
-      // O += P V_j, one 16-key slice at a time.
+      if constexpr (DROPOUT) {
+        // O += P~ V_j, one 16-key slice at a time: dropout after the row sum (l and lse are those of the
+        // undropped softmax), on the fp32 P slice (one select per element, the keep flags straight from
+        // the slice's two Philox calls), then the slice's conversion to 16 bits and its mma; 1 / (1 - p)
+        // is applied with 1 / l at the end. (The same 16-bit P~ as zeroing the converted P: bitwise the
+        // same O.)
+        const dropout_key dk = fwd_drop.key;
+        const uint32_t thr16 = dk.threshold << 16;
+        const int bh = fwd_drop.bh;
 #pragma unroll
-      for (int kk = 0; kk < BLOCK_N / 16; kk++) {
-        rt<T, 16, D, col_l> v_frag;
-        load_B(v_frag, subtile<16, D>(sV[stage], kk, 0));
-        if constexpr (DROPOUT) {
-          // Dropout after the row sum (l and lse are those of the undropped softmax), on the 16-bit P,
-          // one 16-key slice at a time right before its mma (few live registers); 1 / (1 - p) is applied
-          // with 1 / l at the end.
-          rt<T, WARP_M, 16> p_kk = col_slice<16>(p, kk);
-          keep_bits<rt<T, WARP_M, 16>> keep;
-          dropout_bits_q<rt<T, WARP_M, 16>, true>(keep, fwd_drop.key, fwd_drop.bh, r0, n0 + 16 * kk);
-          apply_bits(p_kk, keep, zero_dropped{});
+        for (int kk = 0; kk < BLOCK_N / 16; kk++) {
+          rt<T, 16, D, col_l> v_frag;
+          load_B(v_frag, subtile<16, D>(sV[stage], kk, 0));
+          dropout_slice_q_lane<WARP_M / 16>(dk, bh, r0, n0 + 16 * kk, thr16, laneid(),
+                                            [&](int i, int k, int e, bool keep) {
+                                              float &x = e ? s.tiles[i][kk][k].y : s.tiles[i][kk][k].x;
+                                              x = keep ? x : 0.f;
+                                            });
+          rt<T, WARP_M, 16> p_kk;
+          copy(p_kk, col_slice<16>(s, kk));
           mma_AB(o, p_kk, v_frag, o);
-        } else {
+        }
+      } else {
+        rt<T, WARP_M, BLOCK_N> p;
+        copy(p, s);                                   // fp32 accumulator -> 16-bit A operand
+
+        // O += P V_j, one 16-key slice at a time.
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_N / 16; kk++) {
+          rt<T, 16, D, col_l> v_frag;
+          load_B(v_frag, subtile<16, D>(sV[stage], kk, 0));
           mma_AB(o, col_slice<16>(p, kk), v_frag, o);
         }
       }
