@@ -165,8 +165,15 @@ __device__ __forceinline__ void store_f32(const tk::wg::accumulator<BN> &acc, co
     if (row < s.M && col < s.N) {
       float2 *p = reinterpret_cast<float2 *>(e.c32 + int64_t(row) * e.ldc + col);
       const float2 v = make_float2(acc.v[i], acc.v[i + 1]);
-      if (e.atomic) atomicAdd(p, v);
-      else *p = v;
+      if (e.atomic) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        atomicAdd(p, v);  // one 8-byte reduction (sm_90)
+#else
+        atomicAdd(&p->x, v.x), atomicAdd(&p->y, v.y);  // (never runs: the kernel needs sm_90a)
+#endif
+      } else {
+        *p = v;
+      }
     }
   }
 }
