@@ -116,11 +116,22 @@ def forward_path(q: Tensor, dropout_p: float = 0.0) -> str:
     return "portable" if reason is not None else "hopper"
 
 
+def tma_ready(t: Tensor) -> bool:
+    """Whether TMA can read (B, H, T, D) tensor t as it is: every stride but the last (1) a nonzero
+    multiple of 16 bytes (a head-broadcast k/v, stride 0, is not)."""
+    return t.stride(3) == 1 and all(t.stride(i) > 0 and (t.stride(i) * t.element_size()) % 16 == 0
+                                    for i in range(3))
+
+
 @torch.library.custom_op("tk::attention_fwd", mutates_args=(), device_types="cuda")
 def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
                   dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
     q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
     if forward_path(q, dropout_p) == "hopper":
+        if not all(tma_ready(t) for t in (q, k, v)):
+            if os.environ.get("TK_ATTENTION_PATH", "").strip().lower() != "hopper":
+                return _ext().attention_forward(q, k, v, causal, scale, dropout_p)  # broadcasts: portable
+            q, k, v = (t if tma_ready(t) else t.contiguous() for t in (q, k, v))  # forced: copy
         return _ext().attention_forward_hopper(q, k, v, causal, scale)
     return _ext().attention_forward(q, k, v, causal, scale, dropout_p)
 
