@@ -12,12 +12,14 @@
 //   - warpgroups 1 and 2, the consumers (232 registers), each own 64 of the tile's 128 rows and run
 //     m64n256k16 wgmma over the ring (the MN-major operands with the transpose flag), one group in
 //     flight; a slot is released when the group that read it has completed.
-//   - epilogue, per consumer and 64-column box: acc (+ bias) [-> GELU | * GELU'(pre)] -> input dtype
-//     -> a 128B-swizzled 8 KB staging buffer -> TMA store (rows >= M and columns >= N are dropped by
-//     TMA). The GELU epilogue writes two boxes (pre-activation and activation). fp32 outputs (weight
-//     gradients) are written from registers, atomically added when K is split.
-//   - the producer runs ahead into the next work unit while the consumers store, so the epilogue of one
-//     tile overlaps the loads of the next.
+//   - deferred epilogue (16-bit outputs): a finished tile is rounded to 16 bits (+ bias) into 64
+//     registers beside the next tile's accumulator, and its epilogue ([GELU | * GELU'(pre)], 128B-
+//     swizzled 8 KB staging buffer, TMA store that drops rows >= M and columns >= N) runs in 8 pieces,
+//     each right after one K slice of the next tile was issued, while that slice's wgmmas run. fp32
+//     outputs (weight gradients) are written from registers after their tile, atomically added when K
+//     is split. Measured: the deferred plain store took x W^T from 0.95-1.08x to 1.01-1.10x cuBLAS.
+//   - the producer runs ahead into the next work unit, so the loads of one tile overlap the end of the
+//     one before.
 // Work units: tiles of 128 x 256 (n fastest: neighbouring CTAs share A's rows); for weight gradients
 // (M x N = C x 4C, only 72 tiles at C = 768 for 132 SMs) K is split so that the units fill whole waves
 // (gemm_splits), split-major so that CTAs running together read the same K rows (they fit in L2).
