@@ -63,6 +63,12 @@ __device__ __forceinline__ float fast_log2(float x) {
   return y;
 }
 
+// One 8-byte shared-memory store of a float pair (st.shared.v2.f32; dst 8-byte aligned), kept in
+// program order ("memory" clobber) for the bulk copies that read the buffer afterwards.
+__device__ __forceinline__ void store_shared(float *dst, float2 v) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_u32(dst)), "f"(v.x), "f"(v.y) : "memory");
+}
+
 // Bump allocator over the dynamic shared memory of a CTA. Every allocation is 128-byte aligned:
 // the swizzled ldmatrix addressing (shared_to_register.cuh) relies on each shared tile starting on a
 // 128-byte boundary, and it keeps TMA/wgmma layouts possible later.

@@ -63,8 +63,7 @@ __device__ __forceinline__ void store_xor32(float *dst, const RT &src) {
   for_each_pair<RT>([&](int i, int j, int k) {
     const int r = 16 * i + 8 * (k & 1) + g, c = 16 * j + 8 * (k >> 1) + 2 * t;
     const float2 v = src.tiles[i][j][k];  // c is even: an 8-byte aligned pair
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_u32(dst + xor32_offset(r, c))), "f"(v.x), "f"(v.y)
-                 : "memory");
+    store_shared(dst + xor32_offset(r, c), v);
   });
 }
 
