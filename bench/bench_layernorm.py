@@ -5,6 +5,7 @@ Residual add + LayerNorm, forward + backward, side by side in one process: our k
     python bench/bench_layernorm.py                                  # the default shapes
     python bench/bench_layernorm.py --shapes 16384,768 16384,2048    # rows,width
     python bench/bench_layernorm.py --json out.json --png out.png    # also save results + a plot
+    python bench/bench_layernorm.py --graphs    # each fwd+bwd as a CUDA-graph replay: GPU time only
 
 The op is what autocast training runs per block: x (fp32 residual stream) + delta (bf16 sublayer
 output) -> s (fp32) and y = LayerNorm(s) in bf16 (the next GEMM's input); the backward takes dy (bf16)
@@ -68,7 +69,22 @@ def torch_add_ln(x, d, w, b):
     return s, F.layer_norm(s, (x.shape[-1],), w, b, 1e-5).to(D_DT)
 
 
-def run_shape(N, C, impls):
+def graphed(step):
+    """step (fwd + bwd) captured once as a CUDA graph: its replay costs the GPU time only, with no host
+    overhead between the kernels (what a training step with a deep launch queue sees)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+def run_shape(N, C, impls, graphs=False):
     import tk_kernels
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(N, C, device="cuda", generator=g).requires_grad_()
@@ -85,11 +101,13 @@ def run_shape(N, C, impls):
 
         def step():
             s, y = f(x, d, w, b)
+            if graphs:  # gradients as outputs (no .grad accumulation inside the graph)
+                return torch.autograd.grad([s, y], [x, d, w, b], [ds, dy])
             torch.autograd.backward([s, y], [ds, dy])
         try:
             step()  # compile / build outside the timing
             torch.cuda.synchronize()
-            row[name] = bench_ms(step, [x, d, w, b])
+            row[name] = bench_ms(graphed(step) if graphs else step, [] if graphs else [x, d, w, b])
         except Exception as e:  # report and go on with the other implementations
             print(f"  {name} failed at ({N}, {C}): {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
             row[name] = None
@@ -101,6 +119,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", nargs="+", default=None, help="rows,width pairs (default: %s)" %
                     " ".join(f"{n},{c}" for n, c in DEFAULT_SHAPES))
     ap.add_argument("--impls", default="tk,eager,compile", help="comma-separated subset of tk,eager,compile")
+    ap.add_argument("--graphs", action="store_true", help="time each fwd+bwd as a CUDA-graph replay: GPU time "
+                    "only, no host overhead (for every implementation alike)")
     ap.add_argument("--json", help="write the results to this JSON file")
     ap.add_argument("--png", help="write a bar plot to this PNG file (needs matplotlib)")
     args = ap.parse_args(argv)
@@ -114,13 +134,15 @@ def main(argv=None) -> int:
         ap.error("--shapes takes rows,width pairs such as 16384,768")
     impls = [i for i in args.impls.split(",") if i]
     print(f"device={torch.cuda.get_device_name()} torch={torch.__version__} x={X_DT} delta/y={D_DT} "
-          f"bytes = N*C*28 + 16*N (see the docstring)", flush=True)
+          f"bytes = N*C*28 + 16*N (see the docstring); timing: "
+          f"{'CUDA-graph replays (GPU time only)' if args.graphs else 'eager calls (host overhead included)'}",
+          flush=True)
     results = []
     t0 = time.time()
     hdr = f"{'N':>6} {'C':>5} " + " ".join(f"{i + ' ms':>11} {'TB/s':>6}" for i in impls) + "  tk vs best torch"
     print(hdr)
     for N, C in shapes:
-        r = run_shape(N, C, impls)
+        r = run_shape(N, C, impls, args.graphs)
         results.append(r)
         cells = []
         for i in impls:
@@ -133,7 +155,7 @@ def main(argv=None) -> int:
     print(f"({time.time() - t0:.1f}s)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "graphs": args.graphs,
                        "bytes_formula": "N*C*28 + 16*N", "results": results}, f, indent=1)
     if args.png:
         try:
