@@ -11,6 +11,7 @@
 #   bash bench/gpu_session.sh dropout          # attention dropout: its GPU tests, then its overhead benchmark
 #   bash bench/gpu_session.sh train_seeds      # shakespeare_char, kernels=tk vs torch, seeds 1337 1 2, side by side
 #   bash bench/gpu_session.sh mlp              # MLP family: its GPU tests, then bench_mlp.py (GEMM vs cuBLAS, MLP)
+#   bash bench/gpu_session.sh hopper           # Hopper attention forward: check_attention.py + tests on that path
 #
 # Logs and results go to $OUT (default ./bench/out): build.log, gpu_tests.log, bench.log,
 # bench_attention.json, bench_attention.png. Each step has its own timeout and a failing step does
@@ -145,6 +146,18 @@ step_layernorm() {
     2>&1 | tee "$OUT/layernorm_tests.log" | grep -vE "^\[ln rows=" ; local rc=${PIPESTATUS[0]}
   timeout ${BENCH_TIMEOUT:-600} $PY bench/bench_layernorm.py --json "$OUT/bench_layernorm.json" \
     --png "$OUT/bench_layernorm.png" 2>&1 | tee "$OUT/bench_layernorm.log" || rc=1
+  timeout ${BENCH_TIMEOUT:-600} $PY bench/bench_layernorm.py --graphs --json "$OUT/bench_layernorm_graphs.json" \
+    2>&1 | tee "$OUT/bench_layernorm_graphs.log" || rc=1
+  return $rc
+}
+
+step_hopper() {
+  # the sm_90a attention forward: dev/hopper/check_attention.py (accuracy, then TFLOP/s vs cuDNN / flash /
+  # portable and the dev variants), then the attention GPU tests forced onto the Hopper path
+  timeout ${BENCH_TIMEOUT:-600} $PY dev/hopper/check_attention.py 2>&1 | tee "$OUT/check_attention.log"
+  local rc=${PIPESTATUS[0]}
+  TK_ATTENTION_PATH=hopper timeout ${TEST_TIMEOUT:-600} $PY -m pytest -m gpu -q -rfE tests/attention \
+    ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/attention_hopper_tests.log" || rc=1
   return $rc
 }
 
@@ -199,8 +212,8 @@ step_train_seeds() {
 
 for s in "${steps[@]}"; do
   case "$s" in
-    env|build|test|bench|classifier|layernorm|train|train_bench|sanitize|dropout|train_seeds|mlp) ;;
-    *) echo "unknown step '$s' (steps: env build test bench classifier layernorm train train_bench sanitize dropout train_seeds mlp)"; exit 2 ;;
+    env|build|test|bench|classifier|layernorm|train|train_bench|sanitize|dropout|train_seeds|mlp|hopper) ;;
+    *) echo "unknown step '$s' (steps: env build test bench classifier layernorm train train_bench sanitize dropout train_seeds mlp hopper)"; exit 2 ;;
   esac
   echo "===== $s ====="
   "step_$s"
