@@ -413,6 +413,16 @@ def load_reason(family: str, major: int, minor: int, label: str | None = None) -
     return None
 
 
+def arch_reason(ext, family: str, arch: str, what: str) -> str | None:
+    """Why `family`'s loaded extension `ext` lacks the code for `arch` that `what` needs (built for other
+    architectures), or None. The Hopper kernels need "sm_90a": sm_80 code runs on an H100 but has no wgmma."""
+    archs = getattr(ext, "tk_archs", ())
+    if arch in archs:
+        return None
+    return (f"the {family} extension was built for {', '.join(archs) or 'unknown archs'}, without {arch} "
+            f"({what} needs it: unset TK_ARCH or include {arch})")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tk_kernels.build", description=__doc__.split("\n\n")[0].strip())
     ap.add_argument("--family", action="append", default=None,

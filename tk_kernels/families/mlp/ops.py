@@ -228,10 +228,8 @@ def environment_reason(device: torch.device) -> str | None:
             reason = (f"tk mlp runs on Hopper GPUs (compute capability 9.0: H100, H200) only, got {name} "
                       f"with {major}.{minor}")
         else:
-            from tk_kernels.build import load_reason
-            reason = load_reason("mlp", major, minor)
-            if reason is None and not _ext().has_hopper_kernels():
-                reason = "the tk mlp extension was built without sm_90a code (TK_ARCH must include sm_90a)"
+            from tk_kernels.build import arch_reason, load_reason
+            reason = load_reason("mlp", major, minor) or arch_reason(_ext(), "mlp", "sm_90a", "the tk mlp GEMM")
         _env_reasons[index] = reason
     return _env_reasons[index]
 

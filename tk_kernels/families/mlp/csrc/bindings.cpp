@@ -95,5 +95,4 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("epilogue"), pybind11::arg("bias") = pybind11::none(), pybind11::arg("aux") = pybind11::none(),
         pybind11::arg("tanh_gelu") = false, pybind11::arg("splits") = 0);
   m.def("splits", &splits, "K splits the weight-gradient GEMM takes for (M, N, K) on a GPU of `sms` SMs");
-  m.def("has_hopper_kernels", &tk_mlp::has_hopper_kernels, "whether this build holds the sm_90a kernels");
 }

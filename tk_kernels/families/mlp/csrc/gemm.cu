@@ -444,12 +444,6 @@ int gemm_splits(int M, int N, int K, int sms) {
   return best;
 }
 
-bool has_hopper_kernels() {
-  cudaFuncAttributes attr{};
-  return cudaFuncGetAttributes(&attr, gemm_kernel<__nv_bfloat16, Major::K, Major::K, Epilogue::store>) ==
-             cudaSuccess && attr.ptxVersion >= 90;
-}
-
 cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
   auto fail = [&](const char *reason) {
     if (why) *why = reason;

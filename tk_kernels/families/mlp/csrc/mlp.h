@@ -49,7 +49,4 @@ int gemm_splits(int M, int N, int K, int sms);
 // reason in *why when given). Needs an sm_90a build and an sm_90 GPU.
 cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why = nullptr);
 
-// True when this build holds the sm_90a kernels (the Hopper path).
-bool has_hopper_kernels();
-
 }  // namespace tk_mlp
