@@ -258,6 +258,20 @@ def test_forward_path_auto_and_forced_hopper(monkeypatch, reason):
             tka.forward_path(q)
 
 
+def test_forward_path_layouts_tma_cannot_read(monkeypatch):
+    """A head-broadcast k/v (stride 0) takes the portable kernel by default; forced onto the Hopper
+    path it stays there (attention_fwd copies it)."""
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: None)
+    q = torch.empty(2, 4, 16, 64, dtype=torch.bfloat16)
+    k = torch.empty(2, 1, 16, 64, dtype=torch.bfloat16).expand(2, 4, 16, 64)
+    assert tka.tma_ready(q) and not tka.tma_ready(k)
+    monkeypatch.delenv("TK_ATTENTION_PATH", raising=False)
+    assert tka.forward_path(q, 0.0, q, q) == "hopper"
+    assert tka.forward_path(q, 0.0, k, k) == "portable"
+    monkeypatch.setenv("TK_ATTENTION_PATH", "hopper")
+    assert tka.forward_path(q, 0.0, k, k) == "hopper"
+
+
 @pytest.mark.parametrize("capability,archs,expect", [
     ((8, 0), ("sm_80", "sm_90a"), "needs an sm_90 GPU"),
     ((12, 0), ("sm_120",), "needs an sm_90 GPU"),

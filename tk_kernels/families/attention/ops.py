@@ -91,29 +91,10 @@ def hopper_reason(device: torch.device) -> str | None:
             reason = (f"the Hopper attention forward needs an sm_90 GPU (H100, H200); "
                       f"{torch.cuda.get_device_name(index)} is compute capability {major}.{minor}")
         else:
-            archs = getattr(_ext(), "tk_archs", ())
-            reason = None if "sm_90a" in archs else (
-                f"the attention extension was built for {', '.join(archs) or 'unknown archs'}, without sm_90a "
-                f"(the Hopper forward needs it: unset TK_ARCH or include sm_90a)")
+            from tk_kernels.build import arch_reason
+            reason = arch_reason(_ext(), "attention", "sm_90a", "the Hopper forward")
         _hopper_reasons[index] = reason
     return _hopper_reasons[index]
-
-
-def forward_path(q: Tensor, dropout_p: float = 0.0) -> str:
-    """'hopper' or 'portable': the forward kernel a call with this q and dropout_p runs. Default
-    (TK_ATTENTION_PATH unset or 'auto'): hopper where hopper_reason is None and dropout_p == 0.
-    TK_ATTENTION_PATH=portable always takes the portable kernel; =hopper takes the Hopper kernel and
-    raises RuntimeError where it cannot run (dropout_p > 0 still takes the portable kernel: the
-    Hopper forward has no dropout)."""
-    choice = os.environ.get("TK_ATTENTION_PATH", "").strip().lower() or "auto"
-    if choice not in ATTENTION_PATHS:
-        raise ValueError(f"TK_ATTENTION_PATH must be one of {', '.join(ATTENTION_PATHS)}, got {choice!r}")
-    if choice == "portable" or dropout_p > 0.0:
-        return "portable"
-    reason = hopper_reason(q.device)
-    if choice == "hopper" and reason is not None:
-        raise RuntimeError(f"TK_ATTENTION_PATH=hopper, but {reason}")
-    return "portable" if reason is not None else "hopper"
 
 
 def tma_ready(t: Tensor) -> bool:
@@ -123,15 +104,32 @@ def tma_ready(t: Tensor) -> bool:
                                     for i in range(3))
 
 
+def forward_path(q: Tensor, dropout_p: float = 0.0, *kv: Tensor) -> str:
+    """'hopper' or 'portable': the forward kernel a call with this q (and k, v, if given) and dropout_p
+    runs. Default (TK_ATTENTION_PATH unset or 'auto'): hopper where hopper_reason is None, dropout_p == 0
+    and TMA can read every operand as laid out (tma_ready: a head-broadcast k/v takes the portable
+    kernel). TK_ATTENTION_PATH=portable always takes the portable kernel; =hopper takes the Hopper
+    kernel (operands TMA cannot read are copied) and raises RuntimeError where it cannot run
+    (dropout_p > 0 still takes the portable kernel: the Hopper forward has no dropout)."""
+    choice = os.environ.get("TK_ATTENTION_PATH", "").strip().lower() or "auto"
+    if choice not in ATTENTION_PATHS:
+        raise ValueError(f"TK_ATTENTION_PATH must be one of {', '.join(ATTENTION_PATHS)}, got {choice!r}")
+    if choice == "portable" or dropout_p > 0.0:
+        return "portable"
+    reason = hopper_reason(q.device)
+    if choice == "hopper" and reason is not None:
+        raise RuntimeError(f"TK_ATTENTION_PATH=hopper, but {reason}")
+    if reason is not None or (choice == "auto" and not all(tma_ready(t) for t in (q, *kv))):
+        return "portable"
+    return "hopper"
+
+
 @torch.library.custom_op("tk::attention_fwd", mutates_args=(), device_types="cuda")
 def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
                   dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
     q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
-    if forward_path(q, dropout_p) == "hopper":
-        if not all(tma_ready(t) for t in (q, k, v)):
-            if os.environ.get("TK_ATTENTION_PATH", "").strip().lower() != "hopper":
-                return _ext().attention_forward(q, k, v, causal, scale, dropout_p)  # broadcasts: portable
-            q, k, v = (t if tma_ready(t) else t.contiguous() for t in (q, k, v))  # forced: copy
+    if forward_path(q, dropout_p, k, v) == "hopper":
+        q, k, v = (t if tma_ready(t) else t.contiguous() for t in (q, k, v))  # only when forced
         return _ext().attention_forward_hopper(q, k, v, causal, scale)
     return _ext().attention_forward(q, k, v, causal, scale, dropout_p)
 
