@@ -288,6 +288,29 @@ def reset() -> None:
 # ---------------------------------------------------------------------------
 # the per-call part: plain Python that torch.compile traces without a break
 
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype an op on x computes in: the autocast dtype under autocast (as F.linear casts), else x's."""
+    device_type = x.device.type
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else x.dtype
+
+
+def _plan_reason(plan: Plan, device: torch.device, dtype: torch.dtype) -> str | None:
+    """Why inputs on `device` computed in `dtype` do not fit the plan, or None."""
+    if device != plan.device or dtype != plan.dtype:
+        return (f"the plan is for {plan.dtype} on {plan.device}, the inputs are {dtype} on "
+                f"{device} (make a plan for them: dispatch.plan or GPT.plan_kernels)")
+    return None
+
+
+def _fall_back(plan: Plan, family: str, reason: str) -> None:
+    """The TK op cannot take this call: kernels=tk raises TKUnsupportedError, kernels=auto warns once
+    (not while torch.compile traces) and the caller runs the reference op."""
+    if plan.kernels == "tk":
+        raise _tk_error(family, reason)
+    if not torch.compiler.is_compiling():
+        _warn_once(family, reason)
+
+
 def attention(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
               causal: bool = True, dropout_p: float = 0.0,
               scale: float | None = None) -> torch.Tensor:
@@ -301,17 +324,11 @@ def attention(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         elif q.shape != k.shape or q.shape != v.shape:
             reason = (f"q, k and v differ in shape ({tuple(q.shape)}, {tuple(k.shape)}, "
                       f"{tuple(v.shape)}; the TK attention kernel needs equal (B, H, T, D) shapes)")
-        elif q.device != plan.device or q.dtype != plan.dtype:
-            reason = (f"the plan is for {plan.dtype} on {plan.device}, the inputs are {q.dtype} on "
-                      f"{q.device} (make a plan for them: dispatch.plan or GPT.plan_kernels)")
         else:
-            reason = None
+            reason = _plan_reason(plan, q.device, q.dtype)
         if reason is None:
             return choice.family.tk(q, k, v, causal, scale, dropout_p)
-        if plan.kernels == "tk":
-            raise _tk_error("attention", reason)
-        if not torch.compiler.is_compiling():
-            _warn_once("attention", reason)
+        _fall_back(plan, "attention", reason)
     return reference.attention(q, k, v, causal, dropout_p, scale)
 
 
@@ -323,23 +340,15 @@ def linear_cross_entropy(plan: Plan, x: torch.Tensor, weight: torch.Tensor, targ
     F.linear would cast them; the TK op then never holds more than a chunk of the logits."""
     choice = plan.choices["classifier"]
     if choice.tk:
-        device_type = x.device.type
-        dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else x.dtype
-        if x.device != plan.device or dtype != plan.dtype:
-            reason = (f"the plan is for {plan.dtype} on {plan.device}, the inputs are {dtype} on "
-                      f"{x.device} (make a plan for them: dispatch.plan or GPT.plan_kernels)")
-        elif x.shape[-1] != weight.shape[-1] or x.shape[:-1] != targets.shape:
+        dtype = _compute_dtype(x)
+        reason = _plan_reason(plan, x.device, dtype)
+        if reason is None and (x.shape[-1] != weight.shape[-1] or x.shape[:-1] != targets.shape):
             reason = (f"x {tuple(x.shape)}, weight {tuple(weight.shape)} and targets "
                       f"{tuple(targets.shape)} do not fit (x (..., C), weight (V, C), targets (...))")
-        else:
-            reason = None
         if reason is None:
             return choice.family.tk(x.reshape(-1, x.shape[-1]).to(dtype), weight.to(dtype),
                                     targets.reshape(-1), ignore_index)
-        if plan.kernels == "tk":
-            raise _tk_error("classifier", reason)
-        if not torch.compiler.is_compiling():
-            _warn_once("classifier", reason)
+        _fall_back(plan, "classifier", reason)
     return reference.linear_cross_entropy(x, weight, targets, ignore_index)
 
 
@@ -350,20 +359,14 @@ def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | No
     would cast it (the TK op casts the weights itself and returns their gradients in their dtype)."""
     choice = plan.choices["mlp"]
     if choice.tk:
-        device_type = x.device.type
-        dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else x.dtype
-        if x.device != plan.device or dtype != plan.dtype:
-            reason = (f"the plan is for {plan.dtype} on {plan.device}, the inputs are {dtype} on "
-                      f"{x.device} (make a plan for them: dispatch.plan or GPT.plan_kernels)")
-        else:
+        dtype = _compute_dtype(x)
+        reason = _plan_reason(plan, x.device, dtype)
+        if reason is None:
             x2 = x.reshape(-1, x.shape[-1]).to(dtype)
             reason = mlp_ops.tensor_reason(x2, w_fc, w_proj)
         if reason is None:
             return choice.family.tk(x2, w_fc, b_fc, w_proj, b_proj).view(*x.shape[:-1], w_proj.shape[0])
-        if plan.kernels == "tk":
-            raise _tk_error("mlp", reason)
-        if not torch.compiler.is_compiling():
-            _warn_once("mlp", reason)
+        _fall_back(plan, "mlp", reason)
     return reference.mlp(x, w_fc, b_fc, w_proj, b_proj)
 
 
@@ -382,10 +385,7 @@ def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weig
             reason = layernorm_ops.tensor_reason(x, delta, weight, bias, plan.dtype)
         if reason is None:
             return choice.family.tk(x, delta, weight, bias, eps, plan.dtype)
-        if plan.kernels == "tk":
-            raise _tk_error("layer_norm", reason)
-        if not torch.compiler.is_compiling():
-            _warn_once("layer_norm", reason)
+        _fall_back(plan, "layer_norm", reason)
     return reference.add_layer_norm(x, delta, weight, bias, eps)
 
 
