@@ -13,7 +13,6 @@ dtype floors of test_attention_gpu.py below. Outputs are poisoned (NaN) before e
 """
 
 import math
-import os
 import struct
 
 import pytest
@@ -26,6 +25,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
 
 from tk_kernels.families.attention import dropout_reference as dref  # noqa: E402
 from tk_kernels.families.attention import ops as tka  # noqa: E402
+from gpu_test_utils import new_seed, poison  # noqa: E402
 from tk_kernels import dispatch
 
 
@@ -48,10 +48,6 @@ def _built():
 # -----------------------------------------------------------------------------
 # helpers
 
-def new_seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
-
-
 def gen(seed: int) -> torch.Generator:
     return torch.Generator(device="cuda").manual_seed(seed)
 
@@ -63,16 +59,6 @@ def randn(shape, g, dtype):
 def qkv_split(B, H, T, D, dtype, g):
     """q, k, v as (B, H, T, D) views of a fused (B, T, 3, H, D) projection, like nanoGPT."""
     return randn((B, T, 3, H, D), g, dtype).permute(2, 0, 3, 1, 4).unbind(0)
-
-
-def poison(*shapes_dtypes):
-    """NaN-filled (0xFF) blocks of these sizes left in the caching allocator: the op's identical
-    requests get them back (see test_attention_gpu.py, test_poison_trick_works)."""
-    blocks = []
-    for shape, dtype in shapes_dtypes:
-        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        blocks.append(torch.full((max(nbytes, 1),), 255, dtype=torch.uint8, device="cuda"))
-    del blocks
 
 
 def poison_fwd(q):

@@ -18,7 +18,6 @@ test_poison_trick_works checks that the allocator indeed behaves like this.
 
 import copy
 import math
-import os
 
 import pytest
 import torch
@@ -30,6 +29,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
     pytest.skip("tk attention needs compute capability >= 8.0", allow_module_level=True)
 
 from tk_kernels.families.attention import ops as tka  # noqa: E402
+from gpu_test_utils import new_seed, poison  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # floors of the relative L2 error (a correct kernel is ~ the output rounding, 1e-3 bf16 / 1.5e-4 fp16)
@@ -47,10 +47,6 @@ def _built():
 # -----------------------------------------------------------------------------
 # helpers
 
-def new_seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
-
-
 def gen(seed: int) -> torch.Generator:
     return torch.Generator(device="cuda").manual_seed(seed)
 
@@ -67,15 +63,6 @@ def qkv_split(B, H, T, D, dtype, g):
 
 # the rng_state argument of the backward op without dropout (dropout_p = 0 reads none)
 NO_RNG = torch.empty(0, dtype=torch.int64, device="cuda") if torch.cuda.is_available() else None
-
-
-def poison(*shapes_dtypes):
-    """Leave NaN-filled blocks of these sizes in the caching allocator (see module docstring)."""
-    blocks = []
-    for shape, dtype in shapes_dtypes:
-        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        blocks.append(torch.full((max(nbytes, 1),), 255, dtype=torch.uint8, device="cuda"))
-    del blocks
 
 
 def poison_fwd(q):

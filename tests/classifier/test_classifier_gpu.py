@@ -10,7 +10,6 @@ Unwritten outputs are caught by poisoning the caching allocator's free blocks wi
 
 import copy
 import math
-import os
 
 import pytest
 import torch
@@ -23,6 +22,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
 
 import tk_kernels  # noqa: E402
 from tk_kernels.families.classifier import ops  # noqa: E402
+from gpu_test_utils import new_seed, poison_free_memory  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 FLOOR = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
@@ -34,21 +34,9 @@ def _built():
     assert reason is None, reason
 
 
-def new_seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
-
-
 def poison():
-    """Fill the allocator's free memory with NaN (0xFF bytes) so unwritten outputs show up."""
-    free = torch.cuda.mem_get_info()[0]
-    blocks = []
-    try:
-        for _ in range(4):
-            blocks.append(torch.full((min(free // 8, 2 << 30) // 2,), float("nan"), dtype=torch.float16,
-                                     device="cuda"))
-    except torch.OutOfMemoryError:
-        pass
-    del blocks
+    """Fill the allocator's free memory with NaN so unwritten outputs show up."""
+    poison_free_memory(4, 2 << 30)
 
 
 def inputs(N, C, V, dtype, seed, ignore_frac=0.1):

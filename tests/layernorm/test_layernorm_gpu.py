@@ -14,8 +14,6 @@ any element a kernel fails to write stays NaN and fails the comparison.
 """
 
 import copy
-import math
-import os
 
 import pytest
 import torch
@@ -29,6 +27,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
 import tk_kernels  # noqa: E402
 from tk_kernels import dispatch  # noqa: E402
 from tk_kernels.families.layernorm import ops as ln  # noqa: E402
+from gpu_test_utils import new_seed, poison  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -57,22 +56,8 @@ def _built():
     assert reason is None, reason
 
 
-def new_seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
-
-
 def randn(shape, g, dtype, scale=1.0, shift=0.0):
     return (torch.randn(shape, generator=g, device="cuda") * scale + shift).to(dtype)
-
-
-def poison(*shapes_dtypes):
-    """Leave NaN-filled blocks of these sizes in the caching allocator (see module docstring)."""
-    blocks = []
-    for shape, dtype in shapes_dtypes:
-        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        if nbytes:
-            blocks.append(torch.full((nbytes,), 255, dtype=torch.uint8, device="cuda"))
-    del blocks
 
 
 def rel_err(x, ref) -> float:

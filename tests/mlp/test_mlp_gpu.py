@@ -8,7 +8,6 @@ os.urandom seed (printed with -s). Outputs are poisoned before each launch: the 
 memory is filled with NaN, so an element the kernels fail to write fails the test.
 """
 
-import math
 import os
 
 import pytest
@@ -22,6 +21,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] != 9:
 
 import tk_kernels  # noqa: E402
 from tk_kernels.families.mlp import ops  # noqa: E402
+from gpu_test_utils import new_seed, poison_free_memory  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 FLOOR = {torch.bfloat16: 6e-3, torch.float16: 1e-3}
@@ -33,19 +33,9 @@ def _built():
     assert reason is None, reason
 
 
-def new_seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
-
-
 def poison():
     """Fill the allocator's free blocks with NaN (0xFF bytes) so that unwritten outputs show up."""
-    blocks = []
-    try:
-        for _ in range(6):
-            blocks.append(torch.full((256 << 20,), float("nan"), dtype=torch.float16, device="cuda"))
-    except torch.OutOfMemoryError:
-        pass
-    del blocks
+    poison_free_memory(6, 512 << 20)
 
 
 def rel(x, ref):
