@@ -153,7 +153,7 @@ step_layernorm() {
 
 step_hopper() {
   # the sm_90a attention forward: dev/hopper/check_attention.py (accuracy, then TFLOP/s vs cuDNN / flash /
-  # portable and the dev variants), then the attention GPU tests forced onto the Hopper path
+  # portable), then the attention GPU tests forced onto the Hopper path
   timeout ${BENCH_TIMEOUT:-600} $PY dev/hopper/check_attention.py 2>&1 | tee "$OUT/check_attention.log"
   local rc=${PIPESTATUS[0]}
   TK_ATTENTION_PATH=hopper timeout ${TEST_TIMEOUT:-600} $PY -m pytest -m gpu -q -rfE tests/attention \

@@ -6,7 +6,7 @@ O=${OUT:-out}; mkdir -p $O
 t0=$SECONDS
 python -m tk_kernels.build > $O/build.log 2>&1 || { echo "BUILD FAILED"; tail -30 $O/build.log; }
 echo "build $((SECONDS - t0)) s"
-timeout 150 python dev/hopper/check_attention.py --quick --no-variants > $O/check_attention.log 2>&1; echo "check_attention rc=$? $((SECONDS - t0)) s"
+timeout 150 python dev/hopper/check_attention.py --quick > $O/check_attention.log 2>&1; echo "check_attention rc=$? $((SECONDS - t0)) s"
 grep -E "CHECKS|FAIL|WRONG" $O/check_attention.log | head -20; tail -22 $O/check_attention.log
 TK_ATTENTION_PATH=hopper timeout 120 python -m pytest -m gpu -q -x tests/attention/test_attention_gpu.py > $O/attn_hopper_tests.log 2>&1; echo "hopper attention tests: $(tail -1 $O/attn_hopper_tests.log) $((SECONDS - t0)) s"
 timeout 100 python -m pytest -m gpu -q tests/layernorm > $O/ln_tests.log 2>&1; echo "layernorm tests: $(tail -1 $O/ln_tests.log) $((SECONDS - t0)) s"

@@ -158,32 +158,7 @@ def check_backward(ext, quick: bool) -> int:
     return failures
 
 
-def build_variants():
-    """dev/hopper/attention_variants.cu (the Hopper kernel with other template arguments), or None."""
-    from tk_kernels.build import _cpp_extension
-    cpp_extension = _cpp_extension()
-    csrc = os.path.join(ROOT, "tk_kernels", "families", "attention", "csrc")
-    os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0a"
-    t0 = time.time()
-    try:
-        ext = cpp_extension.load(
-            name="tk_dev_attention_variants",
-            sources=[os.path.join(ROOT, "dev", "hopper", "attention_variants.cu"),
-                     os.path.join(ROOT, "dev", "hopper", "attention_variants_bind.cpp")],
-            extra_include_paths=[os.path.join(ROOT, "tk_kernels", "include"), csrc],
-            extra_cflags=["-O3", "-std=c++20"],
-            extra_cuda_cflags=["-O3", "-std=c++20", "--use_fast_math", "--expt-relaxed-constexpr",
-                               "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
-                               "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__"],
-            verbose=False)
-    except Exception as e:  # a dev extra: report and go on without it
-        print(f"variants: build failed ({str(e).splitlines()[-1][:200]}); timing without them")
-        return None
-    print(f"variants built in {time.time() - t0:.0f} s")
-    return ext
-
-
-def bench(ext, shapes, variants=None, strided=False) -> None:
+def bench(ext, shapes, strided=False) -> None:
     from triton.testing import do_bench
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -196,10 +171,6 @@ def bench(ext, shapes, variants=None, strided=False) -> None:
     impls = {
         "hopper": lambda q, k, v, causal, sc: ext.attention_forward_hopper(q, k, v, causal, sc),
         "portable": lambda q, k, v, causal, sc: ext.attention_forward(q, k, v, causal, sc, 0.0),
-        **({} if variants is None else {
-            "no-pp": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 1),
-            "persist": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 2),
-            "3wg-d64": lambda q, k, v, causal, sc: variants.forward(q, k, v, causal, sc, 3)}),
         "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
         "flash": sdpa(SDPBackend.FLASH_ATTENTION),
     }
@@ -237,7 +208,6 @@ def main() -> int:
     ap.add_argument("--no-bench", action="store_true", help="accuracy only")
     ap.add_argument("--strided", action="store_true", help="time on nanoGPT's strided qkv views (default: "
                     "contiguous (B, H, T, D), like bench/bench_attention.py)")
-    ap.add_argument("--no-variants", action="store_true", help="do not build/time dev/hopper/attention_variants.cu")
     args = ap.parse_args()
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         print("needs an sm_90 GPU (H100 / H200)")
@@ -257,20 +227,7 @@ def main() -> int:
     failures += check_backward(ext, args.quick)
     print(f"\n{'ALL CHECKS PASSED' if failures == 0 else f'{failures} CHECKS FAILED'}", flush=True)
     if not args.no_bench:
-        progress("build variants", limit_s=1200.0)
-        variants = None if args.no_variants else build_variants()
-        if variants is not None:  # the variants compute the same thing (persist: several items per CTA)
-            for B, H, T, D, causal in ((4, 16, 1000, 128, True), (8, 16, 777, 64, False), (64, 6, 256, 64, True),
-                                       (3, 5, 17, 64, True), (2, 3, 1000, 64, True)):
-                q, k, v = qkv_views(B, H, T, D, torch.bfloat16, seed=5)
-                o0, l0 = ext.attention_forward_hopper(q, k, v, causal, 0.088)[:2]
-                for var, name in ((1, "no-pp"), (2, "persist"), (3, "3wg-d64")) if D == 64 else (
-                        (1, "no-pp"), (2, "persist")):
-                    progress(f"variant check {name} {(B, H, T, D, causal)}")
-                    o1, l1 = variants.forward(q, k, v, causal, 0.088, var)
-                    print(f"variant {name} vs shipped {(B, H, T, D, causal)}: o max abs diff "
-                          f"{(o1.float() - o0.float()).abs().max().item():.2e}, lse {(l1 - l0).abs().max().item():.2e}")
-        bench(ext, QUICK_SHAPES if args.quick else SHAPES, variants, strided=args.strided)
+        bench(ext, QUICK_SHAPES if args.quick else SHAPES, strided=args.strided)
     return 1 if failures else 0
 
 

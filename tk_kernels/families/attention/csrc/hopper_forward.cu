@@ -7,9 +7,9 @@
 //   so the portable backward (backward*.cu) consumes it unchanged. The backward stays portable.
 //
 // Algorithm (FlashAttention-3 style warp specialisation, online softmax in base 2):
-//   A work item is a 128-query block of one (b, h); one CTA per item (the launcher can also start one
-//   CTA per SM that walks the items: the producer then loads the next item's Q, K, V while the
-//   consumers finish the current one; dev/hopper/attention_variants.cu times that). 3 warpgroups.
+//   A work item is a 128-query block of one (b, h). The grid is persistent: one CTA per SM walks the
+//   items, so the producer loads the next item's Q, K, V while the consumers finish the current one.
+//   3 warpgroups.
 //   * Warpgroup 0, the producer, shrinks to 24 registers (setmaxnreg); one thread issues TMA loads:
 //     the Q block once, then K_j and V_j (128 keys each) into a STAGES-deep ring. Each slot has two
 //     "full" barriers (K landed, V landed: S = Q K^T may start before V arrives) and one "empty"
@@ -29,8 +29,7 @@
 //     order above asks for, but ptxas (CUDA 13) moves the wait for P_j V_j above the softmax's exp2s
 //     (seen in the SASS; the PTX has the intended order), and a data dependency to pin it (a branch
 //     on the row sum) made ptxas serialise every wgmma. So within a warpgroup the exp2s run after the
-//     P V group; across the two warpgroups they overlap. dev/hopper/attention_variants.cu times the
-//     kernel without ping-pong for comparison.
+//     P V group; across the two warpgroups they overlap.
 //   * Finish: O /= l, lse = (m c + log2 l) ln 2. Each consumer writes its 64 x D bf16/fp16 O tile into
 //     its rows of an O staging buffer, in the 128B-swizzled layout, and one thread stores it with TMA.
 //     lse goes straight from registers (one lane per row). A "Q empty" barrier (both consumers' last
@@ -52,15 +51,16 @@
 //     heads are launched first (as in forward.cu), so the last wave holds light blocks.
 //   * The first tile always holds key 0, which every row sees, so the running max is finite from then
 //     on (2^(-inf) = 0 covers the initial rescale).
-//   * Template arguments beyond (T, D, CAUSAL): PINGPONG (true) and NC, the number of consumer warpgroups
-//     (2: 128-query items, 240 registers each; 3, for D = 64 only: 192-query items, 160 registers). The
-//     shipped launcher uses PINGPONG = true, NC = 2, one CTA per item; dev/hopper/attention_variants.cu
-//     times the alternatives (no ping-pong, persistent, 3 consumers at D = 64).
-// Measured (H200, bf16, dev/hopper/check_attention.py --quick, forward TFLOP/s, bench/RESULTS.md): all 18
-// accuracy cases pass; (16,12,1024,64) causal 245 vs cuDNN 302 / portable 243 / flash 192, non-causal
-// 353 vs 414; (8,16,2048,128) causal 348 vs 481, non-causal 490 vs 586; (64,6,256,64) causal 91 vs 123.
-// So 0.72-0.85x cuDNN and 1.0-1.36x the portable kernel: the in-warpgroup overlap above is the first
-// thing still missing (the variants were not timed yet).
+//   * Choices, measured (H200, bf16, forward TFLOP/s, dev/hopper/check_attention.py --quick, 2026-12-01,
+//     bench/RESULTS.md session 4): the persistent grid beat one CTA per item at every shape, most at
+//     short sequences: (16,12,1024,64) causal 269 vs 245, non-causal 383 vs 352; (8,16,2048,128) causal
+//     372 vs 359, non-causal 502 vs 488; (64,6,256,64) causal 103 vs 89, non-causal 198 vs 172. Without
+//     the ping-pong hand-offs it was equal or slower (243 / 357 / 357 / 491 / 88 / 165); three consumer
+//     warpgroups at D = 64 (192-query items, 160 registers) were slower (238 / 368 / 71 / 147). Those
+//     variants are in git history (dev/hopper/attention_variants.cu, removed with this choice).
+// Measured with the persistent grid: (16,12,1024,64) causal 269 vs cuDNN 304 (0.88x), non-causal 383 vs
+// 412; (8,16,2048,128) causal 372 vs 490, non-causal 502 vs 605; 1.1-1.4x the portable kernel and
+// 1.2-1.5x SDPA's flash backend. The in-warpgroup overlap above is the first thing still missing.
 //
 // Built for every architecture of the family (build.py compiles all csrc/*.cu); the kernel body exists
 // only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL) and traps elsewhere; ops.py dispatches here only on sm_90
@@ -89,20 +89,17 @@ constexpr int PANEL_COLS = 64;                // 128 bytes of 16-bit elements: o
 constexpr int PRODUCER_REGS = 24;
 constexpr int PINGPONG_BAR = 5;               // named barriers 5.. (1..4: each consumer's own, epilogue)
 
-// NC consumer warpgroups of 64 query rows each (2: 240 registers each; 3: 160), one producer.
-template <int NC>
-struct hop_threads {
-  static_assert(NC == 2 || NC == 3, "Hopper attention: 2 or 3 consumer warpgroups");
-  static constexpr int BLOCK_M = 64 * NC;               // query rows per work item
-  static constexpr int THREADS = (NC + 1) * wg::WARPGROUP_THREADS;
-  static constexpr int CONSUMER_REGS = NC == 2 ? 240 : 160;  // 128 x 24 + NC x 128 x R <= 64K registers
-};
+// Two consumer warpgroups of 64 query rows each, one producer warpgroup.
+constexpr int NC = 2;                          // consumer warpgroups
+constexpr int HBLOCK_M = 64 * NC;              // query rows per work item
+constexpr int HTHREADS = (NC + 1) * wg::WARPGROUP_THREADS;
+constexpr int CONSUMER_REGS = 240;             // 128 x 24 + 2 x 128 x 240 <= 64K registers
 
-template <int D, int NC>
+template <int D>
 struct hop_layout {
   static constexpr int PANELS = D / PANEL_COLS;
   static constexpr int STAGES = D == 64 ? 3 : 2;
-  static constexpr int Q_PANEL = hop_threads<NC>::BLOCK_M * PANEL_COLS * 2;  // 16 KB (NC = 2)
+  static constexpr int Q_PANEL = HBLOCK_M * PANEL_COLS * 2;    // 16 KB
   static constexpr int KV_PANEL = HBLOCK_N * PANEL_COLS * 2;   // 16 KB
   static constexpr int Q_BYTES = PANELS * Q_PANEL;
   static constexpr int KV_BYTES = PANELS * KV_PANEL;           // one K (or V) tile
@@ -123,9 +120,9 @@ struct hop_args {
 struct hop_coord {
   int mb, b, h;
 };
-template <bool CAUSAL, int BLOCK_M>
+template <bool CAUSAL>
 __device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx) {
-  const int n_mblocks = (a.seq + BLOCK_M - 1) / BLOCK_M;
+  const int n_mblocks = (a.seq + HBLOCK_M - 1) / HBLOCK_M;
   const int n_heads = a.heads * a.batch;
   const int mb = CAUSAL ? n_mblocks - 1 - idx / n_heads : idx % n_mblocks;
   const int bh = CAUSAL ? idx % n_heads : idx / n_mblocks;
@@ -142,20 +139,17 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// PINGPONG: the consumers alternate their wgmma issues (the shipped kernel; false is the variant
-// without hand-offs that dev/hopper/check_attention.py times against it).
-// Work items are (query block, b, h) in hop_block order; CTA i takes items i, i + gridDim.x, ... (one
-// item per CTA when the grid has one CTA per item; a persistent grid of one CTA per SM lets the
-// producer load the next item's Q, K, V while the consumers finish the current one).
-template <typename T, int D, bool CAUSAL, bool PINGPONG, int NC>
-__global__ void __launch_bounds__(hop_threads<NC>::THREADS, 1)
+// Work items are (query block, b, h) in hop_block order; CTA i of the persistent grid (one CTA per SM)
+// takes items i, i + gridDim.x, ..., so the producer loads the next item's Q, K, V while the consumers
+// finish the current one.
+template <typename T, int D, bool CAUSAL>
+__global__ void __launch_bounds__(HTHREADS, 1)
 attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
                             const __grid_constant__ hop_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = hop_layout<D, NC>;
+  using L = hop_layout<D>;
   constexpr int STAGES = L::STAGES;
-  constexpr int HBLOCK_M = hop_threads<NC>::BLOCK_M;
   extern __shared__ char smem_raw[];
   char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   __shared__ barrier q_full, q_empty, k_full[STAGES], v_full[STAGES], kv_empty[STAGES];
@@ -190,7 +184,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       int g = 0;  // key tiles loaded so far: ring slot g % STAGES, pass g / STAGES
       int it = 0;
       for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
-        const auto [mb, b, h] = hop_block<CAUSAL, HBLOCK_M>(a, item);
+        const auto [mb, b, h] = hop_block<CAUSAL>(a, item);
         const int n_tiles = tiles_of(mb);
         wait(q_empty, (it & 1) ^ 1);  // both consumers are done with the previous item's Q
         expect_bytes(q_full, L::Q_BYTES);
@@ -212,7 +206,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   }
 
   // ---- consumers ----
-  wg::set_max_registers<hop_threads<NC>::CONSUMER_REGS>();
+  wg::set_max_registers<CONSUMER_REGS>();
   const int c = wg::warpgroupid() - 1;
   const int me = wg::warpgroup_thread();
   const float sc = a.scale_log2;
@@ -300,16 +294,16 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   // softmax runs while the other's GEMMs occupy the tensor cores. Consumer 0 goes first in every item;
   // the last hand-off of consumer 1 in an item is skipped so that arrivals and syncs balance.
   auto my_turn = [&]() {
-    if constexpr (PINGPONG) wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS);
+    wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS);
   };
   auto their_turn = [&]() {
-    if constexpr (PINGPONG) wg::named_arrive(PINGPONG_BAR + (c + 1) % NC, 2 * wg::WARPGROUP_THREADS);
+    wg::named_arrive(PINGPONG_BAR + (c + 1) % NC, 2 * wg::WARPGROUP_THREADS);
   };
 
   int g0 = 0;  // first ring index of the current item
   int it = 0;
   for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
-    const auto [mb, b, h] = hop_block<CAUSAL, HBLOCK_M>(a, item);
+    const auto [mb, b, h] = hop_block<CAUSAL>(a, item);
     const int n_tiles = tiles_of(mb);
     const int r0 = mb * HBLOCK_M + 64 * c;   // first query row of this warpgroup
 #pragma unroll
@@ -400,12 +394,12 @@ CUtensorMap bhtd_map(const void *ptr, const Strides &st, int B, int H, int T_, i
                                 {uint32_t(PANEL_COLS), uint32_t(box_rows), 1u, 1u}, 128);
 }
 
-// persistent: one CTA per SM walking the work items (else one CTA per item).
-template <typename T, int D, bool CAUSAL, bool PINGPONG = true, int NC = 2>
-cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, bool persistent = false) {
+// A persistent grid: one CTA per SM (fewer when there are fewer work items) walking the work items.
+template <typename T, int D, bool CAUSAL>
+cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
   CUtensorMap qm, km, vm, om;
   try {
-    qm = bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, hop_threads<NC>::BLOCK_M);
+    qm = bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, HBLOCK_M);
     km = bhtd_map<T>(p.k, p.k_s, p.B, p.H, p.T, D, HBLOCK_N);
     vm = bhtd_map<T>(p.v, p.v_s, p.B, p.H, p.T, D, HBLOCK_N);
     om = bhtd_map<T>(p.o, p.o_s, p.B, p.H, p.T, D, 64);
@@ -414,20 +408,17 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, bool persiste
     return cudaErrorInvalidValue;
   }
   hop_args a{p.T, p.H, p.B, p.scale * LOG2E, p.lse};
-  constexpr int smem = hop_layout<D, NC>::SMEM_BYTES;
-  constexpr int HBLOCK_M = hop_threads<NC>::BLOCK_M;
-  auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL, PINGPONG, NC>;
+  constexpr int smem = hop_layout<D>::SMEM_BYTES;
+  auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   int64_t n_blocks = int64_t((p.T + HBLOCK_M - 1) / HBLOCK_M) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  if (persistent) {
-    int device, sms;
-    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-    n_blocks = n_blocks < sms ? n_blocks : sms;
-  }
-  kernel<<<unsigned(n_blocks), hop_threads<NC>::THREADS, smem, stream>>>(qm, km, vm, om, a);
+  int device, sms;
+  if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
+  n_blocks = n_blocks < sms ? n_blocks : sms;
+  kernel<<<unsigned(n_blocks), HTHREADS, smem, stream>>>(qm, km, vm, om, a);
   return cudaGetLastError();
 }
 
