@@ -59,9 +59,12 @@
 //   * Ragged T: T is its own tensor-map dimension: TMA zero-fills rows >= T of a Q / dO / K / V box;
 //     padded queries have lse2 = +inf (P = 0); keys >= T are masked (non-causal; causal masks them
 //     already) and their dK / dV rows are not stored.
-// Within a consumer the GEMMs and the exponentials of one query block run one after the other (no
-// software pipelining across blocks yet); the two consumers overlap each other's. Measured: not yet
-// (dev/hopper/check_attention_bwd.py times it against cuDNN, flash and the portable backward).
+// Overlap: within a consumer, S^T and dP^T are two commit groups: the exponentials of P^T run while dP^T
+// is still on the tensor cores, and dV += P^T dO is issued before waiting for dP^T, so it runs under the
+// dS^T arithmetic; dQ^T waits for the dS^T barrier. Nothing is pipelined across query blocks yet (the
+// registers of D = 128 leave no room for a second block's S^T / dP^T); the two consumers overlap each
+// other's GEMMs and arithmetic. Measured: not yet (dev/hopper/check_attention_bwd.py times it against
+// cuDNN, flash and the portable backward).
 //
 // Built for every architecture of the family; the kernel body exists only for sm_90a and traps elsewhere;
 // ops.py calls this only on sm_90 with an extension built for sm_90a and TK_ATTENTION_BWD=hopper.
@@ -218,7 +221,7 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     const int m0 = block_of(j) * HB_M;
     wait(qd_full[s], (j / STAGES) & 1);
 
-    // S^T = K_c Q^T, dP^T = V_c dO^T
+    // S^T = K_c Q^T and dP^T = V_c dO^T, two commit groups (groups complete in order)
     acc64 st, dpt;
     wg::mma_fence(st.v);
     wg::pin_registers(dpt.v);
@@ -228,6 +231,7 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       const uint64_t dq_ = wg::desc_k128(q_tile(s) + (kk / 4) * L::Q_PANEL);
       wg::wgmma_ss<T, 64>(st.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
     }
+    wg::mma_commit();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
@@ -235,17 +239,15 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
     }
     wg::mma_commit();
-    wg::mma_wait<0>(st.v);
-    wg::pin_registers(dpt.v);
+    wg::mma_wait<1>(st.v);  // S^T done (dP^T may still run)
 
-    // P^T and dS^T in place (rows = keys key0 + row, columns = queries m0 + col)
+    // P^T in place (rows = keys key0 + row, columns = queries m0 + col), then dV += P^T dO
     const float *lse2 = vec(s), *delta = vec(s) + HB_M;
     const bool masked = CAUSAL ? key0 + 63 > m0 : key0 + 64 > T_;
 #pragma unroll
     for (int g = 0; g < 8; g++) {
       const int col0 = acc64::col(4 * g);
       const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + col0);
-      const float2 dl = *reinterpret_cast<const float2 *>(delta + col0);
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int i = 4 * g + e;
@@ -254,31 +256,39 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
           const int key = key0 + acc64::row(i), query = m0 + col0 + (e & 1);
           if (CAUSAL ? key > query : key >= T_) x = neg_infty();
         }
-        const float p = fast_exp2(fmaf(x, sc, -((e & 1) ? l2.y : l2.x)));
-        st.v[i] = p;
-        dpt.v[i] = p * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
+        st.v[i] = fast_exp2(fmaf(x, sc, -((e & 1) ? l2.y : l2.x)));
       }
     }
     wg::a_fragment<T> pf[4], dsf[4];
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-      wg::to_a_fragment(pf[kk], st.v, kk);
-      wg::to_a_fragment(dsf[kk], dpt.v, kk);
+    for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
+    wg::mma_fence(dv.v);
+    const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dv.v, pf[kk].r, wg::desc_advance_k_mn(ddo, kk), 1);
+    wg::mma_commit();
+    wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
+
+    // dS^T = P^T o (dP^T - Delta) in place, its 16-bit fragments, and a copy in shared memory (this
+    // warpgroup's 64 key rows of buffer j % 2), then dK += dS^T Q
+#pragma unroll
+    for (int g = 0; g < 8; g++) {
+      const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int i = 4 * g + e;
+        dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
+      }
     }
-    // dS^T -> shared memory (this warpgroup's 64 key rows of buffer j % 2)
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
     char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
 #pragma unroll
     for (int i = 0; i < acc64::REGS; i += 2)
       *reinterpret_cast<uint32_t *>(ds_buf + 64 * c * 128 + wg::swizzle128_offset(acc64::row(i), acc64::col(i))) =
           dsf[i / 8].r[(i % 8) / 2];
     fence_proxy_async_shared();
-
-    // dV += P^T dO, dK += dS^T Q
-    wg::mma_fence(dv.v);
-    wg::pin_registers(dk.v);
-    const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dv.v, pf[kk].r, wg::desc_advance_k_mn(ddo, kk), 1);
+    wg::mma_fence(dk.v);
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
     wg::mma_commit();
@@ -298,6 +308,11 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     wg::mma_wait<0>(dqt.v);
     wg::pin_registers(dv.v);
     wg::pin_registers(dk.v);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {  // the A operands of dV / dK stay live until their wgmmas retire
+      wg::pin_registers(pf[kk].r);
+      wg::pin_registers(dsf[kk].r);
+    }
     if (me == 0) arrive(qd_empty[s]);  // Q, dO, lse2, Delta of slot s are read
 
     // dQ^T (rows = head dims, columns = queries) -> xor32 staging -> two 8 KB bulk reductions
