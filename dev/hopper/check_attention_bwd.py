@@ -212,6 +212,33 @@ def bench(ext) -> None:
             print(row, flush=True)
 
 
+def kernel_breakdown(ext) -> None:
+    """Per-kernel GPU time of one Hopper backward call (torch profiler), for the next tuning step."""
+    from torch.profiler import ProfilerActivity, profile
+    for B, H, T, D, causal in ((8, 16, 2048, 128, False), (16, 12, 1024, 64, True)):
+        g = torch.Generator(device="cuda").manual_seed(8)
+        q, k, v, dout = (torch.randn((B, H, T, D), generator=g, device="cuda").to(torch.bfloat16) for _ in range(4))
+        sc = 1.0 / math.sqrt(D)
+        o, lse, _ = ext.attention_forward_hopper(q, k, v, causal, sc)
+        for _ in range(3):
+            ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc)
+        torch.cuda.synchronize()
+        n = 5
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc)
+            torch.cuda.synchronize()
+        times: dict[str, float] = {}
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                name = e.name.split("(")[0].split("<")[0].split("::")[-1][:40]
+                times[name] = times.get(name, 0.0) + e.device_time / n
+        total = sum(times.values())
+        parts = ", ".join(f"{k} {v:.0f} us" for k, v in sorted(times.items(), key=lambda kv: -kv[1]))
+        print(f"kernels of one Hopper backward {(B, H, T, D)} {'causal' if causal else 'full'}: "
+              f"{total:.0f} us = {parts}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-bench", action="store_true", help="accuracy only")
@@ -234,6 +261,11 @@ def main() -> int:
           f"({time.time() - t1:.0f} s)", flush=True)
     if not args.no_bench:
         bench(ext)
+        progress("kernel breakdown")
+        try:
+            kernel_breakdown(ext)
+        except Exception as e:  # a diagnostic extra: report and go on
+            print(f"kernel breakdown failed: {str(e).splitlines()[0][:200]}")
     print(f"total after the build: {time.time() - t1:.0f} s")
     return 1 if failures else 0
 
