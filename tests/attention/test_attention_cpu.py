@@ -272,6 +272,47 @@ def test_forward_path_layouts_tma_cannot_read(monkeypatch):
     assert tka.forward_path(q, 0.0, k, k) == "hopper"
 
 
+def test_backward_path_env_values(monkeypatch):
+    """TK_ATTENTION_BWD: portable (the default) never asks about the GPU; a bad value is one clear error."""
+    q = torch.empty(1, 1, 1, 64)
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: pytest.fail("hopper_reason called"))
+    monkeypatch.delenv("TK_ATTENTION_PATH", raising=False)
+    for env in (None, "", "portable", " Portable "):
+        if env is None:
+            monkeypatch.delenv("TK_ATTENTION_BWD", raising=False)
+        else:
+            monkeypatch.setenv("TK_ATTENTION_BWD", env)
+        assert tka.backward_path(q) == "portable"
+    monkeypatch.setenv("TK_ATTENTION_BWD", "fast")
+    with pytest.raises(ValueError, match="TK_ATTENTION_BWD must be one of portable, hopper, got 'fast'"):
+        tka.backward_path(q)
+    # dropout and the deterministic mode stay on the portable backward, without a GPU query
+    monkeypatch.setenv("TK_ATTENTION_BWD", "hopper")
+    assert tka.backward_path(q, 0.1) == "portable"
+    assert tka.backward_path(q, 0.0, True) == "portable"
+
+
+@pytest.mark.parametrize("reason", [None, "no sm_90 here"])
+def test_backward_path_follows_forward_path(monkeypatch, reason):
+    """With TK_ATTENTION_BWD=hopper the backward takes the Hopper kernel exactly where forward_path says
+    hopper (TK_ATTENTION_PATH and the TMA layout check included)."""
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: reason)
+    monkeypatch.setenv("TK_ATTENTION_BWD", "hopper")
+    q = torch.empty(2, 4, 16, 64, dtype=torch.bfloat16)
+    k = torch.empty(2, 1, 16, 64, dtype=torch.bfloat16).expand(2, 4, 16, 64)
+    monkeypatch.delenv("TK_ATTENTION_PATH", raising=False)
+    assert tka.backward_path(q, 0.0, False, q, q) == ("hopper" if reason is None else "portable")
+    assert tka.backward_path(q, 0.0, False, k, k) == "portable"
+    monkeypatch.setenv("TK_ATTENTION_PATH", "portable")
+    assert tka.backward_path(q, 0.0, False, q, q) == "portable"
+    monkeypatch.setenv("TK_ATTENTION_PATH", "hopper")
+    if reason is None:
+        assert tka.backward_path(q, 0.0, False, k, k) == "hopper"
+    else:
+        with pytest.raises(RuntimeError, match="TK_ATTENTION_PATH=hopper, but no sm_90 here"):
+            tka.backward_path(q)
+
+
 @pytest.mark.parametrize("capability,archs,expect", [
     ((8, 0), ("sm_80", "sm_90a"), "needs an sm_90 GPU"),
     ((12, 0), ("sm_120",), "needs an sm_90 GPU"),

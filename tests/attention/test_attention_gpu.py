@@ -307,11 +307,19 @@ def test_repeatability(B, H, T, D, causal):
     for _ in range(3):
         poison_bwd(q)
         fast.append(torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, scale, False, 0.0, NO_RNG))
+    # (the deterministic mode always runs the portable kernels: with TK_ATTENTION_BWD=hopper the default
+    # mode's dK / dV come from another kernel, equal only up to fp32 summation order)
+    same_kernels = tka.backward_path(q, 0.0, False, k, v) == "portable"
     for run in fast:
         assert not any(torch.isnan(t).any() for t in run)
         assert torch.equal(run[1], fast[0][1]) and torch.equal(run[2], fast[0][2]), "dK/dV not bitwise"
-        assert torch.equal(run[1], runs[0][1]) and torch.equal(run[2], runs[0][2]), \
-            "dK/dV differ between deterministic and default modes"
+        if same_kernels:
+            assert torch.equal(run[1], runs[0][1]) and torch.equal(run[2], runs[0][2]), \
+                "dK/dV differ between deterministic and default modes"
+        else:
+            for name, a, b in (("dK", run[1], runs[0][1]), ("dV", run[2], runs[0][2])):
+                e = rel_err(a, b.double())
+                assert e < 2e-3, f"Hopper {name} differs from the deterministic portable one by {e:.3e}"
         e = rel_err(run[0], runs[0][0].double())
         assert e < 2e-3, f"atomic dQ differs from deterministic dQ by {e:.3e}"
     print(f"[repeat B={B} H={H} T={T} D={D} seed={seed}] ok")

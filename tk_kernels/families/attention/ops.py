@@ -29,6 +29,10 @@ the backward (csrc/backward*.cu) is the same for both. TK_ATTENTION_PATH=hopper|
 (hopper on a GPU that cannot run it is an error; dropout still runs portable); forward_path() says
 which one a call takes.
 
+Backward kernel: csrc/backward*.cu (mma.sync) by default; TK_ATTENTION_BWD=hopper runs
+csrc/hopper_backward.cu (wgmma + TMA) where the forward would take the Hopper path, without dropout
+and outside the deterministic mode (backward_path() says which one a call takes).
+
 The backward accumulates dQ with fp32 atomics (fast; dQ may differ in the last bits between runs).
 It is bitwise reproducible when torch.use_deterministic_algorithms(True) is on or TK_DETERMINISTIC=1.
 """
@@ -124,6 +128,23 @@ def forward_path(q: Tensor, dropout_p: float = 0.0, *kv: Tensor) -> str:
     return "hopper"
 
 
+BACKWARD_PATHS = ("portable", "hopper")
+
+
+def backward_path(q: Tensor, dropout_p: float = 0.0, deterministic: bool = False, *kv: Tensor) -> str:
+    """'hopper' or 'portable': the backward kernel a call with this q (and k, v, if given) runs.
+    TK_ATTENTION_BWD=hopper opts in to csrc/hopper_backward.cu (the default, 'portable', keeps
+    csrc/backward*.cu until the Hopper backward has been proven on a GPU); it then runs wherever
+    forward_path says 'hopper' for these operands (TK_ATTENTION_PATH applies), except with dropout or
+    a deterministic backward (both stay on the portable kernels)."""
+    choice = os.environ.get("TK_ATTENTION_BWD", "").strip().lower() or "portable"
+    if choice not in BACKWARD_PATHS:
+        raise ValueError(f"TK_ATTENTION_BWD must be one of {', '.join(BACKWARD_PATHS)}, got {choice!r}")
+    if choice == "portable" or dropout_p > 0.0 or deterministic:
+        return "portable"
+    return forward_path(q, dropout_p, *kv)
+
+
 @torch.library.custom_op("tk::attention_fwd", mutates_args=(), device_types="cuda")
 def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
                   dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
@@ -147,6 +168,9 @@ def attention_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout:
                   rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     q, k, v, o, dout = (_kernel_ready(t) for t in (q, k, v, o, dout))
     lse = lse.contiguous()
+    if backward_path(q, dropout_p, deterministic, k, v) == "hopper":
+        q, k, v, o, dout = (t if tma_ready(t) else t.contiguous() for t in (q, k, v, o, dout))
+        return _ext().attention_backward_hopper(q, k, v, o, lse, dout, causal, scale)
     return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
 
 

@@ -14,7 +14,8 @@
 //                                rows (what TMA writes for a box of 64 columns), panel_bytes apart
 //   desc_advance_k_mn(desc, k)   the same, starting at K row 16 k
 //   mma_fence(acc) / mma_commit() / mma_wait<N>(acc)
-//   pin_registers(v)             v is computed here, in program order (volatile asms keep their order)
+//   pin_registers(v)             v is computed here, in program order (volatile asms keep their order);
+//                                float or uint32_t arrays (e.g. an a_fragment's r[] after its wgmma_rs)
 //   set_max_registers<R>() grow (consumers) or shrink (producers) this warpgroup's registers
 //   accumulator<N>               fp32 D[64 x N] of one warpgroup, with row/col of each value
 //   a_fragment<T> / to_a_fragment(frag, acc, k)
@@ -91,6 +92,13 @@ template <int R>
 __device__ __forceinline__ void pin_registers(float (&v)[R]) {
 #pragma unroll
   for (int i = 0; i < R; i++) asm volatile("" : "+f"(v[i])::"memory");
+}
+// The same for 32-bit registers, e.g. the a_fragment of a wgmma_rs: pinned after the wait that retires
+// the wgmma, it stays live (its registers are not handed to other values) while the wgmma reads it.
+template <int R>
+__device__ __forceinline__ void pin_registers(uint32_t (&v)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; i++) asm volatile("" : "+r"(v[i])::"memory");
 }
 
 // Orders this thread's register accesses of the accumulator before the next wgmma reads them

@@ -46,6 +46,9 @@ struct BwdParams {
   const float *lse;                   // (B, H, T) contiguous, from the forward
   void *dq, *dk, *dv;                 // (B, H, T, D) outputs
   float *delta;                       // (B, H, T) contiguous fp32 workspace: rowsum(dO * O)
+                                      // (attention_backward_hopper: B * H * dq_accum_rows(T), padded rows)
+  float *lse_log2;                    // attention_backward_hopper only: B * H * dq_accum_rows(T) fp32 workspace
+                                      // (lse * log2(e), padded); unused by attention_backward
   float *dq_accum;                    // B * H * dq_accum_rows(T) * D fp32 workspace, zero-filled by the caller
                                       // (its layout is the kernels' business)
   Strides q_s, k_s, v_s, o_s, do_s, dq_s, dk_s, dv_s;
@@ -76,6 +79,11 @@ cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream);
 // attention_forward for dropout_p == 0 (anything else: cudaErrorInvalidValue). Launch it only on an
 // sm_90 GPU with a library built for sm_90a (elsewhere the kernel traps); ops.py decides.
 cudaError_t attention_forward_hopper(const FwdParams &p, cudaStream_t stream);
+// The sm_90a backward (hopper_backward.cu): the same dq, dk, dv as attention_backward for dropout_p == 0
+// and deterministic == false (anything else: cudaErrorInvalidValue). Its workspaces differ: delta and
+// lse_log2 hold B * H * dq_accum_rows(T) floats each, dq_accum B * H * dq_accum_rows(T) * D floats,
+// zero-filled. Same launch conditions as attention_forward_hopper.
+cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream);
 
 // Shared memory per block (bytes) that the forward / backward need at least (their smallest
 // configurations); a GPU whose opt-in limit per block is smaller cannot run them. The backward picks

@@ -204,6 +204,49 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
   return {dq, dk, dv};
 }
 
+// The sm_90a backward (hopper_backward.cu): attention_backward without dropout and without the
+// deterministic mode, with its own padded workspaces (attention.h). ops.py decides when it runs (and
+// hands it q, k, v, dout that TMA can read).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
+    const at::Tensor& dout, bool causal, double scale) {
+  check_bhtd(q, "q", q);
+  check_bhtd(k, "k", q);
+  check_bhtd(v, "v", q);
+  check_bhtd(o, "o", q);
+  check_bhtd(dout, "dout", q);
+  check_lse(lse, q);
+  const c10::cuda::CUDAGuard guard(q.device());
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  TORCH_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
+  at::Tensor dq = empty_bthd(q), dk = empty_bthd(k), dv = empty_bthd(v);
+  if (B * H == 0) return {dq, dk, dv};
+  const int64_t Tp = tk_attn::dq_accum_rows(T);
+  at::Tensor delta = at::empty({B, H, Tp}, q.options().dtype(at::kFloat));
+  at::Tensor lse_log2 = at::empty({B, H, Tp}, q.options().dtype(at::kFloat));
+  at::Tensor dq_accum = at::zeros({B, H, Tp, D}, q.options().dtype(at::kFloat));
+
+  tk_attn::BwdParams p{};
+  p.q = q.data_ptr(); p.k = k.data_ptr(); p.v = v.data_ptr(); p.o = o.data_ptr(); p.dout = dout.data_ptr();
+  p.lse = lse.data_ptr<float>();
+  p.dq = dq.data_ptr(); p.dk = dk.data_ptr(); p.dv = dv.data_ptr();
+  p.delta = delta.data_ptr<float>();
+  p.lse_log2 = lse_log2.data_ptr<float>();
+  p.dq_accum = dq_accum.data_ptr<float>();
+  p.q_s = strides_of(q); p.k_s = strides_of(k); p.v_s = strides_of(v); p.o_s = strides_of(o);
+  p.do_s = strides_of(dout); p.dq_s = strides_of(dq); p.dk_s = strides_of(dk); p.dv_s = strides_of(dv);
+  p.B = int(B); p.H = int(H); p.T = int(T); p.D = int(D);
+  p.scale = float(scale);
+  p.causal = causal;
+  p.deterministic = false;
+  p.dtype = dtype_of(q);
+  p.dropout_p = 0.f;
+  p.rng_state = nullptr;
+  cudaError_t err = tk_attn::attention_backward_hopper(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "tk attention backward (Hopper kernel) failed: ", cudaGetErrorString(err));
+  return {dq, dk, dv};
+}
+
 // Debug: the (B, H, T, T) uint8 keep mask (1 = kept) of a dropout of probability dropout_p with the
 // (seed, offset) in rng_state, computed by the kernels' own keep function.
 at::Tensor attention_dropout_mask(const at::Tensor& rng_state, int64_t B, int64_t H, int64_t T, double dropout_p) {
@@ -238,6 +281,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
         pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("deterministic"),
         pybind11::arg("dropout_p"), pybind11::arg("rng_state"));
+  m.def("attention_backward_hopper", &attention_backward_hopper,
+        "(q, k, v, o, lse, dout, causal, scale) -> (dq, dk, dv): attention_backward without dropout and not "
+        "deterministic, on the sm_90a wgmma/TMA kernel (only on an sm_90 GPU with a library built for sm_90a; "
+        "ops.py checks)",
+        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
+        pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"));
   m.def("attention_dropout_mask", &attention_dropout_mask,
         "(rng_state, B, H, T, dropout_p) -> (B, H, T, T) uint8 keep mask (1 = kept) of the dropout with that (seed, "
         "offset)",

@@ -1,0 +1,151 @@
+"""GPU tests of the sm_90a attention backward (csrc/hopper_backward.cu), selected with
+TK_ATTENTION_BWD=hopper (set here for every test); skipped where the Hopper kernels cannot run.
+
+Every case runs tk attention + autograd on nanoGPT's strided q, k, v views and compares dq, dk, dv with a
+float64 reference (tolerance: max(2 x SDPA's error on the same inputs, a dtype floor), as in
+test_attention_gpu.py) and with the portable backward on the same forward output. Outputs are
+poisoned with NaN before the launch (the binding allocates dq, dk, dv first, like the portable one).
+The whole portable matrix of test_attention_gpu.py runs on this backward too with
+`TK_ATTENTION_BWD=hopper python -m pytest -m gpu tests/attention`.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.gpu
+
+if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+    pytest.skip("the Hopper attention backward needs an sm_90 GPU", allow_module_level=True)
+
+from tk_kernels.families.attention import ops as tka  # noqa: E402
+from gpu_test_utils import new_seed, poison  # noqa: E402
+
+FLOOR = {torch.bfloat16: 4e-3, torch.float16: 6e-4}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@pytest.fixture(autouse=True)
+def hopper_backward(monkeypatch):
+    reason = tka.unavailable_reason() or tka.hopper_reason(torch.device("cuda"))
+    if reason is not None:
+        pytest.skip(f"no Hopper attention here: {reason}")
+    monkeypatch.setenv("TK_ATTENTION_BWD", "hopper")
+    monkeypatch.delenv("TK_ATTENTION_PATH", raising=False)
+    monkeypatch.delenv("TK_DETERMINISTIC", raising=False)
+
+
+def nanogpt_qkv(B, H, T, D, dtype, g):
+    """model.py's q, k, v: qkv.split(C, dim=2) of one (B, T, 3C) tensor, viewed as (B, H, T, D)."""
+    C = H * D
+    qkv = torch.randn((B, T, 3 * C), generator=g, device="cuda").to(dtype)
+    return tuple(t.view(B, T, H, D).transpose(1, 2) for t in qkv.split(C, dim=2))
+
+
+def reference_grads(q, k, v, dout, causal, scale):
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    s = (q64 @ k64.transpose(-2, -1)) * scale
+    if causal:
+        T = q.shape[-2]
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    o = torch.softmax(s, dim=-1) @ v64
+    return torch.autograd.grad(o, (q64, k64, v64), dout.double())
+
+
+def rel_err(x, ref):
+    denom = max(ref.norm().item(), 1e-3 * math.sqrt(ref.numel()))
+    return (x.double() - ref.double()).norm().item() / denom
+
+
+def poison_bwd(q):
+    B, H, T, D = q.shape
+    poison(((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype))
+
+
+def grads_of(q, k, v, dout, causal, scale, path):
+    """dq, dk, dv through tk attention + autograd with TK_ATTENTION_BWD=path (poisoned outputs)."""
+    qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+    o = tka.attention(qq, kk, vv, causal=causal, scale=scale)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TK_ATTENTION_BWD", path)
+        assert tka.backward_path(q, 0.0, False, k, v) == path
+        poison_bwd(q)
+        return torch.autograd.grad(o, (qq, kk, vv), dout)
+
+
+def check_case(q, k, v, dout, causal, scale, label):
+    dtype = q.dtype
+    sc = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    refs = reference_grads(q, k, v, dout, causal, sc)
+    hop = grads_of(q, k, v, dout, causal, scale, "hopper")
+    por = grads_of(q, k, v, dout, causal, scale, "portable")
+    qs, ks, vs = (t.detach().requires_grad_() for t in (q, k, v))
+    sdpa = torch.autograd.grad(F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, scale=scale),
+                               (qs, ks, vs), dout)
+    report = [label]
+    for name, h, p, s, r in zip(("dq", "dk", "dv"), hop, por, sdpa, refs):
+        assert h.shape == q.shape and h.dtype == dtype and h.stride() == p.stride()
+        assert torch.isfinite(h).all(), f"{label} {name}: NaN/inf (unwritten elements?)"
+        e, es, ep = rel_err(h, r), rel_err(s, r), rel_err(p, r)
+        tol = max(2 * es, FLOOR[dtype])
+        report.append(f"{name} hopper {e:.2e} portable {ep:.2e} sdpa {es:.2e} (tol {tol:.1e})")
+        assert e <= tol, f"{label} {name}: rel error {e:.3e} > {tol:.3e} (SDPA {es:.3e}, portable {ep:.3e})"
+        assert e <= max(2 * ep, FLOOR[dtype]), f"{label} {name}: {e:.3e} vs the portable backward's {ep:.3e}"
+    print(" | ".join(report))
+
+
+@pytest.mark.parametrize("dtype_name", ["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("T", [1, 17, 255, 1000, 2048])
+def test_hopper_backward_vs_float64_and_portable(T, D, causal, dtype_name):
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    dtype = DTYPES[dtype_name]
+    B, H = (3, 5) if T <= 255 else (1, 3)
+    q, k, v = nanogpt_qkv(B, H, T, D, dtype, g)
+    dout = torch.randn((B, H, T, D), generator=g, device="cuda").to(dtype)
+    check_case(q, k, v, dout, causal, None, f"[{(B, H, T, D, causal, dtype_name)} seed={seed}]")
+
+
+@pytest.mark.parametrize("scale", [0.05, 0.4])
+def test_hopper_backward_custom_scale(scale):
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v = nanogpt_qkv(2, 3, 300, 64, torch.bfloat16, g)
+    dout = torch.randn(q.shape, generator=g, device="cuda").to(torch.bfloat16)
+    check_case(q, k, v, dout, True, scale, f"[scale={scale} seed={seed}]")
+
+
+def test_hopper_backward_layouts():
+    """Contiguous (B, H, T, D) inputs, and a head-broadcast dout (stride 0: copied before TMA reads it)."""
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    B, H, T, D = 2, 4, 500, 128
+    q, k, v = (torch.randn((B, H, T, D), generator=g, device="cuda").to(torch.bfloat16) for _ in range(3))
+    dout = torch.randn((B, 1, T, D), generator=g, device="cuda").to(torch.bfloat16).expand(B, H, T, D)
+    assert not tka.tma_ready(dout)
+    check_case(q, k, v, dout, False, None, f"[contiguous, broadcast dout seed={seed}]")
+
+
+def test_hopper_backward_dk_dv_repeatable():
+    """dk, dv have no atomics: bitwise equal across runs (dq is summed with fp32 reductions)."""
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v = nanogpt_qkv(2, 6, 1024, 64, torch.bfloat16, g)
+    dout = torch.randn(q.shape, generator=g, device="cuda").to(torch.bfloat16)
+    a = grads_of(q, k, v, dout, True, None, "hopper")
+    b = grads_of(q, k, v, dout, True, None, "hopper")
+    assert torch.equal(a[1], b[1]) and torch.equal(a[2], b[2])
+    assert rel_err(a[0], b[0].double()) < 1e-3
+
+
+def test_deterministic_mode_stays_portable(monkeypatch):
+    q = torch.empty(1, 1, 16, 64, device="cuda", dtype=torch.bfloat16)
+    monkeypatch.setenv("TK_DETERMINISTIC", "1")
+    assert tka.deterministic_backward()
+    assert tka.backward_path(q, 0.0, tka.deterministic_backward(), q, q) == "portable"
+    monkeypatch.delenv("TK_DETERMINISTIC")
+    assert tka.backward_path(q, 0.0, False, q, q) == "hopper"

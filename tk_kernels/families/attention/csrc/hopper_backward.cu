@@ -1,0 +1,467 @@
+// Flash attention backward for Hopper (sm_90a: wgmma, TMA, mbarriers, setmaxnreg), written with the
+// DSL's warpgroup / thread / host layers. Same inputs, outputs and semantics as backward.cu without
+// dropout and without the deterministic dQ mode (ops.py keeps those on the portable backward):
+//
+//   P = exp(scale Q K^T [+ causal mask] - lse)   dV = P^T dO   dP = dO V^T   dS = P o (dP - Delta)
+//   dQ = scale dS K      dK = scale dS^T Q       Delta_i = rowsum(dO_i o O_i)
+//   Q, K, V, O, dO, dQ, dK, dV: (B, H, T, D), D in {64, 128}, stride 1 along D, b/h/t strides multiples
+//   of 16 bytes (the TMA-read ones nonzero: ops.py's tma_ready); lse: (B, H, T) fp32 natural log, the
+//   forward's (hopper_forward.cu or forward.cu).
+//
+// Launches:
+//   1. hbwd_prep_kernel: Delta = rowsum(dO o O) and lse2 = lse log2(e) into two (B H, Tp) fp32 workspaces,
+//      Tp = dq_accum_rows(T) (a multiple of 128), padded with Delta = 0, lse2 = +inf: a padded query row
+//      then gets P = 2^(s c - inf) = 0 and dS = 0 without any mask, and every 64-entry block of a row is
+//      16-byte aligned, so the main kernel reads them with TMA.
+//   2. attention_bwd_hopper_kernel (FlashAttention-3's scheme): one CTA per (128-key block, b, h), 3
+//      warpgroups. The CTA walks the query blocks (64 queries each) that see its keys and accumulates
+//      dK, dV in registers; dQ partials go into the fp32 workspace dq_accum by TMA bulk reductions.
+//      * Warpgroup 0, the producer, shrinks to 24 registers; one thread loads the CTA's K and V tiles
+//        once (TMA, rank-4 maps over (D, T, H, B) with the tensors' own strides, as in the forward) and
+//        streams Q, dO (64 x D each) and the block's 64 lse2 and Delta entries through a STAGES-deep ring
+//        (one "full" barrier with a byte count per slot, one "empty" barrier both consumers arrive on).
+//      * Warpgroups 1 and 2, the consumers (240 registers), own 64 keys each (consumer c: keys
+//        n0 + 64c ..). Per query block, in the transposed orientation (rows = keys), so that P^T and
+//        dS^T come out of the accumulators directly as the register A operand of the dV / dK GEMMs:
+//          S^T  = K_c Q^T       wgmma m64n64k16, A = K_c, B = Q, both K-major in shared memory
+//          dP^T = V_c dO^T      the same with V_c, dO (one commit group with S^T)
+//          P^T = 2^(S^T c - lse2_q) (masked: causal key > query, key >= T), dS^T = P^T o (dP^T - Delta_q)
+//          dV_c += P^T dO       wgmma m64nDk16, A = P^T from registers (wg::to_a_fragment), B = dO
+//                               MN-major (wg::desc_mn128), as O += P V in the forward
+//          dK_c += dS^T Q       the same with dS^T, Q
+//          dS^T -> shared memory (16-bit, 128B-swizzled [128 keys x 64 queries], double-buffered by
+//                               block parity), then
+//          dQ^T = K^T dS^T      wgmma m64n64k16 with A = K^T (the K tile read MN-major) and B = dS^T
+//                               (MN-major); the 64 x 64 fp32 result is this warpgroup's dQ partial.
+//                               D = 128: consumer c computes rows (head dims) 64c.. over all 128 keys
+//                               (a named barrier makes both halves of dS^T visible first); D = 64:
+//                               consumer c computes all 64 head dims over its own 64 keys (no barrier;
+//                               the two partials are both added into dq_accum).
+//        The partial is staged in shared memory in the 32 x 32 "xor32" block layout of dq_accum
+//        (dq_accum.cuh: a 64-query block of a head is contiguous there) and added by two 8 KB TMA bulk
+//        reductions (cp.reduce.async.bulk .add.f32); the existing bwd_dq_convert_kernel turns dq_accum
+//        into dq (times scale) afterwards.
+//      * Finish: dV and scale * dK go straight from registers to global memory (4-byte stores, keys >= T
+//        skipped: once per CTA).
+//   3. bwd_dq_convert_kernel (backward_dq.cu), xor32 layout, rows Tp.
+//
+// Tiling and limits:
+//   * Shared memory (128B swizzle, 64-column panels): K, V 128 x D; STAGES x (Q, dO 64 x D + 512 B of
+//     lse2 / Delta); 2 x dS^T (16 KB); 2 x dQ staging (16 KB). D = 64: 3 stages, 146 KB; D = 128: 2
+//     stages, 194 KB. One CTA per SM.
+//   * Registers (D = 128, the tight case): dK, dV 2 x 64 fp32 + S^T, dP^T 2 x 32 + the 16-bit P^T / dS^T
+//     fragments 2 x 16; the dQ^T accumulator (32) reuses S^T's registers.
+//   * Causal (top-left aligned): key block kb visits query blocks 2 kb .. (earlier ones see none of its
+//     keys); the mask is applied only where a consumer's keys reach past the block's first query. Key
+//     blocks with the most query blocks (small kb) are launched first. Non-causal CTAs of one head start
+//     their walk at a query block proportional to kb and wrap around (as the portable backward does), so
+//     the CTAs of a head do not add into the same dq_accum rows at the same time.
+//   * Ragged T: T is its own tensor-map dimension: TMA zero-fills rows >= T of a Q / dO / K / V box;
+//     padded queries have lse2 = +inf (P = 0); keys >= T are masked (non-causal; causal masks them
+//     already) and their dK / dV rows are not stored.
+// Overlap: within a consumer, S^T and dP^T are two commit groups: the exponentials of P^T run while dP^T
+// is still on the tensor cores, and dV += P^T dO is issued before waiting for dP^T, so it runs under the
+// dS^T arithmetic; dQ^T waits for the dS^T barrier. Nothing is pipelined across query blocks yet (the
+// registers of D = 128 leave no room for a second block's S^T / dP^T); the two consumers overlap each
+// other's GEMMs and arithmetic. Measured: not yet (dev/hopper/check_attention_bwd.py times it against
+// cuDNN, flash and the portable backward).
+//
+// Built for every architecture of the family; the kernel body exists only for sm_90a and traps elsewhere;
+// ops.py calls this only on sm_90 with an extension built for sm_90a and TK_ATTENTION_BWD=hopper.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+
+#include "attention.h"
+#include "backward.cuh"
+#include "host/tensor_map.cuh"
+#include "thread/bulk.cuh"
+#include "thread/mbarrier.cuh"
+#include "thread/tma.cuh"
+#include "tk.cuh"
+#include "warpgroup/mma.cuh"
+#include "warpgroup/sync.cuh"
+
+namespace tk_attn {
+namespace {
+
+using namespace tk;
+
+constexpr int HB_N = 128;          // keys per CTA (64 per consumer warpgroup)
+constexpr int HB_M = 64;           // queries per block
+constexpr int HB_PANEL = 64;       // 16-bit columns per 128-byte swizzle row
+constexpr int HB_THREADS = 3 * wg::WARPGROUP_THREADS;
+constexpr int HB_PRODUCER_REGS = 24;
+constexpr int HB_CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
+constexpr int HB_DS_BAR = 3;           // named barrier of both consumers (1, 2: each consumer's own)
+
+template <int D>
+struct hb_layout {
+  static constexpr int PANELS = D / HB_PANEL;
+  static constexpr int STAGES = D == 64 ? 3 : 2;
+  static constexpr int KV_PANEL = HB_N * 128;              // [128 keys x 64] 16 KB
+  static constexpr int Q_PANEL = HB_M * 128;               // [64 queries x 64] 8 KB
+  static constexpr int KV_BYTES = PANELS * KV_PANEL;
+  static constexpr int Q_BYTES = PANELS * Q_PANEL;
+  static constexpr int DS_BYTES = HB_N * 128;              // dS^T [128 keys x 64 queries] 16-bit
+  static constexpr int DQ_STAGE_BYTES = 64 * 64 * 4;       // one consumer's 64 x 64 fp32 dQ partial
+  static constexpr int VEC_BYTES = 2 * HB_M * 4;           // lse2 and Delta of one block
+  static constexpr int K_OFF = 0;
+  static constexpr int V_OFF = K_OFF + KV_BYTES;
+  static constexpr int Q_OFF = V_OFF + KV_BYTES;
+  static constexpr int DO_OFF = Q_OFF + STAGES * Q_BYTES;
+  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES;
+  static constexpr int DQ_OFF = DS_OFF + 2 * DS_BYTES;
+  static constexpr int VEC_OFF = DQ_OFF + 2 * DQ_STAGE_BYTES;
+  static constexpr int SMEM_BYTES = VEC_OFF + STAGES * VEC_BYTES + 1024;  // + 1024-byte alignment slack
+  static_assert(SMEM_BYTES <= 227 * 1024, "Hopper attention backward: shared memory over 227 KB");
+};
+
+struct hb_args {
+  int seq, heads, batch;
+  int padded_rows;     // Tp = dq_accum_rows(T): rows per head of lse2 / Delta / dq_accum
+  float scale;         // softmax scale (dK's factor)
+  float scale_log2;    // scale * log2(e)
+  float *dq_accum;     // (B H, Tp, D) fp32, xor32 blocks, zero-filled by the caller
+  void *dk, *dv;
+  Strides dk_s, dv_s;
+};
+
+template <typename T, int D, bool CAUSAL>
+__global__ void __launch_bounds__(HB_THREADS, 1)
+attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                            const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
+                            const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap delta_map,
+                            const __grid_constant__ hb_args a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = hb_layout<D>;
+  constexpr int STAGES = L::STAGES;
+  extern __shared__ char smem_raw[];
+  char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  __shared__ barrier kv_full, qd_full[STAGES], qd_empty[STAGES];
+  auto q_tile = [&](int s) { return base + L::Q_OFF + s * L::Q_BYTES; };
+  auto do_tile = [&](int s) { return base + L::DO_OFF + s * L::Q_BYTES; };
+  auto vec = [&](int s) { return reinterpret_cast<float *>(base + L::VEC_OFF + s * L::VEC_BYTES); };
+  char *k_tile = base + L::K_OFF, *v_tile = base + L::V_OFF;
+
+  if (threadIdx.x == 0) {
+    init(kv_full, 1);
+    for (int s = 0; s < STAGES; s++) {
+      init(qd_full[s], 1);
+      init(qd_empty[s], 2);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  // This CTA's key block and head, and its walk over the query blocks (the same for all warpgroups).
+  const int T_ = a.seq;
+  const int n_kb = (T_ + HB_N - 1) / HB_N;
+  const int n_bh = a.heads * a.batch;
+  const int kb = CAUSAL ? int(blockIdx.x) / n_bh : int(blockIdx.x) % n_kb;
+  const int bh = CAUSAL ? int(blockIdx.x) % n_bh : int(blockIdx.x) / n_kb;
+  const int b = bh / a.heads, h = bh % a.heads;
+  const int n0 = kb * HB_N;
+  const int n_mb = (T_ + HB_M - 1) / HB_M;
+  const int mb_first = CAUSAL ? n0 / HB_M : 0;
+  const int count = n_mb - mb_first;  // >= 1: n0 < T
+  const int rot = CAUSAL ? 0 : int(int64_t(kb) * count / n_kb);
+  auto block_of = [&](int j) {
+    const int r = rot + j;
+    return mb_first + (r >= count ? r - count : r);
+  };
+
+  if (wg::warpgroupid() == 0) {
+    // ---- producer ----
+    wg::set_max_registers<HB_PRODUCER_REGS>();
+    if (wg::warpgroup_thread() == 0) {
+      expect_bytes(kv_full, 2 * L::KV_BYTES);
+      for (int p = 0; p < L::PANELS; p++) {
+        tma::load_async(k_tile + p * L::KV_PANEL, k_map, kv_full, p * HB_PANEL, n0, h, b);
+        tma::load_async(v_tile + p * L::KV_PANEL, v_map, kv_full, p * HB_PANEL, n0, h, b);
+      }
+      for (int j = 0; j < count; j++) {
+        const int s = j % STAGES, m0 = block_of(j) * HB_M;
+        wait(qd_empty[s], ((j / STAGES) & 1) ^ 1);
+        expect_bytes(qd_full[s], 2 * L::Q_BYTES + L::VEC_BYTES);
+        for (int p = 0; p < L::PANELS; p++) {
+          tma::load_async(q_tile(s) + p * L::Q_PANEL, q_map, qd_full[s], p * HB_PANEL, m0, h, b);
+          tma::load_async(do_tile(s) + p * L::Q_PANEL, do_map, qd_full[s], p * HB_PANEL, m0, h, b);
+        }
+        tma::load_async(vec(s), lse_map, qd_full[s], m0, bh);
+        tma::load_async(vec(s) + HB_M, delta_map, qd_full[s], m0, bh);
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  wg::set_max_registers<HB_CONSUMER_REGS>();
+  const int c = wg::warpgroupid() - 1;
+  const int me = wg::warpgroup_thread();
+  const int key0 = n0 + 64 * c;  // this warpgroup's first key
+  const float sc = a.scale_log2;
+  using acc64 = wg::accumulator<64>;
+  using acc_d = wg::accumulator<D>;
+  acc_d dv, dk;
+#pragma unroll
+  for (int i = 0; i < acc_d::REGS; i++) dv.v[i] = dk.v[i] = 0.f;
+  float *dq_stage = reinterpret_cast<float *>(base + L::DQ_OFF + c * L::DQ_STAGE_BYTES);
+  float *dq_head = a.dq_accum + int64_t(bh) * a.padded_rows * D;
+  // dQ^T = K^T dS^T: D = 128: head dims 64c.. (panel c) over all keys; D = 64: all dims over own keys.
+  constexpr int DQ_SLICES = D == 128 ? HB_N / 16 : 64 / 16;
+  const int dq_panel = D == 128 ? c : 0;
+  const int dq_k0 = D == 128 ? 0 : 4 * c;         // first k16 slice (16 keys) of the dQ GEMM
+  const int dq_block_col = D == 128 ? 2 * c : 0;  // first 32-column xor32 block of the partial
+
+  wait(kv_full, 0);
+  for (int j = 0; j < count; j++) {
+    const int s = j % STAGES;
+    const int m0 = block_of(j) * HB_M;
+    wait(qd_full[s], (j / STAGES) & 1);
+
+    // S^T = K_c Q^T and dP^T = V_c dO^T, two commit groups (groups complete in order)
+    acc64 st, dpt;
+    wg::mma_fence(st.v);
+    wg::pin_registers(dpt.v);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+      const uint64_t dq_ = wg::desc_k128(q_tile(s) + (kk / 4) * L::Q_PANEL);
+      wg::wgmma_ss<T, 64>(st.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
+    }
+    wg::mma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+      const uint64_t do_ = wg::desc_k128(do_tile(s) + (kk / 4) * L::Q_PANEL);
+      wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
+    }
+    wg::mma_commit();
+    wg::mma_wait<1>(st.v);  // S^T done (dP^T may still run)
+
+    // P^T in place (rows = keys key0 + row, columns = queries m0 + col), then dV += P^T dO
+    const float *lse2 = vec(s), *delta = vec(s) + HB_M;
+    const bool masked = CAUSAL ? key0 + 63 > m0 : key0 + 64 > T_;
+#pragma unroll
+    for (int g = 0; g < 8; g++) {
+      const int col0 = acc64::col(4 * g);
+      const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + col0);
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int i = 4 * g + e;
+        float x = st.v[i];
+        if (masked) {
+          const int key = key0 + acc64::row(i), query = m0 + col0 + (e & 1);
+          if (CAUSAL ? key > query : key >= T_) x = neg_infty();
+        }
+        st.v[i] = fast_exp2(fmaf(x, sc, -((e & 1) ? l2.y : l2.x)));
+      }
+    }
+    wg::a_fragment<T> pf[4], dsf[4];
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
+    wg::mma_fence(dv.v);
+    const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dv.v, pf[kk].r, wg::desc_advance_k_mn(ddo, kk), 1);
+    wg::mma_commit();
+    wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
+
+    // dS^T = P^T o (dP^T - Delta) in place, its 16-bit fragments, and a copy in shared memory (this
+    // warpgroup's 64 key rows of buffer j % 2), then dK += dS^T Q
+#pragma unroll
+    for (int g = 0; g < 8; g++) {
+      const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int i = 4 * g + e;
+        dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
+    char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
+#pragma unroll
+    for (int i = 0; i < acc64::REGS; i += 2)
+      *reinterpret_cast<uint32_t *>(ds_buf + 64 * c * 128 + wg::swizzle128_offset(acc64::row(i), acc64::col(i))) =
+          dsf[i / 8].r[(i % 8) / 2];
+    fence_proxy_async_shared();
+    wg::mma_fence(dk.v);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
+    wg::mma_commit();
+
+    // dQ^T partial = K^T dS^T, once the dS^T rows it reads are all written
+    if constexpr (D == 128) wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
+    else wg::sync(1 + c);
+    acc64 dqt;
+    wg::mma_fence(dqt.v);
+    const uint64_t dka = wg::desc_mn128(k_tile + dq_panel * L::KV_PANEL, L::KV_PANEL);
+    const uint64_t dsb = wg::desc_mn128(ds_buf, L::DS_BYTES);
+#pragma unroll
+    for (int kk = 0; kk < DQ_SLICES; kk++)
+      wg::wgmma_ss<T, 64, true, true>(dqt.v, wg::desc_advance_k_mn(dka, dq_k0 + kk),
+                                      wg::desc_advance_k_mn(dsb, dq_k0 + kk), kk > 0);
+    wg::mma_commit();
+    wg::mma_wait<0>(dqt.v);
+    wg::pin_registers(dv.v);
+    wg::pin_registers(dk.v);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {  // the A operands of dV / dK stay live until their wgmmas retire
+      wg::pin_registers(pf[kk].r);
+      wg::pin_registers(dsf[kk].r);
+    }
+    if (me == 0) arrive(qd_empty[s]);  // Q, dO, lse2, Delta of slot s are read
+
+    // dQ^T (rows = head dims, columns = queries) -> xor32 staging -> two 8 KB bulk reductions
+    if (me == 0) bulk_wait_group_read<0>();  // the previous block's reductions have read the staging
+    wg::sync(1 + c);
+#pragma unroll
+    for (int i = 0; i < acc64::REGS; i++) {
+      const int d = acc64::row(i), q = acc64::col(i);
+      dq_stage[((q >> 5) * 2 + (d >> 5)) * 1024 + xor32_offset(q & 31, d & 31)] = dqt.v[i];
+    }
+    fence_proxy_async_shared();
+    wg::sync(1 + c);
+    if (me == 0) {
+#pragma unroll
+      for (int ii = 0; ii < 2; ii++)
+        bulk_reduce_add(dq_head + int64_t((m0 / 32 + ii) * (D / 32) + dq_block_col) * 1024, dq_stage + ii * 2048, 8192);
+      bulk_commit_group();
+    }
+  }
+  if (me == 0) bulk_wait_group<0>();
+
+  // ---- finish: dV, scale * dK from registers (rows = keys key0 + row, columns = head dims) ----
+  T *dv_g = static_cast<T *>(a.dv) + int64_t(b) * a.dv_s.b + int64_t(h) * a.dv_s.h;
+  T *dk_g = static_cast<T *>(a.dk) + int64_t(b) * a.dk_s.b + int64_t(h) * a.dk_s.h;
+#pragma unroll
+  for (int i = 0; i < acc_d::REGS; i += 2) {
+    const int key = key0 + acc_d::row(i), col = acc_d::col(i);
+    if (key < T_) {
+      *reinterpret_cast<uint32_t *>(dv_g + int64_t(key) * a.dv_s.t + col) = wg::pack2<T>(dv.v[i], dv.v[i + 1]);
+      *reinterpret_cast<uint32_t *>(dk_g + int64_t(key) * a.dk_s.t + col) =
+          wg::pack2<T>(dk.v[i] * a.scale, dk.v[i + 1] * a.scale);
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+// Delta = rowsum(dO o O), lse2 = lse log2(e) into (B H, Tp) rows; padding rows t >= T: Delta = 0,
+// lse2 = +inf. D / 8 lanes per row, 16 bytes of O and dO each, combined with xor-shuffles.
+constexpr int HB_PREP_THREADS = 256;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(HB_PREP_THREADS)
+hbwd_prep_kernel(const T *o, Strides o_s, const T *dout, Strides do_s, const float *lse, float *lse2, float *delta,
+                 int heads, int seq, int padded_rows, int64_t rows) {
+  constexpr int LANES = D / 8;
+  const int64_t row = int64_t(blockIdx.x) * (HB_PREP_THREADS / LANES) + threadIdx.x / LANES;
+  const int col = (threadIdx.x % LANES) * 8;
+  const int t = int(row % padded_rows);
+  const int64_t bh = row / padded_rows;
+  const bool live = row < rows && t < seq;
+  float acc = 0.f;
+  if (live) {
+    const int64_t b = bh / heads, h = bh % heads;
+    const int4 ov = *reinterpret_cast<const int4 *>(o + b * o_s.b + h * o_s.h + int64_t(t) * o_s.t + col);
+    const int4 dv = *reinterpret_cast<const int4 *>(dout + b * do_s.b + h * do_s.h + int64_t(t) * do_s.t + col);
+    const packed_t<T> *o2 = reinterpret_cast<const packed_t<T> *>(&ov);
+    const packed_t<T> *d2 = reinterpret_cast<const packed_t<T> *>(&dv);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float2 x = convert_pair<float2>(o2[i]), y = convert_pair<float2>(d2[i]);
+      acc += x.x * y.x + x.y * y.y;
+    }
+  }
+#pragma unroll
+  for (int off = LANES / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (row < rows && col == 0) {
+    delta[row] = acc;
+    lse2[row] = live ? lse[bh * seq + t] * LOG2E : pos_infty();
+  }
+}
+
+// Rank-4 map over (D, T, H, B) of a (B, H, T, D) tensor (as hopper_forward.cu's bhtd_map).
+template <typename T>
+CUtensorMap hb_bhtd_map(const void *ptr, const Strides &st, int B, int H, int T_, int D, int box_rows) {
+  const uint64_t e = sizeof(T);
+  auto stride_or = [](int64_t s, uint64_t packed) { return s == 0 ? packed : uint64_t(s); };
+  const uint64_t t_s = stride_or(st.t, D), h_s = stride_or(st.h, uint64_t(T_) * D),
+                 b_s = stride_or(st.b, uint64_t(H) * T_ * D);
+  return host::tensor_map_4d<T>(ptr, {uint64_t(D), uint64_t(T_), uint64_t(H), uint64_t(B)}, {t_s * e, h_s * e, b_s * e},
+                                {uint32_t(HB_PANEL), uint32_t(box_rows), 1u, 1u}, 128);
+}
+
+template <typename T, int D, bool CAUSAL>
+cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
+  const int Tp = int(dq_accum_rows(p.T));
+  const int64_t rows = int64_t(p.B) * p.H * Tp;
+  {
+    constexpr int rows_per_cta = HB_PREP_THREADS / (D / 8);
+    hbwd_prep_kernel<T, D><<<unsigned(cdiv64(rows, rows_per_cta)), HB_PREP_THREADS, 0, stream>>>(
+        static_cast<const T *>(p.o), p.o_s, static_cast<const T *>(p.dout), p.do_s, p.lse, p.lse_log2, p.delta, p.H,
+        p.T, Tp, rows);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  CUtensorMap qm, km, vm, dom, lm, dm;
+  try {
+    qm = hb_bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, HB_M);
+    km = hb_bhtd_map<T>(p.k, p.k_s, p.B, p.H, p.T, D, HB_N);
+    vm = hb_bhtd_map<T>(p.v, p.v_s, p.B, p.H, p.T, D, HB_N);
+    dom = hb_bhtd_map<T>(p.dout, p.do_s, p.B, p.H, p.T, D, HB_M);
+    lm = host::matrix_map<float>(p.lse_log2, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
+    dm = host::matrix_map<float>(p.delta, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s\n", e.what());  // the binding reports only the cudaError_t
+    return cudaErrorInvalidValue;
+  }
+  hb_args a{p.T, p.H, p.B, Tp, p.scale, p.scale * LOG2E, p.dq_accum, p.dk, p.dv, p.dk_s, p.dv_s};
+  constexpr int smem = hb_layout<D>::SMEM_BYTES;
+  auto kernel = attention_bwd_hopper_kernel<T, D, CAUSAL>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  const int64_t n_blocks = int64_t((p.T + HB_N - 1) / HB_N) * p.H * p.B;
+  if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<unsigned(n_blocks), HB_THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, a);
+  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+
+  // dq = scale * dq_accum (xor32 blocks, Tp rows per head)
+  bwd_args<T> ac{};
+  ac.dq = make_gl<T>(p, p.dq, p.dq_s);
+  ac.dq_accum = gl<float>{p.dq_accum, {p.B, p.H, Tp, p.D}, {int64_t(Tp) * p.D * p.H, int64_t(Tp) * p.D, p.D}};
+  ac.dq_rows = Tp;
+  ac.dq_xor32 = true;
+  ac.seq = p.T;
+  ac.heads = p.H;
+  ac.scale = p.scale;
+  return launch_dq_convert<T>(ac, D, stream);
+}
+
+template <typename T>
+cudaError_t dispatch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
+  if (p.D == 64) return p.causal ? launch_hopper_bwd<T, 64, true>(p, stream) : launch_hopper_bwd<T, 64, false>(p, stream);
+  if (p.D == 128) return p.causal ? launch_hopper_bwd<T, 128, true>(p, stream) : launch_hopper_bwd<T, 128, false>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream) {
+  if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
+  if (p.dropout_p != 0.f || p.deterministic) return cudaErrorInvalidValue;  // those run on the portable backward
+  if (!p.q || !p.k || !p.v || !p.o || !p.dout || !p.lse || !p.dq || !p.dk || !p.dv || !p.delta || !p.lse_log2 ||
+      !p.dq_accum)
+    return cudaErrorInvalidValue;
+  if (p.dtype == DType::bf16) return dispatch_hopper_bwd<bf16>(p, stream);
+  if (p.dtype == DType::fp16) return dispatch_hopper_bwd<half>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace tk_attn
