@@ -21,17 +21,15 @@
 //                             accumulator packed to 16 bits is the A fragment: wg::to_a_fragment)
 //                             and B = V_j MN-major in shared memory (wg::desc_mn128, tnspB)
 //     with c = scale * log2(e) folded into one FFMA before exp2. Per key tile a consumer issues
-//     S_{j+1} = Q K_{j+1}^T and O += P_j V_j back to back, waits for S_{j+1} and runs its softmax into
-//     P_{j+1}; then it waits for P_j V_j (its P buffer and ring slot are free) and rescales O before its
-//     next issue.
+//     S_{j+1} = Q K_{j+1}^T and O += P_j V_j back to back, waits for S_{j+1}, runs its softmax, waits for
+//     P_j V_j (then p[] and the ring slot are free) and rescales O before its next issue.
 //   * Ping-pong (FlashAttention-3): the two consumers hand the right to issue wgmmas back and forth with
 //     named barriers, so one's softmax runs while the other's GEMMs occupy the tensor cores.
-//     Intra-warpgroup overlap (the softmax of S_{j+1} while P_j V_j is still running) needs two things
-//     that the SASS shows are otherwise lost (CUDA 13 ptxas): P is double-buffered in registers (P_{j+1}
-//     is packed while P_j V_j reads the other buffer), and the wait for P_j V_j opens the next key tile
-//     instead of closing this one (ptxas hoists a wgmma wait to the top of its basic block, which put it
-//     above the exp2s). The SASS of the loop now reads: 4 (D/16) HGMMA for S, 8 HGMMA for P V, wait
-//     for S only, the 98 exp2/pack instructions, branch, wait for P V.
+//     Intra-warpgroup overlap (the softmax of S_{j+1} while P_j V_j is still running) is what the issue
+//     order above asks for, but ptxas (CUDA 13) moves the wait for P_j V_j above the softmax's exp2s
+//     (seen in the SASS; the PTX has the intended order), and a data dependency to pin it (a branch
+//     on the row sum) made ptxas serialise every wgmma. So within a warpgroup the exp2s run after the
+//     P V group; across the two warpgroups they overlap.
 //   * Finish: O /= l, lse = (m c + log2 l) ln 2. Each consumer writes its 64 x D bf16/fp16 O tile into
 //     its rows of an O staging buffer, in the 128B-swizzled layout, and one thread stores it with TMA.
 //     lse goes straight from registers (one lane per row). A "Q empty" barrier (both consumers' last
@@ -62,7 +60,7 @@
 //     variants are in git history (dev/hopper/attention_variants.cu, removed with this choice).
 // Measured with the persistent grid: (16,12,1024,64) causal 269 vs cuDNN 304 (0.88x), non-causal 383 vs
 // 412; (8,16,2048,128) causal 372 vs 490, non-causal 502 vs 605; 1.1-1.4x the portable kernel and
-// 1.2-1.5x SDPA's flash backend. (Those numbers predate the in-warpgroup overlap.)
+// 1.2-1.5x SDPA's flash backend. The in-warpgroup overlap above is the first thing still missing.
 //
 // Built for every architecture of the family (build.py compiles all csrc/*.cu); the kernel body exists
 // only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL) and traps elsewhere; ops.py dispatches here only on sm_90
@@ -216,10 +214,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   using acc_o = wg::accumulator<D>;
   acc_s s;
   acc_o o;
-  // P in registers, double-buffered: P_j is packed into one buffer while P_{j-1} V_{j-1} still reads the
-  // other (one buffer made ptxas wait for P V before the softmax's exp2s: it reused the in-flight P
-  // registers for the packing).
-  wg::a_fragment<T> p0[HBLOCK_N / 16], p1[HBLOCK_N / 16];
+  wg::a_fragment<T> p[HBLOCK_N / 16];
   // This thread's two rows: acc row(0) (values 4j, 4j+1) and row(0) + 8 (values 4j+2, 4j+3).
   float m_run[2], l_run[2];  // l: this thread's columns only (summed over the quad at the end)
   uint64_t dq[L::PANELS];
@@ -238,7 +233,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     }
     wg::mma_commit();
   };
-  auto issue_pv = [&](int g, const wg::a_fragment<T> (&p)[HBLOCK_N / 16]) {
+  auto issue_pv = [&](int g) {
     const int st = g % STAGES;
     wait(v_full[st], (g / STAGES) & 1);
     wg::mma_fence(o.v);
@@ -291,7 +286,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 #pragma unroll
     for (int i = 0; i < acc_o::REGS; i++) o.v[i] *= f[(i >> 1) & 1];
   };
-  auto to_p = [&](wg::a_fragment<T> (&p)[HBLOCK_N / 16]) {
+  auto to_p = [&]() {
 #pragma unroll
     for (int kk = 0; kk < HBLOCK_N / 16; kk++) wg::to_a_fragment(p[kk], s.v, kk);
   };
@@ -324,36 +319,23 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     their_turn();
     wg::mma_wait<0>(s.v);
     softmax(0, r0, alpha);
-    to_p(p0);
-    // One key tile: P_{j-1} is in `prev`, P_j goes to `next`.
-    // The wait for P_{j-1} V_{j-1} is the first thing of the NEXT tile: placed at the end of this one
-    // (where the source order puts it), ptxas hoisted it above the softmax, to the start of its basic
-    // block, and the exp2s no longer overlapped the P V GEMM.
-    auto wait_pv = [&](int j) {   // P_{j-1} V_{j-1} done: O, ring slot j-1 and its P buffer are free
-      wg::mma_wait<0>(o.v);
-      if (j >= 1) release(g0 + j - 1);
-    };
-    auto tile = [&](int j, const wg::a_fragment<T> (&prev)[HBLOCK_N / 16], wg::a_fragment<T> (&next)[HBLOCK_N / 16]) {
-      wait_pv(j - 1);
-      rescale_o(alpha);           // by the factor of tile j-1
+    to_p();
+    for (int j = 1; j < n_tiles; j++) {
+      rescale_o(alpha);           // by the factor of tile j-1 (O is not in flight here)
       my_turn();
       issue_s(g0 + j);            // S_j = Q K_j^T
-      issue_pv(g0 + j - 1, prev); // O += P_{j-1} V_{j-1}, reading P_{j-1} from registers
+      issue_pv(g0 + j - 1);       // O += P_{j-1} V_{j-1}, reading p[] from registers
       their_turn();
-      wg::mma_wait<1>(s.v);       // S_j done (groups complete in order); P_{j-1} V_{j-1} may still run
+      wg::mma_wait<1>(s.v);       // S_j done (groups complete in order)
       softmax(j, r0, alpha);
-      to_p(next);
-    };
-    for (int j = 1; j < n_tiles; j++) {
-      if (j & 1) tile(j, p0, p1);
-      else tile(j, p1, p0);
+      wg::mma_wait<0>(o.v);       // P_{j-1} V_{j-1} done: slot j-1 and p[] are free
+      release(g0 + j - 1);
+      to_p();
     }
     if (me == 0) arrive(q_empty);  // every S of this item is done: the producer may load the next Q
-    wait_pv(n_tiles - 1);
     rescale_o(alpha);
     my_turn();
-    if (n_tiles & 1) issue_pv(g0 + n_tiles - 1, p0);  // P of the last tile
-    else issue_pv(g0 + n_tiles - 1, p1);
+    issue_pv(g0 + n_tiles - 1);
     if (c != NC - 1) their_turn();
     wg::mma_wait<0>(o.v);
     release(g0 + n_tiles - 1);
