@@ -69,7 +69,7 @@ rows = {
     "ext.forward (C++ only)": lambda: ext.forward(x, d, w, b, 1e-5, torch.bfloat16),
     "ext.backward (C++ only)": lambda: ext.backward(dy, ds, out[1], out[2], out[3], w, True, torch.bfloat16),
     "tensor_reason": lambda: ops.tensor_reason(x, d, w, b, torch.bfloat16),
-    "add_layer_norm fwd (public, no grad)": lambda: tk_kernels.add_layer_norm(x.detach(), d.detach(), w, b),
+    "add_layer_norm fwd (public, no grad)": lambda: tk_kernels.add_layer_norm(x.detach(), d.detach(), w, b, out_dtype=torch.bfloat16),
     "add_layer_norm_op fwd (dispatch path)": lambda: ops.add_layer_norm_op(x, d, w, b, 1e-5, torch.bfloat16),
     "fwd+bwd public": fwdbwd(lambda: tk_kernels.add_layer_norm(x, d, w, b, out_dtype=torch.bfloat16)),
     "fwd+bwd dispatch path": fwdbwd(lambda: ops.add_layer_norm_op(x, d, w, b, 1e-5, torch.bfloat16)),

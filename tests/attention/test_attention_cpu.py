@@ -273,16 +273,22 @@ def test_forward_path_layouts_tma_cannot_read(monkeypatch):
 
 
 def test_backward_path_env_values(monkeypatch):
-    """TK_ATTENTION_BWD: portable (the default) never asks about the GPU; a bad value is one clear error."""
+    """TK_ATTENTION_BWD: portable never asks about the GPU; the default is hopper (where forward_path says
+    hopper); a bad value is one clear error."""
     q = torch.empty(1, 1, 1, 64)
     monkeypatch.setattr(tka, "hopper_reason", lambda device: pytest.fail("hopper_reason called"))
     monkeypatch.delenv("TK_ATTENTION_PATH", raising=False)
-    for env in (None, "", "portable", " Portable "):
+    for env in ("portable", " Portable "):
+        monkeypatch.setenv("TK_ATTENTION_BWD", env)
+        assert tka.backward_path(q) == "portable"
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: None)
+    for env in (None, "", "hopper"):
         if env is None:
             monkeypatch.delenv("TK_ATTENTION_BWD", raising=False)
         else:
             monkeypatch.setenv("TK_ATTENTION_BWD", env)
-        assert tka.backward_path(q) == "portable"
+        assert tka.backward_path(q) == "hopper"
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: pytest.fail("hopper_reason called"))
     monkeypatch.setenv("TK_ATTENTION_BWD", "fast")
     with pytest.raises(ValueError, match="TK_ATTENTION_BWD must be one of portable, hopper, got 'fast'"):
         tka.backward_path(q)

@@ -29,9 +29,9 @@ the backward (csrc/backward*.cu) is the same for both. TK_ATTENTION_PATH=hopper|
 (hopper on a GPU that cannot run it is an error; dropout still runs portable); forward_path() says
 which one a call takes.
 
-Backward kernel: csrc/backward*.cu (mma.sync) by default; TK_ATTENTION_BWD=hopper runs
-csrc/hopper_backward.cu (wgmma + TMA) where the forward would take the Hopper path, without dropout
-and outside the deterministic mode (backward_path() says which one a call takes).
+Backward kernel: csrc/hopper_backward.cu (wgmma + TMA) where the forward takes the Hopper path, without
+dropout and outside the deterministic mode; csrc/backward*.cu (mma.sync) otherwise, or always with
+TK_ATTENTION_BWD=portable (backward_path() says which one a call takes).
 
 The backward accumulates dQ with fp32 atomics (fast; dQ may differ in the last bits between runs).
 It is bitwise reproducible when torch.use_deterministic_algorithms(True) is on or TK_DETERMINISTIC=1.
@@ -44,6 +44,8 @@ import os
 
 import torch
 from torch import Tensor
+
+from ...compile_support import register_inductor_fallbacks
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -133,11 +135,12 @@ BACKWARD_PATHS = ("portable", "hopper")
 
 def backward_path(q: Tensor, dropout_p: float = 0.0, deterministic: bool = False, *kv: Tensor) -> str:
     """'hopper' or 'portable': the backward kernel a call with this q (and k, v, if given) runs.
-    TK_ATTENTION_BWD=hopper opts in to csrc/hopper_backward.cu (the default, 'portable', keeps
-    csrc/backward*.cu until the Hopper backward has been proven on a GPU); it then runs wherever
-    forward_path says 'hopper' for these operands (TK_ATTENTION_PATH applies), except with dropout or
-    a deterministic backward (both stay on the portable kernels)."""
-    choice = os.environ.get("TK_ATTENTION_BWD", "").strip().lower() or "portable"
+    Default (TK_ATTENTION_BWD unset or 'hopper'): csrc/hopper_backward.cu wherever forward_path says
+    'hopper' for these operands (TK_ATTENTION_PATH applies), except with dropout or a deterministic
+    backward, which stay on the portable kernels. TK_ATTENTION_BWD=portable always takes csrc/backward*.cu.
+    On the H200 the Hopper backward measured 1.0-1.6x the portable one at every benchmark shape but
+    (64,6,256,64) (0.92x causal, 0.98x non-causal; bench/RESULTS.md, session 4)."""
+    choice = os.environ.get("TK_ATTENTION_BWD", "").strip().lower() or "hopper"
     if choice not in BACKWARD_PATHS:
         raise ValueError(f"TK_ATTENTION_BWD must be one of {', '.join(BACKWARD_PATHS)}, got {choice!r}")
     if choice == "portable" or dropout_p > 0.0 or deterministic:
@@ -157,6 +160,7 @@ def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
 
 @attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, causal, scale, dropout_p):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     B, H, T, D = q.shape
     rng_state = q.new_empty((2 if dropout_p > 0.0 else 0,), dtype=torch.int64)
     return _empty_bthd(q), q.new_empty((B, H, T), dtype=torch.float32), rng_state
@@ -176,6 +180,7 @@ def attention_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout:
 
 @attention_bwd.register_fake
 def _attention_bwd_fake(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     return _empty_bthd(q), _empty_bthd(k), _empty_bthd(v)
 
 

@@ -32,6 +32,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ...compile_support import register_inductor_fallbacks
+
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 MAX_VOCAB = 65536      # the kernel keeps a row in registers: 512 threads x 16 vectors of 8 elements
 CHUNK_BYTES = 1 << 28  # logits held at a time: 256 MiB
@@ -86,6 +88,7 @@ def linear_cross_entropy_fwd(x: Tensor, weight: Tensor, targets: Tensor,
 
 @linear_cross_entropy_fwd.register_fake
 def _linear_cross_entropy_fwd_fake(x, weight, targets, ignore_index):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     f32 = dict(device=x.device, dtype=torch.float32)
     return (torch.empty((), **f32), torch.empty_like(x, memory_format=torch.contiguous_format),
             torch.empty_like(weight, memory_format=torch.contiguous_format), torch.empty((2,), **f32))

@@ -29,6 +29,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ...compile_support import register_inductor_fallbacks
+
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MIN_WIDTH, MAX_WIDTH, WIDTH_MULTIPLE = 64, 8192, 8
 MIN_CAPABILITY = (8, 0)
@@ -72,6 +74,7 @@ def add_layer_norm_fwd(x: Tensor, delta: Tensor | None, weight: Tensor, bias: Te
 
 @add_layer_norm_fwd.register_fake
 def _add_layer_norm_fwd_fake(x, delta, weight, bias, eps, out_dtype):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     y = x.new_empty(x.shape, dtype=out_dtype)
     s = x.new_empty(x.shape) if delta is not None else x.new_empty((0,))
     mean = x.new_empty(x.shape[:-1], dtype=torch.float32)
@@ -86,6 +89,7 @@ def add_layer_norm_bwd(dy: Tensor, ds: Tensor | None, s: Tensor, mean: Tensor, r
 
 @add_layer_norm_bwd.register_fake
 def _add_layer_norm_bwd_fake(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     ddelta = s.new_empty(s.shape, dtype=delta_dtype) if delta_dtype not in (None, s.dtype) else s.new_empty((0,))
     db = weight.new_empty(weight.shape) if has_bias else weight.new_empty((0,))
     return torch.empty_like(s), ddelta, torch.empty_like(weight), db

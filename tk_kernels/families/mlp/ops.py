@@ -38,6 +38,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ...compile_support import register_inductor_fallbacks
+
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 APPROXIMATIONS = ("none", "tanh")
 STORE, GELU, DGELU, STORE_F32 = 0, 1, 2, 3  # the GEMM's epilogues (csrc/mlp.h)
@@ -86,6 +88,7 @@ def mlp_fwd(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj
 
 @mlp_fwd.register_fake
 def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     N, H, C = x.shape[0], w_fc.shape[0], w_proj.shape[0]
     return x.new_empty((N, C)), x.new_empty((N, H)), x.new_empty((N, H))
 
@@ -114,6 +117,7 @@ def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g:
 
 @mlp_bwd.register_fake
 def _mlp_bwd_fake(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
     H, C = w_fc.shape
     return (x.new_empty(x.shape), x.new_empty((H, C), dtype=wdt),
@@ -158,6 +162,7 @@ def linear_fwd(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
 
 @linear_fwd.register_fake
 def _linear_fwd_fake(x, w, b):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     return x.new_empty((x.shape[0], w.shape[0]))
 
 
@@ -176,6 +181,7 @@ def linear_bwd(dy: Tensor, x: Tensor, w: Tensor, has_b: bool, w_dtype: str,
 
 @linear_bwd.register_fake
 def _linear_bwd_fake(dy, x, w, has_b, w_dtype, b_dtype):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     return (x.new_empty(x.shape), x.new_empty(w.shape, dtype=_dtype(w_dtype)),
             x.new_empty((w.shape[0] if has_b else 0,), dtype=_dtype(b_dtype)))
 

@@ -63,11 +63,15 @@
 // is still on the tensor cores, and dV += P^T dO is issued before waiting for dP^T, so it runs under the
 // dS^T arithmetic; dQ^T waits for the dS^T barrier. Nothing is pipelined across query blocks yet (the
 // registers of D = 128 leave no room for a second block's S^T / dP^T); the two consumers overlap each
-// other's GEMMs and arithmetic. Measured: not yet (dev/hopper/check_attention_bwd.py times it against
-// cuDNN, flash and the portable backward).
+// other's GEMMs and arithmetic. Measured (H200, bf16, dev/hopper/check_attention_bwd.py, 2026-12-01,
+// bench/RESULTS.md session 4): all 42 accuracy cases equal the portable backward's errors; backward alone,
+// TFLOP/s (2.5x forward FLOPs), ours vs cuDNN / portable: (16,12,1024,64) causal 191 vs 232 / 189,
+// non-causal 290 vs 347 / 242; (8,16,2048,128) causal 281 vs 417 / 250, non-causal 432 vs 516 / 287;
+// (4,16,4096,128) causal 402 vs 488 / 282; (64,6,256,64) causal 73 vs 42 / 79. So 0.67-0.86x cuDNN at
+// the long-sequence shapes; not pipelined across query blocks yet (the first thing to try).
 //
 // Built for every architecture of the family; the kernel body exists only for sm_90a and traps elsewhere;
-// ops.py calls this only on sm_90 with an extension built for sm_90a and TK_ATTENTION_BWD=hopper.
+// ops.py calls this only on sm_90 with an extension built for sm_90a (ops.backward_path).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

@@ -4,7 +4,7 @@
 //   O = softmax(scale * Q K^T [+ causal mask]) V,   lse_i = ln sum_j exp(scale * q_i . k_j)
 //   Q, K, V, O: (B, H, T, D), D in {64, 128}, stride 1 along D, any b/h/t strides that are multiples
 //   of 16 bytes; lse: (B, H, T) contiguous fp32, natural log, exactly forward.cu's layout and units,
-//   so the portable backward (backward*.cu) consumes it unchanged. The backward stays portable.
+//   so both backwards (backward*.cu, hopper_backward.cu) consume it unchanged.
 //
 // Algorithm (FlashAttention-3 style warp specialisation, online softmax in base 2):
 //   A work item is a 128-query block of one (b, h). The grid is persistent: one CTA per SM walks the
@@ -58,6 +58,9 @@
 //     the ping-pong hand-offs it was equal or slower (243 / 357 / 357 / 491 / 88 / 165); three consumer
 //     warpgroups at D = 64 (192-query items, 160 registers) were slower (238 / 368 / 71 / 147). Those
 //     variants are in git history (dev/hopper/attention_variants.cu, removed with this choice).
+//     In-warpgroup overlap was then tried (commit 0303509: P double-buffered in registers, the wait for
+//     P V moved to the next key tile, so the SASS ran the exp2s under P V): 267 / 364 / 351 / 461 / 106
+//     / 202 at the six cases above, i.e. 5-8% slower except at T = 256 (+2-3%); reverted.
 // Measured with the persistent grid: (16,12,1024,64) causal 269 vs cuDNN 304 (0.88x), non-causal 383 vs
 // 412; (8,16,2048,128) causal 372 vs 490, non-causal 502 vs 605; 1.1-1.4x the portable kernel and
 // 1.2-1.5x SDPA's flash backend. The in-warpgroup overlap above is the first thing still missing.
