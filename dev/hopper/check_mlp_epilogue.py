@@ -64,11 +64,15 @@ def run_gelu(ext, o, approx):
     return pre, act
 
 
-def run_dgelu(ext, o, approx):
-    # dh = (dy W) * gelu'(pre): dy (M, K), W (K, N) MN-major (nn.Linear's (out, in) weight of c_proj)
+def run_dgelu(ext, o, approx, sums=None):
+    # dh = (dy W) * gelu'(pre): dy (M, K), W (K, N) MN-major (nn.Linear's (out, in) weight of c_proj);
+    # sums (shipped only): dh's column sums per 64-row block
     M, N = o["dy"].shape[0], o["wp"].shape[1]
     dh = torch.full((M, N), float("nan"), device="cuda", dtype=o["dy"].dtype)
-    ext.gemm_(o["dy"], False, o["wp"], True, dh, DGELU, None, o["pre"], approx == "tanh")
+    if sums is None:
+        ext.gemm_(o["dy"], False, o["wp"], True, dh, DGELU, None, o["pre"], approx == "tanh")
+    else:
+        ext.gemm_(o["dy"], False, o["wp"], True, dh, DGELU, None, o["pre"], approx == "tanh", 0, sums)
     return dh
 
 
@@ -99,6 +103,14 @@ def check(exts, shapes):
                 ok &= not any(bad)
                 cells.append(f"{name}: pre {errs[0]:.1e} gelu {errs[1]:.1e} dgelu {errs[2]:.1e}"
                              f"{' WRONG' if any(bad) else ''}")
+            # the shipped GELU' column sums (db_fc) against its own dh, up to fp32 summation order
+            sums = torch.full(((M + 63) // 64, N), float("nan"), device="cuda")
+            dh = run_dgelu(exts["shipped"], o, approx, sums)
+            blocks = F.pad(dh.float(), (0, 0, 0, (-M) % 64)).view(-1, 64, N).sum(1)
+            e_sum = (sums - blocks).abs().max().item() / (dh.float().abs().sum(0).max().item() + 1e-30)
+            e_sum = e_sum if torch.isfinite(sums).all() else float("inf")
+            ok &= e_sum < 1e-5
+            cells.append(f"sums {e_sum:.1e}{' WRONG' if e_sum >= 1e-5 else ''}")
             say(f"  ({M},{N},{K}) {approx:<4} torch: {e_pre:.1e} {e_act:.1e} {e_dh:.1e} | " + " | ".join(cells))
         torch.cuda.synchronize()
     return ok
@@ -130,6 +142,16 @@ def time_gemms(exts, shapes):
         plain = bench(lambda: ext0.gemm_(o["dy"], False, o["wp"], True, dh, STORE))
         ref = bench(lambda: torch.ops.aten.gelu_backward(torch.mm(o["dy"], o["wp"]), o["pre"]))
         say(f"{'dgelu':<8} {f'{M},{N},{K}':<18}" + "".join(f"{t:9.4f}" for t in row) + f"{plain:9.4f}{ref:9.4f}"
+            + f"{flop / row[0] / 1e9:9.0f}  {ref / row[0]:.2f}x")
+        # + the bias gradient: shipped fused column sums + a sum over the blocks; others: + dh.sum(0)
+        sums = torch.empty((M + 63) // 64, N, device="cuda")
+        fused = lambda: (ext0.gemm_(o["dy"], False, o["wp"], True, dh, DGELU, None, o["pre"], False, 0, sums),
+                         sums.sum(0))
+        row = [bench(fused)] + [bench(lambda e=e: (e.gemm_(o["dy"], False, o["wp"], True, dh, DGELU, None, o["pre"]),
+                                                    dh.sum(0, dtype=torch.float32)))
+                                for n, e in exts.items() if n != names[0]]
+        ref = bench(lambda: torch.ops.aten.gelu_backward(torch.mm(o["dy"], o["wp"]), o["pre"]).sum(0, dtype=torch.float32))
+        say(f"{'dgelu+db':<8} {f'{M},{N},{K}':<18}" + "".join(f"{t:9.4f}" for t in row) + f"{'':9}{ref:9.4f}"
             + f"{flop / row[0] / 1e9:9.0f}  {ref / row[0]:.2f}x")
         del o, pre, act, dh
         torch.cuda.empty_cache()

@@ -91,14 +91,23 @@ def test_gemm_layouts(M, N, K, dtype):
     check("dy W", dx, dy @ w, dy.double() @ w.double(), dtype)
     pre16 = randn((M, K), g, dtype)
     for approx in ("none", "tanh"):
-        poison()
-        dh = torch.empty((M, K), device="cuda", dtype=dtype)
-        ext.gemm_(dy, False, w, True, dh, ops.DGELU, None, pre16, approx == "tanh")
-        p = pre16.double().requires_grad_()
-        gelu_grad, = torch.autograd.grad(F.gelu(p, approximate=approx).sum(), p)
-        p16 = pre16.detach().requires_grad_()
-        torch_dh, = torch.autograd.grad(F.gelu(p16, approximate=approx), p16, (dy @ w))
-        check(f"dy W * gelu'[{approx}]", dh, torch_dh, (dy.double() @ w.double()) * gelu_grad, dtype)
+        for with_sums in (False, True):  # the column sums per 64-row block (the MLP's db_fc) are optional
+            poison()
+            dh = torch.empty((M, K), device="cuda", dtype=dtype)
+            sums = torch.empty(((M + 63) // 64, K), device="cuda") if with_sums else None
+            ext.gemm_(dy, False, w, True, dh, ops.DGELU, None, pre16, approx == "tanh", 0, sums)
+            p = pre16.double().requires_grad_()
+            gelu_grad, = torch.autograd.grad(F.gelu(p, approximate=approx).sum(), p)
+            p16 = pre16.detach().requires_grad_()
+            torch_dh, = torch.autograd.grad(F.gelu(p16, approximate=approx), p16, (dy @ w))
+            check(f"dy W * gelu'[{approx}]", dh, torch_dh, (dy.double() @ w.double()) * gelu_grad, dtype)
+            if with_sums:  # the sums of our own rounded dh, up to fp32 summation order
+                assert torch.isfinite(sums).all(), "unwritten column sums"
+                blocks = F.pad(dh.float(), (0, 0, 0, (-M) % 64)).view(-1, 64, K).sum(1)
+                scale = dh.float().abs().view(-1, K).sum(0).max().item() + 1e-30
+                err = (sums - blocks).abs().max().item() / scale
+                print(f"  column sums[{approx}]: max error {err:.2e} of the largest column's |dh| sum")
+                assert err < 1e-5, err
     # weight gradient: dy^T x (both MN-major), fp32 out, K = M split to fill the GPU
     for splits in (1, 0, 3):
         poison()

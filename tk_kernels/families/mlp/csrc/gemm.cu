@@ -59,13 +59,14 @@ constexpr int BOX = 64;                          // MN-major load boxes and stor
 constexpr int BOX_BYTES = BOX * BOX * 2;         // 8 KB
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int TILE_BYTES = 64 * BN * 2;          // one consumer's 64 x 256 16-bit tile (4 boxes): 32 KB
+constexpr int SUM_BYTES = 2 * 2 * 4 * BOX * 4;   // GELU' column sums: 2 boxes x 2 pieces x 4 warps x 64 fp32
 constexpr int THREADS = 384;
 
-// The GELU epilogues stage their whole tile in shared memory (see "staged epilogues" below): 2 x 32 KB,
+// The GELU epilogues stage their whole tile in shared memory (see "staged epilogues" below): 2 x 36 KB,
 // paid for with one ring stage (3 x 48 KB). The others keep the 4-stage ring and 2 x 2 store boxes.
 constexpr bool staged(Epilogue E) { return E == Epilogue::gelu || E == Epilogue::dgelu; }
 constexpr int ring_stages(Epilogue E) { return staged(E) ? 3 : 4; }
-constexpr int epilogue_bytes(Epilogue E) { return 2 * (staged(E) ? TILE_BYTES : 2 * BOX_BYTES); }
+constexpr int epilogue_bytes(Epilogue E) { return 2 * (staged(E) ? TILE_BYTES + SUM_BYTES : 2 * BOX_BYTES); }
 constexpr int smem_bytes(Epilogue E) { return ring_stages(E) * STAGE_BYTES + epilogue_bytes(E) + 1024; }
 static_assert(smem_bytes(Epilogue::store) <= 227 * 1024 && smem_bytes(Epilogue::gelu) <= 227 * 1024);
 
@@ -174,6 +175,7 @@ struct EpiArgs {
   const void *aux;   // dgelu: pre-activation (M, N), row stride ldc
   float *c32;        // store_f32: fp32 output (M, N), row stride ldc
   int64_t ldc;
+  float *colsum;     // dgelu: column sums of C per 64-row block ((M + 63) / 64, N), or nullptr
   bool tanh_gelu;
   bool atomic;       // store_f32 with split K
 };
@@ -200,9 +202,8 @@ __device__ __forceinline__ void store_f32(const tk::wg::accumulator<BN> &acc, co
   }
 }
 
-// A finished 16-bit tile waiting for its epilogue: the accumulator (+ bias for store / gelu) rounded
-// to T, two values per 32-bit word (word i / 2 holds acc.v[i], acc.v[i + 1]). Rounding first is what
-// PyTorch does too (the GEMM's 16-bit output feeds GELU / GELU'). 64 registers, so that the next
+// Plain 16-bit store. A finished tile waiting for its epilogue: the accumulator + bias rounded to T, two
+// values per 32-bit word (word i / 2 holds acc.v[i], acc.v[i + 1]). 64 registers, so that the next
 // tile's 128 accumulator registers fit beside it and its epilogue can run during the next mainloop.
 template <typename T>
 struct Pending {
@@ -211,20 +212,18 @@ struct Pending {
   bool valid;
 };
 
-template <typename T, Epilogue E>
+template <typename T>
 __device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accumulator<BN> &acc, const Unit &w,
                                            const Shape &s, const EpiArgs &e) {
   using V = vec2<T>;
 #pragma unroll
   for (int i = 0; i < acc.REGS; i += 2) {
     float x0 = acc.v[i], x1 = acc.v[i + 1];
-    if constexpr (E == Epilogue::store || E == Epilogue::gelu) {
-      const int col = w.n0 + acc.col(i);
-      if (e.bias != nullptr && col < s.N) {
-        const float2 b = *reinterpret_cast<const float2 *>(e.bias + col);
-        x0 += b.x;
-        x1 += b.y;
-      }
+    const int col = w.n0 + acc.col(i);
+    if (e.bias != nullptr && col < s.N) {
+      const float2 b = *reinterpret_cast<const float2 *>(e.bias + col);
+      x0 += b.x;
+      x1 += b.y;
     }
     pend.word[i / 2] = to_word(V::pack(x0, x1));
   }
@@ -234,12 +233,12 @@ __device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accum
 
 // The epilogue of a pending tile runs in PIECES half-boxes (64 rows x 32 columns of this warpgroup,
 // 8 words per thread), each placed right after one K slice of the next tile has been issued, so that
-// its ALU work runs while that slice's wgmmas do. Piece 2b writes the first half of box b (64 columns)
+// its work runs while that slice's wgmmas do. Piece 2b writes the first half of box b (64 columns)
 // into a 128B-swizzled staging buffer, piece 2b + 1 the second half, then TMA stores the box (rows >= M
-// and columns >= N are dropped by TMA). The GELU epilogue also writes the pre-activation, with plain
-// 4-byte global stores (a second staged box would serialise on its TMA store). The GELU' epilogue reads the forward's pre-activation from global memory one piece
-// ahead (`pre`: 8 words), so the loads' latency is hidden too. Callers pass `piece` from fully
-// unrolled loops: compile-time indices keep the pending words in registers (ptxas -v: no stack frame).
+// and columns >= N are dropped by TMA). Callers pass `piece` from fully unrolled loops: compile-time
+// indices keep the pending words in registers (ptxas -v: no stack frame). The plain store's pieces are
+// a few instructions each, so the unrolled code stays small (75 KB of SASS); the GELU epilogues, whose
+// pieces are not, are staged in shared memory instead (below).
 constexpr int PIECES = 2 * BN / BOX;
 constexpr int PIECE_WORDS = BN / 4 / PIECES;
 
@@ -250,24 +249,8 @@ __device__ __forceinline__ int piece_pair(int piece, int k) {
 }
 
 template <typename T>
-__device__ __forceinline__ void load_pre(uint32_t (&pre)[PIECE_WORDS], const Pending<T> &pend, const int piece,
-                                         int consumer, const Shape &s, const EpiArgs &e) {
-  const int row0 = pend.unit.m0 + consumer * 64, col0 = pend.unit.n0;
-  const T *aux = static_cast<const T *>(e.aux);
-#pragma unroll
-  for (int k = 0; k < PIECE_WORDS; k++) {
-    const int i = piece_pair(piece, k);
-    const int row = row0 + tk::wg::accumulator<BN>::row(i), col = col0 + tk::wg::accumulator<BN>::col(i);
-    pre[k] = row < s.M && col < s.N ? *reinterpret_cast<const uint32_t *>(aux + int64_t(row) * e.ldc + col) : 0u;
-  }
-}
-
-template <typename T, Epilogue E>
-__device__ __forceinline__ void store_piece(const Pending<T> &pend, const int piece, uint32_t (&pre)[PIECE_WORDS],
-                                            int consumer, const Shape &s, const EpiArgs &e, const CUtensorMap &c_map,
-                                            char *staging, int &stores) {
-  using V = vec2<T>;
-  using W = typename V::type;
+__device__ __forceinline__ void store_piece(const Pending<T> &pend, const int piece, int consumer,
+                                            const CUtensorMap &c_map, char *staging, int &stores) {
   const int me = tk::wg::warpgroup_thread(), cb = piece / 2;
   const int row0 = pend.unit.m0 + consumer * 64, col0 = pend.unit.n0 + cb * BOX;
   char *out = staging + (stores & 1) * BOX_BYTES;
@@ -279,22 +262,7 @@ __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int pi
   for (int k = 0; k < PIECE_WORDS; k++) {
     const int i = piece_pair(piece, k);
     const int r = tk::wg::accumulator<BN>::row(i), c = tk::wg::accumulator<BN>::col(i) - cb * BOX;
-    const int offset = tk::wg::swizzle128_offset(r, c);
-    uint32_t word = pend.word[i / 2];
-    if constexpr (E == Epilogue::gelu) {  // the pre-activation: straight to global memory, no staging
-      const int row = row0 + r, col = col0 + c;
-      if (row < s.M && col < s.N)
-        *reinterpret_cast<uint32_t *>(static_cast<T *>(const_cast<void *>(e.aux)) + int64_t(row) * e.ldc + col) = word;
-      const float2 p = V::unpack_word(word);
-      word = to_word(V::pack(gelu(p.x, e.tanh_gelu), gelu(p.y, e.tanh_gelu)));
-    } else if constexpr (E == Epilogue::dgelu) {
-      const float2 p = V::unpack_word(pre[k]), d = V::unpack_word(word);
-      word = to_word(V::pack(d.x * gelu_grad(p.x, e.tanh_gelu), d.y * gelu_grad(p.y, e.tanh_gelu)));
-    }
-    *reinterpret_cast<uint32_t *>(out + offset) = word;
-  }
-  if constexpr (E == Epilogue::dgelu) {
-    if (piece + 1 < PIECES) load_pre(pre, pend, piece + 1, consumer, s, e);
+    *reinterpret_cast<uint32_t *>(out + tk::wg::swizzle128_offset(r, c)) = pend.word[i / 2];
   }
   if (piece % 2 == 1) {
     tk::fence_proxy_async_shared();
@@ -361,7 +329,7 @@ __device__ __forceinline__ void load_pre_chunks(uint4 (&pre)[2], const Unit &pw,
 }
 
 template <typename T, Epilogue E, bool TANH>
-__device__ __forceinline__ void staged_piece(char *tile, int piece, const uint4 (&pre)[2]) {
+__device__ __forceinline__ void staged_piece(char *tile, int piece, const uint4 (&pre)[2], float (&cs)[8]) {
   using V = vec2<T>;
   const int me = tk::wg::warpgroup_thread();
   char *box = tile + (piece / 2) * BOX_BYTES;
@@ -379,6 +347,9 @@ __device__ __forceinline__ void staged_piece(char *tile, int piece, const uint4 
       } else {
         const float2 q = V::unpack_word(a[k]);
         w[k] = to_word(V::pack(x.x * gelu_grad(q.x, TANH), x.y * gelu_grad(q.y, TANH)));
+        const float2 y = V::unpack_word(w[k]);  // the column sums add the rounded outputs, as a sum of C would
+        cs[2 * k] += y.x;
+        cs[2 * k + 1] += y.y;
       }
     }
     *p = make_uint4(w[0], w[1], w[2], w[3]);
@@ -386,7 +357,11 @@ __device__ __forceinline__ void staged_piece(char *tile, int piece, const uint4 
 }
 
 // One piece of the pending tile pw's epilogue. GELU': `pre` holds this piece's pre-activation chunks and
-// the next piece's on entry, the next two pieces' on return (loads two pieces ahead: ~1.5 us of slices).
+// the next piece's on entry, the next two pieces' on return (loads two pieces ahead: ~1.5 us of slices);
+// with e.colsum, the box's column sums: per thread 8 columns over its 2 rows (cs), over the warp's 8 rows
+// of the piece by two shuffles, over the 4 warps and 2 pieces through `sums` (double-buffered by box)
+// after the box's barrier, then one plain store per column into the 64-row block's row of colsum (each
+// element written once: no zeroing, no atomics).
 template <typename T, Epilogue E>
 __device__ __forceinline__ void epilogue_piece(char *tile, int piece, const Unit &pw, int consumer, const Shape &s,
                                                const EpiArgs &e, const CUtensorMap &c_map, uint4 (&pre)[2][2]) {
@@ -403,15 +378,41 @@ __device__ __forceinline__ void epilogue_piece(char *tile, int piece, const Unit
       tk::wg::sync(1 + consumer);
     }
   }
-  if (e.tanh_gelu) staged_piece<T, E, true>(tile, piece, cur);
-  else staged_piece<T, E, false>(tile, piece, cur);
+  float cs[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (e.tanh_gelu) staged_piece<T, E, true>(tile, piece, cur, cs);
+  else staged_piece<T, E, false>(tile, piece, cur, cs);
+  const int b = piece / 2;
+  float *sums = reinterpret_cast<float *>(tile + TILE_BYTES) + (b % 2) * 2 * 4 * BOX;  // [piece % 2][warp][64]
+  if constexpr (E == Epilogue::dgelu) {
+    if (e.colsum != nullptr) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) {  // lanes l, l ^ 8, l ^ 16, l ^ 24 hold the same 8 columns
+        cs[k] += __shfl_xor_sync(0xffffffffu, cs[k], 8);
+        cs[k] += __shfl_xor_sync(0xffffffffu, cs[k], 16);
+      }
+      const int lane = me % 32, warp = me / 32;
+      if (lane < 8) {
+        float4 *d = reinterpret_cast<float4 *>(sums + ((piece % 2) * 4 + warp) * BOX + lane * 8);
+        d[0] = make_float4(cs[0], cs[1], cs[2], cs[3]);
+        d[1] = make_float4(cs[4], cs[5], cs[6], cs[7]);
+      }
+    }
+  }
   if (piece % 2 == 1) {
     tk::fence_proxy_async_shared();
     tk::wg::sync(1 + consumer);
     if (me == 0) {
-      const int b = piece / 2;
       tk::tma::store_async(c_map, tile + b * BOX_BYTES, pw.n0 + b * BOX, pw.m0 + consumer * 64);
       tk::bulk_commit_group();
+    }
+    if constexpr (E == Epilogue::dgelu) {
+      const int col = pw.n0 + b * BOX + me;
+      if (e.colsum != nullptr && me < BOX && col < s.N && pw.m0 + consumer * 64 < s.M) {
+        float v = 0.f;
+#pragma unroll
+        for (int q = 0; q < 8; q++) v += sums[q * BOX + me];
+        e.colsum[int64_t(pw.m0 / 64 + consumer) * s.N + col] = v;
+      }
     }
   }
 }
@@ -463,7 +464,6 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
   } else if constexpr (E == Epilogue::store) {
     Pending<T> pend;
     pend.valid = false;
-    uint32_t pre[PIECE_WORDS];  // (the register path's GELU' prefetch; unused by the plain store)
     int stores = 0;
     for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
       const Unit w = unit(s, u);
@@ -475,7 +475,7 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
       for (int piece = 0; piece < PIECES; piece++) {
         const bool mma = kt < w.k_end;
         if (mma) mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
-        if (pend.valid) store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, epi_smem, stores);
+        if (pend.valid) store_piece<T>(pend, piece, consumer, c_map, epi_smem, stores);
         if (mma) {
           retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
           kt++, g++;
@@ -491,12 +491,12 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
       }
       tk::wg::mma_wait<0>(acc.v);
       if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
-      round_into<T, E>(pend, acc, w, s, e);
+      round_into<T>(pend, acc, w, s, e);
     }
     if (pend.valid) {
 #pragma unroll
       for (int piece = 0; piece < PIECES; piece++)
-        store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, epi_smem, stores);
+        store_piece<T>(pend, piece, consumer, c_map, epi_smem, stores);
     }
     if (me == 0) tk::bulk_wait_group<0>();
   } else {  // staged: GELU, GELU'
@@ -582,7 +582,7 @@ cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
   CUtensorMap c_map{}, aux_map{};
   if constexpr (E != Epilogue::store_f32) c_map = tk::host::matrix_map<T>(p.c, p.M, p.N, p.ldc, 64, BOX, 128);
   if constexpr (E == Epilogue::gelu) aux_map = tk::host::matrix_map<T>(p.aux, p.M, p.N, p.ldc, 64, BOX, 128);
-  const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.tanh_gelu, s.splits > 1};
+  const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.colsum, p.tanh_gelu, s.splits > 1};
   auto kernel = gemm_kernel<T, AM, BMJ, E>;
   constexpr int smem = smem_bytes(E);
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -636,6 +636,8 @@ cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
   if (p.M == 0) return cudaSuccess;
   if ((p.epilogue == Epilogue::gelu || p.epilogue == Epilogue::dgelu) && p.aux == nullptr)
     return fail("tk mlp gemm: the GELU epilogues need the pre-activation buffer");
+  if (p.colsum != nullptr && p.epilogue != Epilogue::dgelu)
+    return fail("tk mlp gemm: only the GELU' epilogue writes column sums");
   Shape s{p.M, p.N, p.K, (p.N + BN - 1) / BN, 0, (p.K + BK - 1) / BK, 1};
   s.tiles = ((p.M + BM - 1) / BM) * s.tiles_n;
   if (p.epilogue == Epilogue::store_f32)
