@@ -46,7 +46,7 @@
 #include "warpgroup/mma.cuh"
 #include "warpgroup/sync.cuh"
 
-#include "gelu.cuh"
+#include "mlp_gelu_v1.cuh"  // the erff version the v1 kernels shipped with
 #include "mlp.h"
 
 namespace tk_mlp {
