@@ -116,7 +116,7 @@ def test_gemm_layouts(M, N, K, dtype):
         check(f"dy^T x (splits={splits})", dw, (dy.T @ x), dy.double().T @ x.double(), dtype)
 
 
-BAD_SHAPES = """
+BAD_SHAPES = r"""
 import pytest, torch
 from tk_kernels.families.mlp import ops
 ext = ops._ext()
