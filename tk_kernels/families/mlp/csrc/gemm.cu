@@ -19,9 +19,10 @@
 //     1.01-1.10x cuBLAS.
 //   - staged epilogue, GELU / GELU' (3-stage ring): the finished tile is rounded (+ bias) into a 32 KB
 //     shared tile per consumer and its 8 pieces are a rolled loop over 16-byte chunks of that tile (the
-//     register version unrolled to 250-320 KB of SASS, beyond the instruction cache; see "staged
-//     epilogues"). GELU' reads the pre-activation with coalesced 16-byte loads two pieces ahead; GELU
-//     writes it with TMA stores of the staged tile.
+//     register version unrolled to 250-320 KB of SASS, streamed through the instruction caches; see "staged
+//     epilogues"). GELU' reads the pre-activation with coalesced 16-byte loads two pieces ahead and can
+//     write the column sums of its output per 64-row block (the MLP's bias gradient); GELU writes the
+//     pre-activation with TMA stores of the staged tile.
 //   - fp32 outputs (weight gradients) are written from registers after their tile, atomically added
 //     when K is split.
 //   - the producer runs ahead into the next work unit, so the loads of one tile overlap the end of the
@@ -281,11 +282,12 @@ __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int pi
 // Keeping the pending tile in 64 registers (above) needs every register index to be a compile-time
 // constant, so the 8 pieces, each with 16 inlined erff / expf / tanhf evaluations, were unrolled twice
 // (inside the next mainloop and after the last tile) and for both GELU forms: 250-320 KB of SASS per
-// kernel against a 128 KB instruction cache, where the plain store kernel is 75 KB. Measured: GELU 0.58x
+// kernel, most of it in the per-tile loop, which then streams through the SM's instruction caches every
+// tile (the likely cause; the plain store kernel, which runs at cuBLAS speed, is 73 KB). Measured: GELU 0.58x
 // and GELU' 0.42x of cuBLAS + a separate PyTorch elementwise kernel. Here a finished tile is rounded to
 // 16 bits (+ bias) into this consumer's 32 KB tile buffer (4 128B-swizzled 64 x 64 boxes, the layout of
-// the TMA store), and each piece reads 16-byte chunks back by a runtime index: the piece is ~1 KB of
-// code whatever the unroll. Piece p covers rows 32 (p % 2) .. + 31 of box p / 2: thread t the chunks
+// the TMA store), and each piece reads 16-byte chunks back by a runtime index: one piece's code (2.5 KB
+// tanh, 4.6 KB erf) serves all 8 (the kernels are 47-56 KB). Piece p covers rows 32 (p % 2) .. + 31 of box p / 2: thread t the chunks
 // (rows 16 j + t / 8, chunk t % 8), j = 0, 1, so 8 threads read one full 128-byte row (no bank
 // conflicts, and for GELU' one full 128-byte line of the pre-activation per 8 threads from global
 // memory, loaded two pieces ahead). Results are written back in place; after the second piece of a box
