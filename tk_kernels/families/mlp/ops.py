@@ -14,7 +14,9 @@ Backward (four GEMMs and two column sums):
     dW_proj = dy^T g,   dW_fc = dh^T x    fp32 straight from the accumulators (K = tokens, split to
                                            fill the GPU), in the weights' dtype
     dx      = dh W_fc
-    db_proj = sum_rows dy,  db_fc = sum_rows dh   (torch column sums, fp32)
+    db_fc   = sum_rows dh             the GELU' GEMM also writes dh's column sums per 64-row block (fp32,
+                                      (N / 64, 4C)); a torch sum over those blocks finishes it
+    db_proj = sum_rows dy             (torch column sum, fp32)
 Every GEMM reads its operands in the layout they are stored in: the transposes are the GEMM's
 MN-major operand modes, never copies.
 
@@ -104,14 +106,17 @@ def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g:
     wf, wp = w_fc.to(x.dtype).contiguous(), w_proj.to(x.dtype).contiguous()
     wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
     dh = torch.empty_like(pre)
-    ext.gemm_(dy, False, wp, True, dh, DGELU, None, pre, approximate == "tanh")  # (dy W_proj) * gelu'(pre)
+    # (dy W_proj) * gelu'(pre), and with a bias the column sums of dh per block of 64 rows
+    dh_sums = torch.empty(((pre.shape[0] + 63) // 64, pre.shape[1]), device=x.device,
+                          dtype=torch.float32) if has_b_fc else None
+    ext.gemm_(dy, False, wp, True, dh, DGELU, None, pre, approximate == "tanh", 0, dh_sums)
     dx = torch.empty_like(x)
     ext.gemm_(dh, False, wf, True, dx, STORE)                                    # dh W_fc
     dw_proj = _weight_grad(dy, g, tuple(wp.shape), wdt)                          # dy^T g
     dw_fc = _weight_grad(dh, x, tuple(wf.shape), wdt)                            # dh^T x
     empty = x.new_empty((0,), dtype=bdt)
     db_proj = dy.sum(0, dtype=torch.float32).to(bdt) if has_b_proj else empty
-    db_fc = dh.sum(0, dtype=torch.float32).to(bdt) if has_b_fc else empty.clone()
+    db_fc = dh_sums.sum(0).to(bdt) if has_b_fc else empty.clone()
     return dx, dw_fc, db_fc, dw_proj, db_proj
 
 

@@ -1,6 +1,8 @@
 // Torch bindings of the MLP family's launcher (mlp.h): the extension tk_mlp_<hash>. The only file that
 // includes torch headers: it validates tensors and calls the launcher on the current CUDA stream.
 // ops.py composes the MLP's forward and backward from gemm_.
+#include <string>
+
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -16,21 +18,29 @@ tk_mlp::DType dtype_of(const at::Tensor &t) {
   return t.scalar_type() == at::kBFloat16 ? tk_mlp::DType::bf16 : tk_mlp::DType::fp16;
 }
 
+// "(16, 64)": a tensor's sizes or strides for error messages, formatted as plain integers
+std::string dims_str(at::IntArrayRef dims) {
+  std::string out = "(";
+  for (size_t i = 0; i < dims.size(); i++) out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + ")";
+}
+
 void check_matrix(const at::Tensor &t, const char *name, const at::Tensor &like) {
   TORCH_CHECK(t.is_cuda() && t.device() == like.device(), "tk mlp: ", name, " must be a CUDA tensor on ",
               like.device(), ", got ", t.device());
   TORCH_CHECK(t.dim() == 2 && t.stride(1) == 1, "tk mlp: ", name, " must be a 2-d tensor with contiguous rows, "
-              "got shape ", t.sizes(), " strides ", t.strides());
+              "got shape ", dims_str(t.sizes()), " strides ", dims_str(t.strides()));
   TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && (t.stride(0) * t.element_size()) % 16 == 0,
               "tk mlp: ", name, " must start 16-byte aligned with a row stride of a multiple of 16 bytes");
 }
 
 // c (M, N) <- epilogue(sum_k A(m, k) B(n, k)); a is (M, K), or (K, M) when a_mn; b is (N, K), or (K, N)
 // when b_mn. epilogue: 0 store (+ bias), 1 gelu (aux <- pre-activation), 2 dgelu (aux = pre-activation),
-// 3 store_f32 (c fp32, zeroed first by the caller when splits != 1; splits 0 = choose).
+// 3 store_f32 (c fp32, zeroed first by the caller when splits != 1; splits 0 = choose). colsum (dgelu
+// only): fp32 ((M + 63) / 64, N) <- column sums of c per block of 64 rows.
 void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::Tensor &c, int64_t epilogue,
            const c10::optional<at::Tensor> &bias, const c10::optional<at::Tensor> &aux, bool tanh_gelu,
-           int64_t splits) {
+           int64_t splits, const c10::optional<at::Tensor> &colsum) {
   check_matrix(a, "a", a);
   check_matrix(b, "b", a);
   check_matrix(c, "c", a);
@@ -41,7 +51,7 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
   const int64_t M = a_mn ? a.size(1) : a.size(0), K = a_mn ? a.size(0) : a.size(1);
   const int64_t N = b_mn ? b.size(1) : b.size(0), Kb = b_mn ? b.size(0) : b.size(1);
   TORCH_CHECK(K == Kb, "tk mlp: a and b disagree on K: ", K, " vs ", Kb);
-  TORCH_CHECK(c.size(0) == M && c.size(1) == N, "tk mlp: c must be (", M, ", ", N, "), got ", c.sizes());
+  TORCH_CHECK(c.size(0) == M && c.size(1) == N, "tk mlp: c must be (", M, ", ", N, "), got ", dims_str(c.sizes()));
   TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX, "tk mlp: dimensions beyond int32");
   const bool f32_out = epi == tk_mlp::Epilogue::store_f32;
   TORCH_CHECK(c.scalar_type() == (f32_out ? at::kFloat : a.scalar_type()), "tk mlp: c must be ",
@@ -77,6 +87,14 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
                 "tk mlp: the pre-activation must have c's shape, row stride and dtype");
     p.aux = aux->data_ptr();
   }
+  if (colsum.has_value() && colsum->defined()) {
+    TORCH_CHECK(epi == tk_mlp::Epilogue::dgelu, "tk mlp: only the dgelu epilogue writes column sums");
+    TORCH_CHECK(colsum->is_cuda() && colsum->device() == a.device() && colsum->scalar_type() == at::kFloat &&
+                colsum->dim() == 2 && colsum->size(0) == (M + 63) / 64 && colsum->size(1) == N &&
+                colsum->is_contiguous(),
+                "tk mlp: colsum must be a contiguous float32 (", (M + 63) / 64, ", ", N, ") tensor on ", a.device());
+    p.colsum = colsum->data_ptr<float>();
+  }
   const c10::cuda::CUDAGuard guard(a.device());
   const char *why = nullptr;
   const cudaError_t err = tk_mlp::gemm(p, c10::cuda::getCurrentCUDAStream().stream(), &why);
@@ -93,6 +111,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gemm_", &gemm_, "c <- epilogue(A B^T) on the Hopper GEMM (see csrc/mlp.h)", pybind11::arg("a"),
         pybind11::arg("a_mn"), pybind11::arg("b"), pybind11::arg("b_mn"), pybind11::arg("c"),
         pybind11::arg("epilogue"), pybind11::arg("bias") = pybind11::none(), pybind11::arg("aux") = pybind11::none(),
-        pybind11::arg("tanh_gelu") = false, pybind11::arg("splits") = 0);
+        pybind11::arg("tanh_gelu") = false, pybind11::arg("splits") = 0, pybind11::arg("colsum") = pybind11::none());
   m.def("splits", &splits, "K splits the weight-gradient GEMM takes for (M, N, K) on a GPU of `sms` SMs");
 }

@@ -5,30 +5,38 @@
 // Algorithm (grown from dev/hopper/gemm.cu, whose version 2 measured 0.99-1.03x cuBLAS at the GPT-2
 // shapes on an H200): a persistent grid of min(#SMs, #work units) CTAs of three warpgroups.
 //   - warpgroup 0, the producer (40 registers after setmaxnreg), has one thread issue the TMA loads of
-//     a 4-stage ring of K slices: per slice a 128 x 64 A tile and a 256 x 64 B tile (48 KB), 128-byte
+//     a 4-stage (GELU / GELU': 3) ring of K slices: per slice a 128 x 64 A tile and a 256 x 64 B tile (48 KB), 128-byte
 //     swizzled. K-major operands are one box each; MN-major operands are loaded as [64 K rows x 64]
 //     boxes side by side (2 for A, 4 for B), the layout desc_mn128 describes. Out-of-bounds rows and
 //     columns are zero-filled by TMA, so any M and ragged N / K tiles need no padding.
 //   - warpgroups 1 and 2, the consumers (232 registers), each own 64 of the tile's 128 rows and run
 //     m64n256k16 wgmma over the ring (the MN-major operands with the transpose flag), one group in
 //     flight; a slot is released when the group that read it has completed.
-//   - deferred epilogue (16-bit outputs): a finished tile is rounded to 16 bits (+ bias) into 64
-//     registers beside the next tile's accumulator, and its epilogue ([GELU | * GELU'(pre)], 128B-
-//     swizzled 8 KB staging buffer, TMA store that drops rows >= M and columns >= N) runs in 8 pieces,
-//     each right after one K slice of the next tile was issued, while that slice's wgmmas run. fp32
-//     outputs (weight gradients) are written from registers after their tile, atomically added when K
-//     is split. Measured: the deferred plain store took x W^T from 0.95-1.08x to 1.01-1.10x cuBLAS.
+//   - deferred epilogue, plain 16-bit store: a finished tile is rounded to 16 bits (+ bias) into 64
+//     registers beside the next tile's accumulator, and its epilogue (128B-swizzled 8 KB staging buffer,
+//     TMA store that drops rows >= M and columns >= N) runs in 8 pieces, each right after one K slice of
+//     the next tile was issued, while that slice's wgmmas run. Measured: took x W^T from 0.95-1.08x to
+//     1.01-1.10x cuBLAS.
+//   - staged epilogue, GELU / GELU' (3-stage ring): the finished tile is rounded (+ bias) into a 32 KB
+//     shared tile per consumer and its 8 pieces are a rolled loop over 16-byte chunks of that tile (the
+//     register version unrolled to 250-320 KB of SASS, streamed through the instruction caches; see "staged
+//     epilogues"). GELU' reads the pre-activation with coalesced 16-byte loads two pieces ahead and can
+//     write the column sums of its output per 64-row block (the MLP's bias gradient); GELU writes the
+//     pre-activation with TMA stores of the staged tile.
+//   - fp32 outputs (weight gradients) are written from registers after their tile, atomically added
+//     when K is split.
 //   - the producer runs ahead into the next work unit, so the loads of one tile overlap the end of the
 //     one before.
 // Work units: tiles of 128 x 256 (n fastest: neighbouring CTAs share A's rows); for weight gradients
 // (M x N = C x 4C, only 72 tiles at C = 768 for 132 SMs) K is split so that the units fill whole waves
 // (gemm_splits), split-major so that CTAs running together read the same K rows (they fit in L2).
-// Shared memory: 4 x 48 KB ring + 2 consumers x 2 x 8 KB staging + 1 KB alignment = 225 KB.
+// Shared memory: 4 x 48 KB ring + 2 consumers x 2 x 8 KB staging + 1 KB alignment = 225 KB; GELU / GELU':
+// 3 x 48 KB ring + 2 consumers x 32 KB tile + 1 KB = 209 KB.
 // Measured (H200, bf16, bench/bench_mlp.py, bench/RESULTS.md): x W^T 0.96x cuBLAS at 8192^3 and 1.01-1.10x at
-// the GPT-2 shapes; dy W 1.01-1.06x; dy^T x (split K, fp32 atomics) 0.84-0.93x. The GELU and GELU' epilogues
-// are far from free (0.54x / 0.32x of cuBLAS + a separate PyTorch elementwise kernel at (16384, 3072, 768)):
-// spreading them over the next tile's first slices is not enough to hide erf / exp and the pre-activation
-// loads; the MLP as a whole is 0.53-0.65x torch.compile, so the model does not use it yet.
+// the GPT-2 shapes; dy W 1.01-1.06x; dy^T x (split K, fp32 atomics) 0.84-0.93x. The register-pending GELU and
+// GELU' epilogues (dev/hopper/mlp_gemm_v1.cu) measured 0.58x / 0.42x of cuBLAS + a separate PyTorch
+// elementwise kernel at (16384, 3072, 768); the staged ones are timed beside them by
+// dev/hopper/check_mlp_epilogue.py (not yet measured on a GPU).
 #include <algorithm>
 #include <string>
 #include <cuda_bf16.h>
@@ -47,13 +55,21 @@
 namespace tk_mlp {
 namespace {
 
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
+constexpr int BM = 128, BN = 256, BK = 64, MAX_STAGES = 4;
 constexpr int BOX = 64;                          // MN-major load boxes and store boxes: 64 x 64
 constexpr int BOX_BYTES = BOX * BOX * 2;         // 8 KB
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int RING_BYTES = STAGES * STAGE_BYTES;
-constexpr int SMEM_BYTES = RING_BYTES + 2 * 2 * BOX_BYTES + 1024;
+constexpr int TILE_BYTES = 64 * BN * 2;          // one consumer's 64 x 256 16-bit tile (4 boxes): 32 KB
+constexpr int SUM_BYTES = 2 * 2 * 4 * BOX * 4;   // GELU' column sums: 2 boxes x 2 pieces x 4 warps x 64 fp32
 constexpr int THREADS = 384;
+
+// The GELU epilogues stage their whole tile in shared memory (see "staged epilogues" below): 2 x 36 KB,
+// paid for with one ring stage (3 x 48 KB). The others keep the 4-stage ring and 2 x 2 store boxes.
+constexpr bool staged(Epilogue E) { return E == Epilogue::gelu || E == Epilogue::dgelu; }
+constexpr int ring_stages(Epilogue E) { return staged(E) ? 3 : 4; }
+constexpr int epilogue_bytes(Epilogue E) { return 2 * (staged(E) ? TILE_BYTES + SUM_BYTES : 2 * BOX_BYTES); }
+constexpr int smem_bytes(Epilogue E) { return ring_stages(E) * STAGE_BYTES + epilogue_bytes(E) + 1024; }
+static_assert(smem_bytes(Epilogue::store) <= 227 * 1024 && smem_bytes(Epilogue::gelu) <= 227 * 1024);
 
 struct Shape {
   int M, N, K;
@@ -102,7 +118,7 @@ __device__ __forceinline__ Unit unit(const Shape &s, int u) {
 // ------------------------------------------------------------------------------------------------
 // producer: one thread keeps the ring full, across all of this CTA's work units
 
-template <Major AM, Major BMJ>
+template <Major AM, Major BMJ, int STAGES>
 __device__ void produce(const CUtensorMap &a_map, const CUtensorMap &b_map, const Shape &s, char *ring,
                         tk::barrier *full, tk::barrier *empty) {
   int g = 0;  // K slices issued so far: ring slot g % STAGES, pass g / STAGES
@@ -126,7 +142,7 @@ __device__ void produce(const CUtensorMap &a_map, const CUtensorMap &b_map, cons
 // ------------------------------------------------------------------------------------------------
 // consumer: one K slice of the unit's tile (this warpgroup's 64 rows)
 
-template <typename T, Major AM, Major BMJ>
+template <typename T, Major AM, Major BMJ, int STAGES>
 __device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int consumer, char *ring, tk::barrier *full,
                                           int g, bool first) {
   const int slot = g % STAGES;
@@ -146,6 +162,7 @@ __device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int cons
 }
 
 // After the slice g was issued: wait for the slice before it and give its ring slot back.
+template <int STAGES>
 __device__ __forceinline__ void retire_previous(tk::wg::accumulator<BN> &acc, tk::barrier *empty, int g, bool first) {
   tk::wg::mma_wait<1>(acc.v);
   if (!first && tk::wg::warpgroup_thread() == 0) tk::arrive(empty[(g - 1) % STAGES]);
@@ -159,6 +176,7 @@ struct EpiArgs {
   const void *aux;   // dgelu: pre-activation (M, N), row stride ldc
   float *c32;        // store_f32: fp32 output (M, N), row stride ldc
   int64_t ldc;
+  float *colsum;     // dgelu: column sums of C per 64-row block ((M + 63) / 64, N), or nullptr
   bool tanh_gelu;
   bool atomic;       // store_f32 with split K
 };
@@ -185,9 +203,8 @@ __device__ __forceinline__ void store_f32(const tk::wg::accumulator<BN> &acc, co
   }
 }
 
-// A finished 16-bit tile waiting for its epilogue: the accumulator (+ bias for store / gelu) rounded
-// to T, two values per 32-bit word (word i / 2 holds acc.v[i], acc.v[i + 1]). Rounding first is what
-// PyTorch does too (the GEMM's 16-bit output feeds GELU / GELU'). 64 registers, so that the next
+// Plain 16-bit store. A finished tile waiting for its epilogue: the accumulator + bias rounded to T, two
+// values per 32-bit word (word i / 2 holds acc.v[i], acc.v[i + 1]). 64 registers, so that the next
 // tile's 128 accumulator registers fit beside it and its epilogue can run during the next mainloop.
 template <typename T>
 struct Pending {
@@ -196,20 +213,18 @@ struct Pending {
   bool valid;
 };
 
-template <typename T, Epilogue E>
+template <typename T>
 __device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accumulator<BN> &acc, const Unit &w,
                                            const Shape &s, const EpiArgs &e) {
   using V = vec2<T>;
 #pragma unroll
   for (int i = 0; i < acc.REGS; i += 2) {
     float x0 = acc.v[i], x1 = acc.v[i + 1];
-    if constexpr (E == Epilogue::store || E == Epilogue::gelu) {
-      const int col = w.n0 + acc.col(i);
-      if (e.bias != nullptr && col < s.N) {
-        const float2 b = *reinterpret_cast<const float2 *>(e.bias + col);
-        x0 += b.x;
-        x1 += b.y;
-      }
+    const int col = w.n0 + acc.col(i);
+    if (e.bias != nullptr && col < s.N) {
+      const float2 b = *reinterpret_cast<const float2 *>(e.bias + col);
+      x0 += b.x;
+      x1 += b.y;
     }
     pend.word[i / 2] = to_word(V::pack(x0, x1));
   }
@@ -219,12 +234,12 @@ __device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accum
 
 // The epilogue of a pending tile runs in PIECES half-boxes (64 rows x 32 columns of this warpgroup,
 // 8 words per thread), each placed right after one K slice of the next tile has been issued, so that
-// its ALU work runs while that slice's wgmmas do. Piece 2b writes the first half of box b (64 columns)
+// its work runs while that slice's wgmmas do. Piece 2b writes the first half of box b (64 columns)
 // into a 128B-swizzled staging buffer, piece 2b + 1 the second half, then TMA stores the box (rows >= M
-// and columns >= N are dropped by TMA). The GELU epilogue also writes the pre-activation, with plain
-// 4-byte global stores (a second staged box would serialise on its TMA store). The GELU' epilogue reads the forward's pre-activation from global memory one piece
-// ahead (`pre`: 8 words), so the loads' latency is hidden too. Callers pass `piece` from fully
-// unrolled loops: compile-time indices keep the pending words in registers (ptxas -v: no stack frame).
+// and columns >= N are dropped by TMA). Callers pass `piece` from fully unrolled loops: compile-time
+// indices keep the pending words in registers (ptxas -v: no stack frame). The plain store's pieces are
+// a few instructions each, so the unrolled code stays small (75 KB of SASS); the GELU epilogues, whose
+// pieces are not, are staged in shared memory instead (below).
 constexpr int PIECES = 2 * BN / BOX;
 constexpr int PIECE_WORDS = BN / 4 / PIECES;
 
@@ -235,24 +250,8 @@ __device__ __forceinline__ int piece_pair(int piece, int k) {
 }
 
 template <typename T>
-__device__ __forceinline__ void load_pre(uint32_t (&pre)[PIECE_WORDS], const Pending<T> &pend, const int piece,
-                                         int consumer, const Shape &s, const EpiArgs &e) {
-  const int row0 = pend.unit.m0 + consumer * 64, col0 = pend.unit.n0;
-  const T *aux = static_cast<const T *>(e.aux);
-#pragma unroll
-  for (int k = 0; k < PIECE_WORDS; k++) {
-    const int i = piece_pair(piece, k);
-    const int row = row0 + tk::wg::accumulator<BN>::row(i), col = col0 + tk::wg::accumulator<BN>::col(i);
-    pre[k] = row < s.M && col < s.N ? *reinterpret_cast<const uint32_t *>(aux + int64_t(row) * e.ldc + col) : 0u;
-  }
-}
-
-template <typename T, Epilogue E>
-__device__ __forceinline__ void store_piece(const Pending<T> &pend, const int piece, uint32_t (&pre)[PIECE_WORDS],
-                                            int consumer, const Shape &s, const EpiArgs &e, const CUtensorMap &c_map,
-                                            char *staging, int &stores) {
-  using V = vec2<T>;
-  using W = typename V::type;
+__device__ __forceinline__ void store_piece(const Pending<T> &pend, const int piece, int consumer,
+                                            const CUtensorMap &c_map, char *staging, int &stores) {
   const int me = tk::wg::warpgroup_thread(), cb = piece / 2;
   const int row0 = pend.unit.m0 + consumer * 64, col0 = pend.unit.n0 + cb * BOX;
   char *out = staging + (stores & 1) * BOX_BYTES;
@@ -264,22 +263,7 @@ __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int pi
   for (int k = 0; k < PIECE_WORDS; k++) {
     const int i = piece_pair(piece, k);
     const int r = tk::wg::accumulator<BN>::row(i), c = tk::wg::accumulator<BN>::col(i) - cb * BOX;
-    const int offset = tk::wg::swizzle128_offset(r, c);
-    uint32_t word = pend.word[i / 2];
-    if constexpr (E == Epilogue::gelu) {  // the pre-activation: straight to global memory, no staging
-      const int row = row0 + r, col = col0 + c;
-      if (row < s.M && col < s.N)
-        *reinterpret_cast<uint32_t *>(static_cast<T *>(const_cast<void *>(e.aux)) + int64_t(row) * e.ldc + col) = word;
-      const float2 p = V::unpack_word(word);
-      word = to_word(V::pack(gelu(p.x, e.tanh_gelu), gelu(p.y, e.tanh_gelu)));
-    } else if constexpr (E == Epilogue::dgelu) {
-      const float2 p = V::unpack_word(pre[k]), d = V::unpack_word(word);
-      word = to_word(V::pack(d.x * gelu_grad(p.x, e.tanh_gelu), d.y * gelu_grad(p.y, e.tanh_gelu)));
-    }
-    *reinterpret_cast<uint32_t *>(out + offset) = word;
-  }
-  if constexpr (E == Epilogue::dgelu) {
-    if (piece + 1 < PIECES) load_pre(pre, pend, piece + 1, consumer, s, e);
+    *reinterpret_cast<uint32_t *>(out + tk::wg::swizzle128_offset(r, c)) = pend.word[i / 2];
   }
   if (piece % 2 == 1) {
     tk::fence_proxy_async_shared();
@@ -293,16 +277,160 @@ __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int pi
 }
 
 // ------------------------------------------------------------------------------------------------
+// staged epilogues (GELU, GELU'): the finished tile goes to shared memory, its epilogue is a rolled loop
+//
+// Keeping the pending tile in 64 registers (above) needs every register index to be a compile-time
+// constant, so the 8 pieces, each with 16 inlined erff / expf / tanhf evaluations, were unrolled twice
+// (inside the next mainloop and after the last tile) and for both GELU forms: 250-320 KB of SASS per
+// kernel, most of it in the per-tile loop, which then streams through the SM's instruction caches every
+// tile (the likely cause; the plain store kernel, which runs at cuBLAS speed, is 73 KB). Measured: GELU 0.58x
+// and GELU' 0.42x of cuBLAS + a separate PyTorch elementwise kernel. Here a finished tile is rounded to
+// 16 bits (+ bias) into this consumer's 32 KB tile buffer (4 128B-swizzled 64 x 64 boxes, the layout of
+// the TMA store), and each piece reads 16-byte chunks back by a runtime index: one piece's code (2.5 KB
+// tanh, 4.6 KB erf) serves all 8 (the kernels are 47-56 KB). Piece p covers rows 32 (p % 2) .. + 31 of box p / 2: thread t the chunks
+// (rows 16 j + t / 8, chunk t % 8), j = 0, 1, so 8 threads read one full 128-byte row (no bank
+// conflicts, and for GELU' one full 128-byte line of the pre-activation per 8 threads from global
+// memory, loaded two pieces ahead). Results are written back in place; after the second piece of a box
+// it is TMA-stored. GELU writes the pre-activation with 4 TMA stores of the staged tile (a second
+// tensor map) before the first piece overwrites it.
+
+// byte offset of 16-byte chunk `chunk` (0..7) of row r in a 128B-swizzled 64 x 64 box
+__device__ __forceinline__ int chunk_offset(int r, int chunk) { return r * 128 + ((chunk ^ (r & 7)) << 4); }
+
+template <typename T, Epilogue E>
+__device__ __forceinline__ void stage_tile(char *tile, const tk::wg::accumulator<BN> &acc, const Unit &w,
+                                           const Shape &s, const EpiArgs &e) {
+  using V = vec2<T>;
+#pragma unroll
+  for (int i = 0; i < acc.REGS; i += 4) {  // v[i], v[i + 1] (row r) and v[i + 2], v[i + 3] (row r + 8): one column pair
+    const int c = acc.col(i), box = i / 32;  // 8-column group i / 4, 8 groups per box
+    float2 b = make_float2(0.f, 0.f);
+    if constexpr (E == Epilogue::gelu) {
+      if (e.bias != nullptr && w.n0 + c < s.N) b = *reinterpret_cast<const float2 *>(e.bias + w.n0 + c);
+    }
+#pragma unroll
+    for (int h = 0; h < 4; h += 2)
+      *reinterpret_cast<uint32_t *>(tile + box * BOX_BYTES + tk::wg::swizzle128_offset(acc.row(i + h), c - box * BOX)) =
+          to_word(V::pack(acc.v[i + h] + b.x, acc.v[i + h + 1] + b.y));
+  }
+}
+
+// GELU': the pre-activation chunks of `piece` of the pending tile pw (zero outside the matrix)
+template <typename T>
+__device__ __forceinline__ void load_pre_chunks(uint4 (&pre)[2], const Unit &pw, int piece, int consumer,
+                                                const Shape &s, const EpiArgs &e) {
+  const int me = tk::wg::warpgroup_thread();
+  const T *aux = static_cast<const T *>(e.aux);
+  const int col = pw.n0 + (piece / 2) * BOX + (me % 8) * 8;
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = pw.m0 + consumer * 64 + (piece % 2) * 32 + j * 16 + me / 8;
+    pre[j] = row < s.M && col < s.N ? *reinterpret_cast<const uint4 *>(aux + int64_t(row) * e.ldc + col)
+                                    : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+template <typename T, Epilogue E, bool TANH>
+__device__ __forceinline__ void staged_piece(char *tile, int piece, const uint4 (&pre)[2], float (&cs)[8]) {
+  using V = vec2<T>;
+  const int me = tk::wg::warpgroup_thread();
+  char *box = tile + (piece / 2) * BOX_BYTES;
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    uint4 *p = reinterpret_cast<uint4 *>(box + chunk_offset((piece % 2) * 32 + j * 16 + me / 8, me % 8));
+    const uint4 v = *p;
+    uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    const uint32_t a[4] = {pre[j].x, pre[j].y, pre[j].z, pre[j].w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const float2 x = V::unpack_word(w[k]);
+      if constexpr (E == Epilogue::gelu) {
+        w[k] = to_word(V::pack(gelu(x.x, TANH), gelu(x.y, TANH)));
+      } else {
+        const float2 q = V::unpack_word(a[k]);
+        w[k] = to_word(V::pack(x.x * gelu_grad(q.x, TANH), x.y * gelu_grad(q.y, TANH)));
+        const float2 y = V::unpack_word(w[k]);  // the column sums add the rounded outputs, as a sum of C would
+        cs[2 * k] += y.x;
+        cs[2 * k + 1] += y.y;
+      }
+    }
+    *p = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// One piece of the pending tile pw's epilogue. GELU': `pre` holds this piece's pre-activation chunks and
+// the next piece's on entry, the next two pieces' on return (loads two pieces ahead: ~1.5 us of slices);
+// with e.colsum, the box's column sums: per thread 8 columns over its 2 rows (cs), over the warp's 8 rows
+// of the piece by two shuffles, over the 4 warps and 2 pieces through `sums` (double-buffered by box)
+// after the box's barrier, then one plain store per column into the 64-row block's row of colsum (each
+// element written once: no zeroing, no atomics).
+template <typename T, Epilogue E>
+__device__ __forceinline__ void epilogue_piece(char *tile, int piece, const Unit &pw, int consumer, const Shape &s,
+                                               const EpiArgs &e, const CUtensorMap &c_map, uint4 (&pre)[2][2]) {
+  const int me = tk::wg::warpgroup_thread();
+  const uint4 cur[2] = {pre[0][0], pre[0][1]};
+  if constexpr (E == Epilogue::dgelu) {
+    pre[0][0] = pre[1][0];
+    pre[0][1] = pre[1][1];
+    if (piece + 2 < PIECES) load_pre_chunks<T>(pre[1], pw, piece + 2, consumer, s, e);
+  }
+  if constexpr (E == Epilogue::gelu) {
+    if (piece == 0) {  // the pre-activation's TMA stores are done reading the tile before it is overwritten
+      if (me == 0) tk::bulk_wait_group_read<0>();
+      tk::wg::sync(1 + consumer);
+    }
+  }
+  float cs[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (e.tanh_gelu) staged_piece<T, E, true>(tile, piece, cur, cs);
+  else staged_piece<T, E, false>(tile, piece, cur, cs);
+  const int b = piece / 2;
+  float *sums = reinterpret_cast<float *>(tile + TILE_BYTES) + (b % 2) * 2 * 4 * BOX;  // [piece % 2][warp][64]
+  if constexpr (E == Epilogue::dgelu) {
+    if (e.colsum != nullptr) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) {  // lanes l, l ^ 8, l ^ 16, l ^ 24 hold the same 8 columns
+        cs[k] += __shfl_xor_sync(0xffffffffu, cs[k], 8);
+        cs[k] += __shfl_xor_sync(0xffffffffu, cs[k], 16);
+      }
+      const int lane = me % 32, warp = me / 32;
+      if (lane < 8) {
+        float4 *d = reinterpret_cast<float4 *>(sums + ((piece % 2) * 4 + warp) * BOX + lane * 8);
+        d[0] = make_float4(cs[0], cs[1], cs[2], cs[3]);
+        d[1] = make_float4(cs[4], cs[5], cs[6], cs[7]);
+      }
+    }
+  }
+  if (piece % 2 == 1) {
+    tk::fence_proxy_async_shared();
+    tk::wg::sync(1 + consumer);
+    if (me == 0) {
+      tk::tma::store_async(c_map, tile + b * BOX_BYTES, pw.n0 + b * BOX, pw.m0 + consumer * 64);
+      tk::bulk_commit_group();
+    }
+    if constexpr (E == Epilogue::dgelu) {
+      const int col = pw.n0 + b * BOX + me;
+      if (e.colsum != nullptr && me < BOX && col < s.N && pw.m0 + consumer * 64 < s.M) {
+        float v = 0.f;
+#pragma unroll
+        for (int q = 0; q < 8; q++) v += sums[q * BOX + me];
+        e.colsum[int64_t(pw.m0 / 64 + consumer) * s.N + col] = v;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // the kernel
 
 template <typename T, Major AM, Major BMJ, Epilogue E>
 __global__ void __launch_bounds__(THREADS, 1)
 gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-            const __grid_constant__ CUtensorMap c_map,
+            const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap aux_map,
             const Shape s, const EpiArgs e) {
+  constexpr int STAGES = ring_stages(E);
   extern __shared__ char smem_raw[];
   char *ring = smem_raw + ((1024 - (tk::smem_u32(smem_raw) & 1023)) & 1023);
-  __shared__ tk::barrier full[STAGES], empty[STAGES];
+  __shared__ tk::barrier full[MAX_STAGES], empty[MAX_STAGES];
   if (threadIdx.x == 0) {
     for (int i = 0; i < STAGES; i++) {
       tk::init(full[i], 1);
@@ -315,64 +443,116 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
   const int wg = tk::wg::warpgroupid();
   if (wg == 0) {
     tk::wg::set_max_registers<40>();
-    if (tk::wg::warpgroup_thread() == 0) produce<AM, BMJ>(a_map, b_map, s, ring, full, empty);
+    if (tk::wg::warpgroup_thread() == 0) produce<AM, BMJ, STAGES>(a_map, b_map, s, ring, full, empty);
     return;
   }
 
   tk::wg::set_max_registers<232>();
-  const int consumer = wg - 1;
-  char *staging = ring + RING_BYTES + consumer * 2 * BOX_BYTES;
+  const int consumer = wg - 1, me = tk::wg::warpgroup_thread();
+  char *epi_smem = ring + STAGES * STAGE_BYTES + consumer * (epilogue_bytes(E) / 2);
   tk::wg::accumulator<BN> acc;
-  Pending<T> pend;
-  pend.valid = false;
-  uint32_t pre[PIECE_WORDS];  // GELU': the pre-activation of the next piece, loaded one piece ahead
-  int g = 0, stores = 0;
-  for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
-    const Unit w = unit(s, u);
-    int kt = w.k_begin;
-    if constexpr (E == Epilogue::store_f32) {
-      for (; kt < w.k_end; kt++, g++) {
-        mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, kt == w.k_begin);
-        retire_previous(acc, empty, g, kt == w.k_begin);
+  int g = 0;
+  if constexpr (E == Epilogue::store_f32) {
+    for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
+      const Unit w = unit(s, u);
+      for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
+        mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
+        retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
       }
-    } else {
+      tk::wg::mma_wait<0>(acc.v);
+      if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
+      store_f32(acc, w, w.m0 + consumer * 64, s, e);
+    }
+  } else if constexpr (E == Epilogue::store) {
+    Pending<T> pend;
+    pend.valid = false;
+    int stores = 0;
+    for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
+      const Unit w = unit(s, u);
+      int kt = w.k_begin;
       // the previous tile's epilogue, one piece after each of the first slices (every `step`-th slice
       // when the tile has more than 2 x PIECES slices), while those slices' wgmmas run
       const int step = max(1, (w.k_end - w.k_begin) / PIECES);
 #pragma unroll
       for (int piece = 0; piece < PIECES; piece++) {
         const bool mma = kt < w.k_end;
-        if (mma) mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, kt == w.k_begin);
-        if (pend.valid) store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, staging, stores);
+        if (mma) mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
+        if (pend.valid) store_piece<T>(pend, piece, consumer, c_map, epi_smem, stores);
         if (mma) {
-          retire_previous(acc, empty, g, kt == w.k_begin);
+          retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
           kt++, g++;
         }
         for (int i = 1; i < step && kt < w.k_end; i++, kt++, g++) {
-          mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, false);
-          retire_previous(acc, empty, g, false);
+          mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, false);
+          retire_previous<STAGES>(acc, empty, g, false);
         }
       }
       for (; kt < w.k_end; kt++, g++) {
-        mma_slice<T, AM, BMJ>(acc, consumer, ring, full, g, kt == w.k_begin);
-        retire_previous(acc, empty, g, kt == w.k_begin);
+        mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
+        retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
       }
+      tk::wg::mma_wait<0>(acc.v);
+      if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
+      round_into<T>(pend, acc, w, s, e);
     }
-    tk::wg::mma_wait<0>(acc.v);
-    if (tk::wg::warpgroup_thread() == 0) tk::arrive(empty[(g - 1) % STAGES]);
-    if constexpr (E == Epilogue::store_f32) store_f32(acc, w, w.m0 + consumer * 64, s, e);
-    else {
-      round_into<T, E>(pend, acc, w, s, e);
-      if constexpr (E == Epilogue::dgelu) load_pre(pre, pend, 0, consumer, s, e);
-    }
-  }
-  if constexpr (E != Epilogue::store_f32) {
     if (pend.valid) {
 #pragma unroll
       for (int piece = 0; piece < PIECES; piece++)
-        store_piece<T, E>(pend, piece, pre, consumer, s, e, c_map, staging, stores);
+        store_piece<T>(pend, piece, consumer, c_map, epi_smem, stores);
     }
-    if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>();
+    if (me == 0) tk::bulk_wait_group<0>();
+  } else {  // staged: GELU, GELU'
+    Unit pw{};
+    bool pending = false;
+    uint4 pre[2][2] = {};  // GELU': the pre-activation chunks of the next two pieces
+    for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
+      const Unit w = unit(s, u);
+      int kt = w.k_begin;
+      const int step = max(1, (w.k_end - w.k_begin) / PIECES);
+#pragma unroll 1
+      for (int piece = 0; piece < PIECES; piece++) {
+        const bool mma = kt < w.k_end;
+        if (mma) mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
+        if (pending) epilogue_piece<T, E>(epi_smem, piece, pw, consumer, s, e, c_map, pre);
+        if (mma) {
+          retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
+          kt++, g++;
+        }
+        for (int i = 1; i < step && kt < w.k_end; i++, kt++, g++) {
+          mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, false);
+          retire_previous<STAGES>(acc, empty, g, false);
+        }
+      }
+      for (; kt < w.k_end; kt++, g++) {
+        mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
+        retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
+      }
+      tk::wg::mma_wait<0>(acc.v);
+      if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
+      // the previous tile's last TMA store is done reading the tile buffer before it is overwritten
+      if (me == 0) tk::bulk_wait_group_read<0>();
+      tk::wg::sync(1 + consumer);
+      stage_tile<T, E>(epi_smem, acc, w, s, e);
+      if constexpr (E == Epilogue::gelu) tk::fence_proxy_async_shared();
+      tk::wg::sync(1 + consumer);
+      if constexpr (E == Epilogue::gelu) {
+        if (me == 0) {
+          for (int b = 0; b < BN / BOX; b++)
+            tk::tma::store_async(aux_map, epi_smem + b * BOX_BYTES, w.n0 + b * BOX, w.m0 + consumer * 64);
+          tk::bulk_commit_group();
+        }
+      } else {
+        load_pre_chunks<T>(pre[0], w, 0, consumer, s, e);
+        load_pre_chunks<T>(pre[1], w, 1, consumer, s, e);
+      }
+      pw = w;
+      pending = true;
+    }
+    if (pending) {
+#pragma unroll 1
+      for (int piece = 0; piece < PIECES; piece++) epilogue_piece<T, E>(epi_smem, piece, pw, consumer, s, e, c_map, pre);
+    }
+    if (me == 0) tk::bulk_wait_group<0>();
   }
 }
 
@@ -401,14 +581,16 @@ template <typename T, Major AM, Major BMJ, Epilogue E>
 cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
   const CUtensorMap a_map = operand_map<T>(p.a, AM, p.M, p.K, p.lda, BM);
   const CUtensorMap b_map = operand_map<T>(p.b, BMJ, p.N, p.K, p.ldb, BN);
-  CUtensorMap c_map{};
+  CUtensorMap c_map{}, aux_map{};
   if constexpr (E != Epilogue::store_f32) c_map = tk::host::matrix_map<T>(p.c, p.M, p.N, p.ldc, 64, BOX, 128);
-  const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.tanh_gelu, s.splits > 1};
+  if constexpr (E == Epilogue::gelu) aux_map = tk::host::matrix_map<T>(p.aux, p.M, p.N, p.ldc, 64, BOX, 128);
+  const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.colsum, p.tanh_gelu, s.splits > 1};
   auto kernel = gemm_kernel<T, AM, BMJ, E>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  constexpr int smem = smem_bytes(E);
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const int grid = std::min(sm_count(), s.tiles * s.splits);
-  kernel<<<grid, THREADS, SMEM_BYTES, stream>>>(a_map, b_map, c_map, s, e);
+  kernel<<<grid, THREADS, smem, stream>>>(a_map, b_map, c_map, aux_map, s, e);
   return cudaGetLastError();
 }
 
@@ -456,6 +638,8 @@ cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
   if (p.M == 0) return cudaSuccess;
   if ((p.epilogue == Epilogue::gelu || p.epilogue == Epilogue::dgelu) && p.aux == nullptr)
     return fail("tk mlp gemm: the GELU epilogues need the pre-activation buffer");
+  if (p.colsum != nullptr && p.epilogue != Epilogue::dgelu)
+    return fail("tk mlp gemm: only the GELU' epilogue writes column sums");
   Shape s{p.M, p.N, p.K, (p.N + BN - 1) / BN, 0, (p.K + BK - 1) / BK, 1};
   s.tiles = ((p.M + BM - 1) / BM) * s.tiles_n;
   if (p.epilogue == Epilogue::store_f32)

@@ -37,6 +37,9 @@ struct GemmParams {
   int64_t ldc;
   const float *bias;        // (N,) fp32, or nullptr (store / gelu)
   void *aux;                // gelu: the pre-activation output (M, N); dgelu: its input; row stride ldc
+  float *colsum;            // dgelu only, or nullptr: column sums of C (the rounded outputs) per block of 64
+                            // rows, fp32 ((M + 63) / 64, N) contiguous, every element written (sum it over
+                            // rows for the bias gradient)
   bool tanh_gelu;           // GELU's tanh approximation instead of the exact erf form
   int splits;               // store_f32 only: K split over this many CTAs per tile (c must be zeroed
                             // first when > 1); 0 = choose (gemm_splits)
