@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Session 4, last GPU call (the lead's): build (families in parallel); the whole train step, kernels=torch
+# vs tk with torch.compile (GPT-2 124M and 350M; the Hopper backward and the compile fix in), the new MLP
+# epilogues (dev/hopper/check_mlp_epilogue.py) and the train step with the MLP family on; the helpers' dev
+# variants; the LayerNorm host-time breakdown. Logs tarred into $OUT/logs.tgz.
+export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions PYTHONFAULTHANDLER=1
+O=${OUT:-out}; mkdir -p $O
+t0=$SECONDS
+rem() { local r=$((578 - SECONDS + t0)); [ $r -lt 1 ] && r=1; [ $r -lt $1 ] && echo $r || echo $1; }  # a step's limit within the call's
+python -m tk_kernels.build > $O/build.log 2>&1 || { echo "BUILD FAILED"; grep -E "error|failed" $O/build.log | head -30; }
+echo "build $((SECONDS - t0)) s"
+timeout -s SIGABRT $(rem 230) python bench/bench_train.py --models gpt2,gpt2-medium --kernels torch,tk --compile compile \
+  --warmup 3 --iters 15 --profile --out $O/train > $O/bench_train.log 2>&1
+echo "bench_train rc=$? $((SECONDS - t0)) s"; grep -vE "^\s*$|Warning|_warn_once" $O/bench_train.log | tail -22
+timeout $(rem 100) python dev/hopper/check_mlp_epilogue.py > $O/check_mlp_epilogue.log 2>&1; echo "check_mlp_epilogue rc=$? $((SECONDS - t0)) s"
+tail -30 $O/check_mlp_epilogue.log
+timeout -s SIGABRT $(rem 70) python dev/bench_train_using.py mlp -- --models gpt2 --kernels tk --compile compile --warmup 3 \
+  --iters 15 --out $O/train_mlp > $O/bench_train_mlp.log 2>&1; echo "bench_train +mlp rc=$? $((SECONDS - t0)) s"
+grep -E "tok/s|rror" $O/bench_train_mlp.log | head -5
+#HELPERS
+timeout $(rem 30) python dev/layernorm_host.py > $O/layernorm_host.log 2>&1; tail -11 $O/layernorm_host.log
+cd $O && tar czf logs.tgz --exclude logs.tgz *.log train train_mlp 2>/dev/null
