@@ -17,6 +17,7 @@ tail -30 $O/check_mlp_epilogue.log
 timeout -s SIGABRT $(rem 70) python dev/bench_train_using.py mlp -- --models gpt2 --kernels tk --compile compile --warmup 3 \
   --iters 15 --out $O/train_mlp > $O/bench_train_mlp.log 2>&1; echo "bench_train +mlp rc=$? $((SECONDS - t0)) s"
 grep -E "tok/s|rror" $O/bench_train_mlp.log | head -5
+timeout $(rem 45) python dev/hopper/check_mlp_dw.py > $O/check_mlp_dw.log 2>&1; echo "check_mlp_dw rc=$? $((SECONDS - t0)) s"; tail -22 $O/check_mlp_dw.log
 #HELPERS
 timeout $(rem 30) python dev/layernorm_host.py > $O/layernorm_host.log 2>&1; tail -11 $O/layernorm_host.log
 cd $O && tar czf logs.tgz --exclude logs.tgz *.log train train_mlp 2>/dev/null
