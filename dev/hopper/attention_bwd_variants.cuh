@@ -20,9 +20,10 @@
 //   * ptxas constraints found on the way (-Xptxas -v warnings, both serialize every wgmma): no wgmma
 //     may be in flight across the loop's back edge (C7514: the first version carried dQ^T(j) into
 //     block j + 1), and no wgmma may be issued under a branch (C7520); hence the rotation (nothing is
-//     pending at the back edge: S^T(j + 1) is waited for at the end of block j) and, on the last
-//     block, a dummy S^T of its own slot (result unused; ~1 / (5 count) more tensor work) instead
-//     of an if.
+//     pending at the back edge: S^T(j + 1) is waited for at the end of block j) and the last block
+//     is a second instance of the loop body (a generic lambda with a compile-time LAST: no S^T(j + 1))
+//     instead of an if. (A dummy S^T on the last block also compiled clean, at 1 / (5 count) more
+//     tensor work.)
 // Variant 2 ("pipe+group"): variant 1's kernel with another causal launch order. Shipped causal grids
 //   are key-block-major over all B H heads (longest walks first), so the ~132 resident CTAs belong to
 //   ~132 different heads: at (8,16,2048,128) every CTA streams its own head's Q / dO (1 MB) and adds
@@ -39,6 +40,7 @@
 #include "hopper_backward.cu"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace tk_attn {
 namespace {
@@ -202,13 +204,13 @@ attention_bwd_dev_kernel(const __grid_constant__ CUtensorMap q_map, const __grid
   // Rotated loop: S^T of block j is issued at the end of block j - 1 (the prologue for j = 0), so the
   // dQ^T staging of block j - 1 runs while S^T(j) is on the tensor cores. No wgmma is pending at the
   // loop's back edge (one pending there made ptxas serialize every wgmma, C7514), and no wgmma is
-  // issued under a branch (C7520): the last block issues a dummy S^T of its own slot (result unused).
+  // issued under a runtime branch (C7520): the last block is the body's LAST = true instance.
   acc64 st;
   wait(qd_full[0], 0);
   issue_st(st, 0);
   wg::mma_wait<0>(st.v);
-#pragma unroll 1
-  for (int j = 0; j < count; j++) {
+  auto block = [&](const int j, auto last_tag) __attribute__((always_inline)) {
+    constexpr bool LAST = decltype(last_tag)::value;
     const int s = j % STAGES;
     const int m0 = block_of(j) * HB_M;
 
@@ -293,17 +295,23 @@ attention_bwd_dev_kernel(const __grid_constant__ CUtensorMap q_map, const __grid
       wg::pin_registers(pf[kk].r);
       wg::pin_registers(dsf[kk].r);
     }
-    if (me == 0) arrive(qd_empty[s]);  // (the last block's dummy S^T still reads slot s: nothing refills it)
+    if (me == 0) arrive(qd_empty[s]);
 
-    // S^T of the next block (last block: a dummy of slot s, whose phase has completed: no wait)
-    const bool last = j + 1 == count;
-    const int sn = last ? s : (s + 1 == STAGES ? 0 : s + 1);
-    wait(qd_full[sn], ((last ? j : j + 1) / STAGES) & 1);
-    issue_st(st, sn);
-    wg::mma_wait<1>(dqt.v);  // dQ^T(j) done (S^T(j + 1) runs on)
+    // S^T of the next block (none after the last block: that copy of the body is a separate instance)
+    if constexpr (!LAST) {
+      const int sn = s + 1 == STAGES ? 0 : s + 1;
+      wait(qd_full[sn], ((j + 1) / STAGES) & 1);
+      issue_st(st, sn);
+      wg::mma_wait<1>(dqt.v);  // dQ^T(j) done (S^T(j + 1) runs on)
+    } else {
+      wg::mma_wait<0>(dqt.v);
+    }
     reduce_dq(dqt, m0);
-    wg::mma_wait<0>(st.v);
-  }
+    if constexpr (!LAST) wg::mma_wait<0>(st.v);
+  };
+#pragma unroll 1
+  for (int j = 0; j < count - 1; j++) block(j, std::false_type{});
+  block(count - 1, std::true_type{});
   if (me == 0) bulk_wait_group<0>();
 
   T *dv_g = static_cast<T *>(a.dv) + int64_t(b) * a.dv_s.b + int64_t(h) * a.dv_s.h;
