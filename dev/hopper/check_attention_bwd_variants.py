@@ -153,6 +153,11 @@ def check(ext, dll) -> int:
     return failures
 
 
+def group_of(heads: int, T: int, D: int, l2: int) -> int:
+    """Heads per launch group of pipe+group's causal grids (as launch_dev_bwd computes it)."""
+    return max(1, min(heads, (l2 // 2) // (8 * T * D)))
+
+
 def bench(ext, dll) -> None:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
@@ -166,7 +171,8 @@ def bench(ext, dll) -> None:
     names = ["shipped", *VARIANTS, "cudnn"]
     print("\nbackward alone, TFLOP/s (bf16, contiguous; 2.5x forward FLOPs); x = / shipped, / cudnn")
     print(f"{'(B,H,T,D)':18s} {'mask':6s}" + "".join(f"{n:>11s}" for n in names) +
-          "".join(f"{'x ' + n:>13s}" for n in VARIANTS) + f"{'best/cudnn':>11s}")
+          "".join(f"{'x ' + n:>13s}" for n in VARIANTS) + f"{'best/cudnn':>11s}  heads/group (pipe+group)")
+    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
     for B, H, T, D in SHAPES:
         g = torch.Generator(device="cuda").manual_seed(7)
         q, k, v, dout = (torch.randn((B, H, T, D), generator=g, device="cuda").to(torch.bfloat16) for _ in range(4))
@@ -198,7 +204,7 @@ def bench(ext, dll) -> None:
             print(f"{str((B, H, T, D)):18s} {'causal' if causal else 'full':6s}" +
                   "".join(f"{tf[n]:11.0f}" for n in names) +
                   "".join(f"{tf[n] / tf['shipped']:6.2f}/{tf[n] / tf['cudnn']:5.2f} " for n in VARIANTS) +
-                  f"{best / tf['cudnn']:11.2f}", flush=True)
+                  f"{best / tf['cudnn']:11.2f}  {group_of(B * H, T, D, l2) if causal and l2 else '-'}", flush=True)
 
 
 def main() -> int:
