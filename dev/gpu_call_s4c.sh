@@ -22,6 +22,6 @@ if python -c "import sys; sys.exit(0 if float('${r:-0}') >= 0.9 else 1)" 2>/dev/
   grep -E "tok/s|rror" $O/bench_train_mlp.log | head -5
 else echo "MLP at C=768: ${r:-?}x the best PyTorch; the train step with the MLP on is skipped"; fi
 timeout $(rem 45) python dev/hopper/check_mlp_dw.py > $O/check_mlp_dw.log 2>&1; echo "check_mlp_dw rc=$? $((SECONDS - t0)) s"; tail -22 $O/check_mlp_dw.log
-#HELPERS
+timeout $(rem 45) python dev/hopper/check_attention_bwd_variants.py > $O/check_attention_bwd_variants.log 2>&1; echo "bwd variants rc=$? $((SECONDS - t0)) s"; tail -16 $O/check_attention_bwd_variants.log
 timeout $(rem 30) python dev/layernorm_host.py > $O/layernorm_host.log 2>&1; tail -11 $O/layernorm_host.log
 cd $O && tar czf logs.tgz --exclude logs.tgz *.log train train_mlp 2>/dev/null
