@@ -26,6 +26,7 @@ def test_every_tk_op_gets_a_fallback_lowering():
 def test_fake_functions_register_them():
     """The fake (meta) functions run while torch.compile traces: they are where the registration happens."""
     compile_support._registered.clear()
+    compile_support._done = False
     for op in tk_ops():
         lowering.lowerings.pop(op, None)
     q = torch.empty(1, 2, 8, 64, device="meta", dtype=torch.bfloat16)

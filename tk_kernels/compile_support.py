@@ -18,11 +18,17 @@ from __future__ import annotations
 import torch
 
 _registered: set[str] = set()
+_done = False  # every tk:: op had been registered at the last call (the op list is long to scan)
 
 
 def register_inductor_fallbacks() -> None:
     """Give inductor a fallback lowering for every tk:: op defined so far (once per op; a no-op where
-    inductor or its helpers are missing)."""
+    inductor or its helpers are missing). Called from every fake function: after the first call it
+    costs one flag test."""
+    global _done
+    if _done:
+        return
+    _done = True  # the package defines all its ops at import, before any fake function can run
     names = [n for n in torch._C._dispatch_get_all_op_names() if n.startswith("tk::") and n not in _registered]
     if not names:
         return
