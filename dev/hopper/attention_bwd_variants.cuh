@@ -3,6 +3,11 @@
 // hopper_backward.cu without its entry point (TK_HBWD_DEV_VARIANTS: none of the shipped instantiations
 // are built here) and adds attention_bwd_dev_kernel<T, D, CAUSAL>: the shipped kernel's algorithm,
 // tiling and arithmetic, with these changes.
+// Measured (H200, bf16, backward alone, TFLOP/s; bench/RESULTS.md session 4 call 3): both variants give the
+// shipped gradients (14 cases, rel-L2 <= 3e-5); pipe / shipped: 0.98 / 0.96 / 1.00 / 0.94 at D = 64
+// ((16,12,1024) causal, full; (8,16,2048) causal, full), 1.01 / 1.10 / 1.01 / 1.13 at D = 128 ((8,16,2048),
+// (4,16,4096)); pipe+group / shipped: 1.04 / 0.96 / 1.12 / 0.94 and 1.36 / 1.07 / 0.99 / 1.11. Best vs cuDNN:
+// 0.82-0.93x. So: group the causal launch order at every D, pipe at D = 128 only.
 //
 // Variant 1 ("pipe"):
 //   * Rotated query-block loop: S^T = K_c Q^T of block j + 1 is issued at the end of block j, right
