@@ -12,9 +12,27 @@
 
 namespace {
 
+// Error messages are assembled here from strings (std::to_string for numbers) instead of being streamed
+// by TORCH_CHECK: on the H200 machine (torch 2.11) every check whose message streamed an integer crashed
+// the process with SIGSEGV when it failed (tests/mlp's bad-shape test, dev/hopper/check_mlp_dw.py), while
+// the integer-free ones raised RuntimeError as they should. Not understood (the CPU machine, torch 2.14,
+// raises all of them); this sidesteps the streaming of numbers altogether. Unverified on a GPU yet.
+std::string piece(const char *s) { return s; }
+std::string piece(const std::string &s) { return s; }
+std::string piece(int64_t v) { return std::to_string(v); }
+std::string piece(int v) { return std::to_string(v); }
+std::string piece(at::ScalarType t) { return c10::toString(t); }
+std::string piece(const c10::Device &d) { return d.str(); }
+template <typename... A>
+std::string msg(const A &...a) {
+  std::string out;
+  ((out += piece(a)), ...);
+  return out;
+}
+
 tk_mlp::DType dtype_of(const at::Tensor &t) {
   TORCH_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf,
-              "tk mlp: operands must be bfloat16 or float16, got ", t.scalar_type());
+              msg("tk mlp: operands must be bfloat16 or float16, got ", t.scalar_type()));
   return t.scalar_type() == at::kBFloat16 ? tk_mlp::DType::bf16 : tk_mlp::DType::fp16;
 }
 
@@ -26,12 +44,11 @@ std::string dims_str(at::IntArrayRef dims) {
 }
 
 void check_matrix(const at::Tensor &t, const char *name, const at::Tensor &like) {
-  TORCH_CHECK(t.is_cuda() && t.device() == like.device(), "tk mlp: ", name, " must be a CUDA tensor on ",
-              like.device(), ", got ", t.device());
-  TORCH_CHECK(t.dim() == 2 && t.stride(1) == 1, "tk mlp: ", name, " must be a 2-d tensor with contiguous rows, "
-              "got shape ", dims_str(t.sizes()), " strides ", dims_str(t.strides()));
+  TORCH_CHECK(t.is_cuda() && t.device() == like.device(), msg("tk mlp: ", name, " must be a CUDA tensor on ", like.device(), ", got ", t.device()));
+  TORCH_CHECK(t.dim() == 2 && t.stride(1) == 1, msg("tk mlp: ", name, " must be a 2-d tensor with contiguous rows, "
+              "got shape ", dims_str(t.sizes()), " strides ", dims_str(t.strides())));
   TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && (t.stride(0) * t.element_size()) % 16 == 0,
-              "tk mlp: ", name, " must start 16-byte aligned with a row stride of a multiple of 16 bytes");
+              msg("tk mlp: ", name, " must start 16-byte aligned with a row stride of a multiple of 16 bytes"));
 }
 
 // c (M, N) <- epilogue(sum_k A(m, k) B(n, k)); a is (M, K), or (K, M) when a_mn; b is (N, K), or (K, N)
@@ -44,18 +61,16 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
   check_matrix(a, "a", a);
   check_matrix(b, "b", a);
   check_matrix(c, "c", a);
-  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "tk mlp: a and b must have one dtype, got ", a.scalar_type(),
-              " and ", b.scalar_type());
-  TORCH_CHECK(epilogue >= 0 && epilogue <= 3, "tk mlp: unknown epilogue ", epilogue);
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), msg("tk mlp: a and b must have one dtype, got ", a.scalar_type(), " and ", b.scalar_type()));
+  TORCH_CHECK(epilogue >= 0 && epilogue <= 3, msg("tk mlp: unknown epilogue ", epilogue));
   const auto epi = static_cast<tk_mlp::Epilogue>(epilogue);
   const int64_t M = a_mn ? a.size(1) : a.size(0), K = a_mn ? a.size(0) : a.size(1);
   const int64_t N = b_mn ? b.size(1) : b.size(0), Kb = b_mn ? b.size(0) : b.size(1);
-  TORCH_CHECK(K == Kb, "tk mlp: a and b disagree on K: ", K, " vs ", Kb);
-  TORCH_CHECK(c.size(0) == M && c.size(1) == N, "tk mlp: c must be (", M, ", ", N, "), got ", dims_str(c.sizes()));
-  TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX, "tk mlp: dimensions beyond int32");
+  TORCH_CHECK(K == Kb, msg("tk mlp: a and b disagree on K: ", K, " vs ", Kb));
+  TORCH_CHECK(c.size(0) == M && c.size(1) == N, msg("tk mlp: c must be (", M, ", ", N, "), got ", dims_str(c.sizes())));
+  TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX, msg("tk mlp: dimensions beyond int32"));
   const bool f32_out = epi == tk_mlp::Epilogue::store_f32;
-  TORCH_CHECK(c.scalar_type() == (f32_out ? at::kFloat : a.scalar_type()), "tk mlp: c must be ",
-              f32_out ? "float32 (store_f32)" : "in the operands' dtype", ", got ", c.scalar_type());
+  TORCH_CHECK(c.scalar_type() == (f32_out ? at::kFloat : a.scalar_type()), msg("tk mlp: c must be ", f32_out ? "float32 (store_f32)" : "in the operands' dtype", ", got ", c.scalar_type()));
   tk_mlp::GemmParams p{};
   p.dtype = dtype_of(a);
   p.a_major = a_mn ? tk_mlp::Major::MN : tk_mlp::Major::K;
@@ -75,30 +90,30 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
   if (bias.has_value() && bias->defined()) {
     TORCH_CHECK(bias->is_cuda() && bias->device() == a.device() && bias->scalar_type() == at::kFloat &&
                 bias->dim() == 1 && bias->size(0) == N && bias->is_contiguous(),
-                "tk mlp: bias must be a contiguous float32 (", N, ",) tensor on ", a.device());
+                msg("tk mlp: bias must be a contiguous float32 (", N, ",) tensor on ", a.device()));
     TORCH_CHECK(epi == tk_mlp::Epilogue::store || epi == tk_mlp::Epilogue::gelu,
-                "tk mlp: only the store and gelu epilogues add a bias");
+                msg("tk mlp: only the store and gelu epilogues add a bias"));
     p.bias = bias->data_ptr<float>();
   }
   if (epi == tk_mlp::Epilogue::gelu || epi == tk_mlp::Epilogue::dgelu) {
-    TORCH_CHECK(aux.has_value() && aux->defined(), "tk mlp: the gelu epilogues need the pre-activation tensor");
+    TORCH_CHECK(aux.has_value() && aux->defined(), msg("tk mlp: the gelu epilogues need the pre-activation tensor"));
     check_matrix(*aux, "pre-activation", a);
     TORCH_CHECK(aux->sizes() == c.sizes() && aux->stride(0) == c.stride(0) && aux->scalar_type() == c.scalar_type(),
-                "tk mlp: the pre-activation must have c's shape, row stride and dtype");
+                msg("tk mlp: the pre-activation must have c's shape, row stride and dtype"));
     p.aux = aux->data_ptr();
   }
   if (colsum.has_value() && colsum->defined()) {
-    TORCH_CHECK(epi == tk_mlp::Epilogue::dgelu, "tk mlp: only the dgelu epilogue writes column sums");
+    TORCH_CHECK(epi == tk_mlp::Epilogue::dgelu, msg("tk mlp: only the dgelu epilogue writes column sums"));
     TORCH_CHECK(colsum->is_cuda() && colsum->device() == a.device() && colsum->scalar_type() == at::kFloat &&
                 colsum->dim() == 2 && colsum->size(0) == (M + 63) / 64 && colsum->size(1) == N &&
                 colsum->is_contiguous(),
-                "tk mlp: colsum must be a contiguous float32 (", (M + 63) / 64, ", ", N, ") tensor on ", a.device());
+                msg("tk mlp: colsum must be a contiguous float32 (", (M + 63) / 64, ", ", N, ") tensor on ", a.device()));
     p.colsum = colsum->data_ptr<float>();
   }
   const c10::cuda::CUDAGuard guard(a.device());
   const char *why = nullptr;
   const cudaError_t err = tk_mlp::gemm(p, c10::cuda::getCurrentCUDAStream().stream(), &why);
-  TORCH_CHECK(err == cudaSuccess, why ? why : "tk mlp gemm failed", " (", cudaGetErrorString(err), ")");
+  TORCH_CHECK(err == cudaSuccess, msg(why ? why : "tk mlp gemm failed", " (", cudaGetErrorString(err), ")"));
 }
 
 // Weight gradients on the stream-K kernel: c0 (M0, N0) fp32 <- a0^T b0 for a0 (K0, M0), b0 (K0, N0), and
@@ -107,7 +122,7 @@ void gemm_dw_(const at::Tensor &a0, const at::Tensor &b0, at::Tensor &c0, const 
               const c10::optional<at::Tensor> &b1, const c10::optional<at::Tensor> &c1) {
   const bool two = a1.has_value() && a1->defined();
   TORCH_CHECK(two == (b1.has_value() && b1->defined()) && two == (c1.has_value() && c1->defined()),
-              "tk mlp gemm_dw_: give all of a1, b1, c1 or none");
+              msg("tk mlp gemm_dw_: give all of a1, b1, c1 or none"));
   tk_mlp::DwParams p{};
   p.dtype = dtype_of(a0);
   p.count = two ? 2 : 1;
@@ -117,13 +132,12 @@ void gemm_dw_(const at::Tensor &a0, const at::Tensor &b0, at::Tensor &c0, const 
     check_matrix(b, "b", a0);
     check_matrix(c, "c", a0);
     TORCH_CHECK(a.scalar_type() == a0.scalar_type() && b.scalar_type() == a0.scalar_type(),
-                "tk mlp gemm_dw_: all operands must have one dtype");
-    TORCH_CHECK(c.scalar_type() == at::kFloat, "tk mlp gemm_dw_: c must be float32, got ", c.scalar_type());
-    TORCH_CHECK(a.size(0) == b.size(0), "tk mlp gemm_dw_: a and b disagree on K: ", a.size(0), " vs ", b.size(0));
-    TORCH_CHECK(c.size(0) == a.size(1) && c.size(1) == b.size(1), "tk mlp gemm_dw_: c must be (", a.size(1), ", ",
-                b.size(1), "), got ", dims_str(c.sizes()));
+                msg("tk mlp gemm_dw_: all operands must have one dtype"));
+    TORCH_CHECK(c.scalar_type() == at::kFloat, msg("tk mlp gemm_dw_: c must be float32, got ", c.scalar_type()));
+    TORCH_CHECK(a.size(0) == b.size(0), msg("tk mlp gemm_dw_: a and b disagree on K: ", a.size(0), " vs ", b.size(0)));
+    TORCH_CHECK(c.size(0) == a.size(1) && c.size(1) == b.size(1), msg("tk mlp gemm_dw_: c must be (", a.size(1), ", ", b.size(1), "), got ", dims_str(c.sizes())));
     TORCH_CHECK(a.size(0) <= INT32_MAX && a.size(1) <= INT32_MAX && b.size(1) <= INT32_MAX,
-                "tk mlp: dimensions beyond int32");
+                msg("tk mlp: dimensions beyond int32"));
     tk_mlp::DwProblemParams &q = p.p[i];
     q.M = static_cast<int>(a.size(1));
     q.N = static_cast<int>(b.size(1));
@@ -138,7 +152,7 @@ void gemm_dw_(const at::Tensor &a0, const at::Tensor &b0, at::Tensor &c0, const 
   const c10::cuda::CUDAGuard guard(a0.device());
   const char *why = nullptr;
   const cudaError_t err = tk_mlp::gemm_dw(p, c10::cuda::getCurrentCUDAStream().stream(), &why);
-  TORCH_CHECK(err == cudaSuccess, why ? why : "tk mlp gemm_dw failed", " (", cudaGetErrorString(err), ")");
+  TORCH_CHECK(err == cudaSuccess, msg(why ? why : "tk mlp gemm_dw failed", " (", cudaGetErrorString(err), ")"));
 }
 
 int64_t splits(int64_t M, int64_t N, int64_t K, int64_t sms) {
