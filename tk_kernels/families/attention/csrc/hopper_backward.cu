@@ -456,7 +456,6 @@ cudaError_t dispatch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
 
 }  // namespace
 
-#ifndef TK_HBWD_DEV_VARIANTS  // dev/hopper/attention_bwd_variants.cuh reuses this file without the entry point
 cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
@@ -468,6 +467,5 @@ cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream) {
   if (p.dtype == DType::fp16) return dispatch_hopper_bwd<half>(p, stream);
   return cudaErrorInvalidValue;
 }
-#endif
 
 }  // namespace tk_attn
