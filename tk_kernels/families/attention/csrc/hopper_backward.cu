@@ -79,6 +79,7 @@
 
 #include "attention.h"
 #include "backward.cuh"
+#include "hopper_maps.cuh"
 #include "host/tensor_map.cuh"
 #include "thread/bulk.cuh"
 #include "thread/mbarrier.cuh"
@@ -390,17 +391,6 @@ hbwd_prep_kernel(const T *o, Strides o_s, const T *dout, Strides do_s, const flo
   }
 }
 
-// Rank-4 map over (D, T, H, B) of a (B, H, T, D) tensor (as hopper_forward.cu's bhtd_map).
-template <typename T>
-CUtensorMap hb_bhtd_map(const void *ptr, const Strides &st, int B, int H, int T_, int D, int box_rows) {
-  const uint64_t e = sizeof(T);
-  auto stride_or = [](int64_t s, uint64_t packed) { return s == 0 ? packed : uint64_t(s); };
-  const uint64_t t_s = stride_or(st.t, D), h_s = stride_or(st.h, uint64_t(T_) * D),
-                 b_s = stride_or(st.b, uint64_t(H) * T_ * D);
-  return host::tensor_map_4d<T>(ptr, {uint64_t(D), uint64_t(T_), uint64_t(H), uint64_t(B)}, {t_s * e, h_s * e, b_s * e},
-                                {uint32_t(HB_PANEL), uint32_t(box_rows), 1u, 1u}, 128);
-}
-
 template <typename T, int D, bool CAUSAL>
 cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
   const int Tp = int(dq_accum_rows(p.T));
@@ -415,10 +405,10 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
   }
   CUtensorMap qm, km, vm, dom, lm, dm;
   try {
-    qm = hb_bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, HB_M);
-    km = hb_bhtd_map<T>(p.k, p.k_s, p.B, p.H, p.T, D, HB_N);
-    vm = hb_bhtd_map<T>(p.v, p.v_s, p.B, p.H, p.T, D, HB_N);
-    dom = hb_bhtd_map<T>(p.dout, p.do_s, p.B, p.H, p.T, D, HB_M);
+    qm = bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, HB_M);
+    km = bhtd_map<T>(p.k, p.k_s, p.B, p.H, p.T, D, HB_N);
+    vm = bhtd_map<T>(p.v, p.v_s, p.B, p.H, p.T, D, HB_N);
+    dom = bhtd_map<T>(p.dout, p.do_s, p.B, p.H, p.T, D, HB_M);
     lm = host::matrix_map<float>(p.lse_log2, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
     dm = host::matrix_map<float>(p.delta, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
   } catch (const std::exception &e) {

@@ -74,6 +74,7 @@
 #include <stdexcept>
 
 #include "attention.h"
+#include "hopper_maps.cuh"
 #include "host/tensor_map.cuh"
 #include "thread/bulk.cuh"
 #include "thread/mbarrier.cuh"
@@ -382,19 +383,6 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 #else
   __trap();
 #endif
-}
-
-// Rank-4 map over (D, T, H, B) of a (B, H, T, D) tensor with the given element strides, box
-// (64 columns, box_rows rows, 1, 1), 128B swizzle. Size-1 dims may come with stride 0 (strides_of in
-// bindings.cpp): any multiple of 16 bytes is fine there, the coordinate is always 0.
-template <typename T>
-CUtensorMap bhtd_map(const void *ptr, const Strides &st, int B, int H, int T_, int D, int box_rows) {
-  const uint64_t e = sizeof(T);
-  auto stride_or = [](int64_t s, uint64_t packed) { return s == 0 ? packed : uint64_t(s); };
-  const uint64_t t_s = stride_or(st.t, D), h_s = stride_or(st.h, uint64_t(T_) * D),
-                 b_s = stride_or(st.b, uint64_t(H) * T_ * D);
-  return host::tensor_map_4d<T>(ptr, {uint64_t(D), uint64_t(T_), uint64_t(H), uint64_t(B)}, {t_s * e, h_s * e, b_s * e},
-                                {uint32_t(PANEL_COLS), uint32_t(box_rows), 1u, 1u}, 128);
 }
 
 // A persistent grid: one CTA per SM (fewer when there are fewer work items) walking the work items.
