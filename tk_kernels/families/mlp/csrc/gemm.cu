@@ -425,6 +425,20 @@ __device__ __forceinline__ void epilogue_piece(char *tile, int piece, const Unit
 // ------------------------------------------------------------------------------------------------
 // the kernel
 
+// The ring's barriers, by one thread, visible to the CTA: "full" completes on the producer's TMA bytes,
+// "empty" when both consumers released the slot. (gemm_kernel and dw_kernel.)
+template <int STAGES>
+__device__ __forceinline__ void init_ring(tk::barrier *full, tk::barrier *empty) {
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; i++) {
+      tk::init(full[i], 1);
+      tk::init(empty[i], 2);  // both consumers
+    }
+    tk::fence_barrier_init();
+  }
+  __syncthreads();
+}
+
 template <typename T, Major AM, Major BMJ, Epilogue E>
 __global__ void __launch_bounds__(THREADS, 1)
 gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
@@ -434,14 +448,7 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
   extern __shared__ char smem_raw[];
   char *ring = smem_raw + ((1024 - (tk::smem_u32(smem_raw) & 1023)) & 1023);
   __shared__ tk::barrier full[MAX_STAGES], empty[MAX_STAGES];
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < STAGES; i++) {
-      tk::init(full[i], 1);
-      tk::init(empty[i], 2);  // both consumers
-    }
-    tk::fence_barrier_init();
-  }
-  __syncthreads();
+  init_ring<STAGES>(full, empty);
 
   const int wg = tk::wg::warpgroupid();
   if (wg == 0) {
@@ -669,14 +676,7 @@ dw_kernel(const __grid_constant__ CUtensorMap a0, const __grid_constant__ CUtens
   extern __shared__ char smem_raw[];
   char *ring = smem_raw + ((1024 - (tk::smem_u32(smem_raw) & 1023)) & 1023);
   __shared__ tk::barrier full[STAGES], empty[STAGES];
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < STAGES; i++) {
-      tk::init(full[i], 1);
-      tk::init(empty[i], 2);  // both consumers
-    }
-    tk::fence_barrier_init();
-  }
-  __syncthreads();
+  init_ring<STAGES>(full, empty);
 
   const int wg = tk::wg::warpgroupid();
   if (wg == 0) {
