@@ -9,6 +9,9 @@ poison(*(shape, dtype))         leaves NaN-filled (0xFF) blocks of exactly these
 poison_free_memory(blocks, max_block_bytes)
                                 fills up to `blocks` blocks of free GPU memory with NaN and frees them:
                                 for ops whose allocations are too many to list
+attention_reference(q, k, v, causal, scale), attention_reference_grads(q, k, v, dout, causal, scale)
+                                float64 attention (o, lse) and its gradients, for the attention tests
+rel_err(x, ref)                 the relative L2 error the attention tests compare with
 """
 
 import math
@@ -39,3 +42,31 @@ def poison_free_memory(blocks: int, max_block_bytes: int):
     except torch.OutOfMemoryError:
         pass
     del held
+
+
+def attention_reference(q, k, v, causal, scale):
+    """float64 attention and lse (natural log) from the given tensors (any dtype, upcast)."""
+    q, k, v = q.double(), k.double(), v.double()
+    s = (q @ k.transpose(-2, -1)) * scale
+    if causal:
+        T = q.shape[-2]
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    return torch.exp(s - lse[..., None]) @ v, lse
+
+
+def attention_reference_grads(q, k, v, dout, causal, scale):
+    """(o, lse, (dq, dk, dv)) of attention_reference in float64."""
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    o, lse = attention_reference(q64, k64, v64, causal, scale)
+    grads = torch.autograd.grad(o, (q64, k64, v64), dout.double())
+    return o.detach(), lse, grads
+
+
+def rel_err(x, ref):
+    """||x - ref|| / ||ref|| (ref is float64; the denominator has a tiny floor for all-zero refs,
+    e.g. dq of a causal T=1 attention, which is exactly 0)."""
+    x = x.double()
+    denom = max(ref.norm().item(), 1e-3 * math.sqrt(ref.numel()))
+    return (x - ref).norm().item() / denom

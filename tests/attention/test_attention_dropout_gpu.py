@@ -25,7 +25,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
 
 from tk_kernels.families.attention import dropout_reference as dref  # noqa: E402
 from tk_kernels.families.attention import ops as tka  # noqa: E402
-from gpu_test_utils import new_seed, poison  # noqa: E402
+from gpu_test_utils import new_seed, poison, rel_err  # noqa: E402
 from tk_kernels import dispatch
 
 
@@ -114,12 +114,6 @@ def inherent_grads(q, k, v, causal, scale, p, keep, dout, o_stored):
     dS = (P * (Z * (do64 @ v64.transpose(-2, -1)) - delta)).to(dt).double()
     Pt = (P * keep.double()).to(dt).double() / (1.0 - p)  # the kernels round the dropped P, then scale dV
     return scale * dS @ k64, scale * dS.transpose(-2, -1) @ q64, Pt.transpose(-2, -1) @ do64
-
-
-def rel_err(x, ref):
-    x = x.double()
-    denom = max(ref.norm().item(), 1e-3 * math.sqrt(ref.numel()))
-    return (x - ref).norm().item() / denom
 
 
 def row_err(x, ref):

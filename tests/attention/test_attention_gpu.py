@@ -29,7 +29,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
     pytest.skip("tk attention needs compute capability >= 8.0", allow_module_level=True)
 
 from tk_kernels.families.attention import ops as tka  # noqa: E402
-from gpu_test_utils import new_seed, poison  # noqa: E402
+from gpu_test_utils import attention_reference, attention_reference_grads, new_seed, poison, rel_err  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # floors of the relative L2 error (a correct kernel is ~ the output rounding, 1e-3 bf16 / 1.5e-4 fp16)
@@ -78,33 +78,6 @@ def poison_bwd(q):
            ((B, H, T), torch.float32))
 
 
-def reference(q, k, v, causal, scale):
-    """float64 attention and lse (natural log) from the given tensors (any dtype, upcast)."""
-    q, k, v = q.double(), k.double(), v.double()
-    s = (q @ k.transpose(-2, -1)) * scale
-    if causal:
-        T = q.shape[-2]
-        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-        s = s.masked_fill(mask, float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    return torch.exp(s - lse[..., None]) @ v, lse
-
-
-def reference_grads(q, k, v, dout, causal, scale):
-    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-    o, lse = reference(q64, k64, v64, causal, scale)
-    grads = torch.autograd.grad(o, (q64, k64, v64), dout.double())
-    return o.detach(), lse, grads
-
-
-def rel_err(x, ref):
-    """||x - ref|| / ||ref|| (ref is float64; the denominator has a tiny floor for all-zero refs,
-    e.g. dq of a causal T=1 attention, which is exactly 0)."""
-    x = x.double()
-    denom = max(ref.norm().item(), 1e-3 * math.sqrt(ref.numel()))
-    return (x - ref).norm().item() / denom
-
-
 def row_err(x, ref):
     """Worst (b, h, t) row: max_r ||x_r - ref_r|| / rms-row-norm of ref."""
     x = x.double()
@@ -134,7 +107,7 @@ def run_case(q, k, v, causal, scale, seed, label, dout=None, backward=True):
     if dout is None:
         dout = randn((B, H, T, D), g, dtype)
     sc = scale if scale is not None else 1.0 / math.sqrt(D)
-    o_ref, lse_ref, grads_ref = reference_grads(q, k, v, dout, causal, sc)
+    o_ref, lse_ref, grads_ref = attention_reference_grads(q, k, v, dout, causal, sc)
 
     qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
     poison_fwd(q)
@@ -269,7 +242,7 @@ def test_raw_forward_lse(T, D, causal):
     assert not torch.isnan(o).any() and not torch.isnan(lse).any()
     assert lse.shape == (B, H, T) and lse.dtype == torch.float32 and lse.is_contiguous()
     assert o.stride() == (T * H * D, D, H * D, 1)  # (B, T, H, D) memory: free transpose+view
-    _, lse_ref = reference(q, k, v, causal, scale)
+    _, lse_ref = attention_reference(q, k, v, causal, scale)
     lse_err = (lse.double() - lse_ref).abs().max().item()
     print(f"[lse T={T} D={D} causal={causal} seed={seed}] max abs error {lse_err:.2e}")
     assert lse_err < 2e-3, f"lse max abs error {lse_err:.3e}"

@@ -21,7 +21,7 @@ if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0)
     pytest.skip("the Hopper attention backward needs an sm_90 GPU", allow_module_level=True)
 
 from tk_kernels.families.attention import ops as tka  # noqa: E402
-from gpu_test_utils import new_seed, poison  # noqa: E402
+from gpu_test_utils import attention_reference_grads, new_seed, poison, rel_err  # noqa: E402
 
 FLOOR = {torch.bfloat16: 4e-3, torch.float16: 6e-4}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -44,21 +44,6 @@ def nanogpt_qkv(B, H, T, D, dtype, g):
     return tuple(t.view(B, T, H, D).transpose(1, 2) for t in qkv.split(C, dim=2))
 
 
-def reference_grads(q, k, v, dout, causal, scale):
-    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-    s = (q64 @ k64.transpose(-2, -1)) * scale
-    if causal:
-        T = q.shape[-2]
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    o = torch.softmax(s, dim=-1) @ v64
-    return torch.autograd.grad(o, (q64, k64, v64), dout.double())
-
-
-def rel_err(x, ref):
-    denom = max(ref.norm().item(), 1e-3 * math.sqrt(ref.numel()))
-    return (x.double() - ref.double()).norm().item() / denom
-
-
 def poison_bwd(q):
     B, H, T, D = q.shape
     poison(((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype))
@@ -78,7 +63,7 @@ def grads_of(q, k, v, dout, causal, scale, path):
 def check_case(q, k, v, dout, causal, scale, label):
     dtype = q.dtype
     sc = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    refs = reference_grads(q, k, v, dout, causal, sc)
+    refs = attention_reference_grads(q, k, v, dout, causal, sc)[2]
     hop = grads_of(q, k, v, dout, causal, scale, "hopper")
     por = grads_of(q, k, v, dout, causal, scale, "portable")
     qs, ks, vs = (t.detach().requires_grad_() for t in (q, k, v))
