@@ -47,8 +47,8 @@
 //            of P^T run while dP^T is still on the tensor cores), issues dV += P^T dO before waiting for
 //            dP^T (it runs under the dS^T arithmetic), then dK, dQ^T; it waits for all of them, frees
 //            the Q / dO slot, stages dQ^T and only then issues block j + 1's S^T: the tensor cores idle
-//            through the staging and S^T's latency once per block (at D = 128 both consumers at the
-//            same moment: they meet at the dS^T barrier just before).
+//            through the staging and S^T's latency once per block (at D = 128, where this form no longer
+//            runs, both consumers did so at the same moment: they meet at the dS^T barrier just before).
 //          pipelined (D = 128, and D = 64 causal): the loop rotated: S^T of block j + 1 is issued at
 //            the end of block j, right after dQ^T(j) (a prologue issues S^T(0)); the consumer waits for
 //            dQ^T(j) only, does its xor32 staging (32 scattered 4-byte shared stores, a proxy fence, two
@@ -94,7 +94,7 @@
 // Measured, the reason for each choice (H200, bf16, contiguous q/k/v, backward alone, TFLOP/s counting
 // 2.5x the forward's FLOPs; bench/RESULTS.md session 4 call 3). These numbers are of the two forms and
 // orders as dev variants beside the plain kernel (dev/hopper/attention_bwd_variants.cuh, moved here
-// verbatim; git history); THIS INTEGRATED FILE HAS NOT RUN ON A GPU YET. The variants gave the plain
+// verbatim; in git at 5c060de); THIS INTEGRATED FILE HAS NOT RUN ON A GPU YET. The variants gave the plain
 // kernel's gradients on 14 cases (rel-L2 <= 3e-5: nanoGPT strided views, ragged T, D 64 / 128, causal and
 // not, causal T = 1000 with 33 and 65 heads: 2 launch groups), and the plain kernel passed the 42 cases of
 // dev/hopper/check_attention_bwd.py. plain / pipelined / pipelined + grouped / cuDNN:
@@ -105,7 +105,7 @@
 //     (64,6,256,64)     causal  73 /  73 /  75 /  52    full 134 / 135 / 135 / 124
 //   (non-causal "grouped" is the same kernel and order as "pipelined": its column shows the run-to-run
 //   spread, about 2%.)
-//   * D = 128: pipelined (non-causal +10% / +13%).
+//   * D = 128: pipelined (non-causal +10% / +13%; causal +1% / +1% alone, the grouped order adds the rest).
 //   * Causal: grouped, at both D (best at 4 of the 5 shapes: +35% at (8,16,2048,128), +12% at
 //     (8,16,2048,64); at (4,16,4096,128) 414 vs 421 ungrouped, -2%, about the spread).
 //   * D = 64 non-causal: plain (the pipelined loop loses 4-6% there: 276 vs 288, 325 vs 347).
