@@ -8,7 +8,11 @@ cuDNN and flash backends.
 Accuracy: dq, dk, dv of attention_backward_hopper and of the portable attention_backward, both on the
 Hopper forward's o and lse, vs float64 autograd of the same 16-bit inputs. q, k, v are nanoGPT's views
 (qkv.split(C, dim=2) of one (B, T, 3C) tensor, .view(B, T, H, D).transpose(1, 2): strided, no copies),
-odd B*H, T in {1, 17, 255, 1000, 2048}, D 64 / 128, causal or not, bf16 / fp16, plus two custom scales.
+odd B*H, T in {1, 17, 255, 1000, 2048}, D 64 / 128, causal or not, bf16 / fp16, plus two custom scales,
+plus causal T = 1000 with 33 and 65 heads at both D (several launch groups of the grouped causal order:
+D = 64 1 / 2 groups, D = 128 2 / 3 on a 50 MB L2) and one non-causal 65-head D = 128 case. Each line
+names the kernel's loop form (plain / pipe, fixed per (D, causal) in hopper_backward.cu) and, causal, its
+number of launch groups.
 A gradient passes when its rel-L2 error <= tol = max(2 x the portable backward's, 1e-2 bf16 / 2e-3
 fp16) and its rel-L2 difference from the portable backward's (printed after ~) is <= 2 tol; columns:
 hopper error / portable error ~difference. Outputs are poisoned with NaN before every
@@ -16,7 +20,9 @@ launch (unwritten elements fail). One case also goes through autograd (tk_kernel
 TK_ATTENTION_BWD=hopper) and must give the direct call's dk, dv bitwise.
 Timing: median of triton's do_bench, bf16, contiguous (B, H, T, D) q/k/v, backward alone and
 forward + backward; TFLOP/s with the backward counted as 2.5x the forward's 4 B H T^2 D (halved when
-causal). SDPA's backward is timed as torch.autograd.grad on a retained graph.
+causal). SDPA's backward is timed as torch.autograd.grad on a retained graph. "dev" is what the chosen
+loop form and launch order timed as dev variants (bench/RESULTS.md session 4 call 3; the kernel's header),
+"x dev" the ratio: about 1.00 means the integration kept the measured speed.
 Exit status 1 if any check fails (3 if a kernel hangs: the watchdog of check_attention.py).
 """
 from __future__ import annotations
@@ -39,6 +45,25 @@ from check_attention import progress, watchdog  # noqa: E402
 FLOOR = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 TS = [1, 17, 255, 1000, 2048]
 SHAPES = [(16, 12, 1024, 64), (8, 16, 2048, 64), (8, 16, 2048, 128), (4, 16, 4096, 128), (64, 6, 256, 64)]
+# backward alone, TFLOP/s of the loop form + launch order hopper_backward.cu picks per (D, causal), as timed
+# on the dev variants (H200, session 4 call 3): (B, H, T, D, causal) -> TFLOP/s
+DEV_TFLOPS = {(16, 12, 1024, 64, True): 199, (16, 12, 1024, 64, False): 288,
+              (8, 16, 2048, 64, True): 265, (8, 16, 2048, 64, False): 347,
+              (8, 16, 2048, 128, True): 384, (8, 16, 2048, 128, False): 474,
+              (4, 16, 4096, 128, True): 414, (4, 16, 4096, 128, False): 510,
+              (64, 6, 256, 64, True): 75, (64, 6, 256, 64, False): 134}
+
+
+def loop_form(D: int, causal: bool) -> str:
+    """The query-block loop hopper_backward.cu uses (hb_pipelined there)."""
+    return "pipe" if D == 128 or causal else "plain"
+
+
+def launch_groups(heads: int, T: int, D: int) -> int:
+    """Launch groups of a causal grid: heads per group as hopper_backward.cu's launcher computes it."""
+    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
+    group = max(1, min(heads, (l2 // 2) // (8 * T * D)))
+    return -(-heads // group)
 
 
 def nanogpt_qkv(B, H, T, D, dtype, g):
@@ -83,6 +108,10 @@ def check_accuracy(ext) -> int:
                     B, H = (3, 5) if T <= 255 else (1, 3)
                     cases.append((B, H, T, D, causal, dtype, None))
     cases += [(3, 1, 300, 64, True, torch.bfloat16, 0.05), (1, 3, 777, 128, False, torch.float16, 0.3)]
+    # more heads than one launch group of the grouped causal order holds (the last group partial)
+    cases += [(B, H, 1000, D, True, dtype, None) for D in (64, 128) for (B, H), dtype in
+              (((3, 11), torch.bfloat16), ((5, 13), torch.float16))]
+    cases += [(5, 13, 1000, 128, False, torch.bfloat16, None)]
     print(f"accuracy: {len(cases)} cases; rel-L2 vs float64 of hopper / portable, and hopper vs portable")
     for i, (B, H, T, D, causal, dtype, scale) in enumerate(cases):
         g = torch.Generator(device="cuda").manual_seed(4000 + i)
@@ -91,7 +120,8 @@ def check_accuracy(ext) -> int:
         sc = scale if scale is not None else 1.0 / math.sqrt(D)
         refs = reference_grads(q, k, v, dout, causal, sc)
         o, lse, rng = ext.attention_forward_hopper(q, k, v, causal, sc)
-        line = f"  B={B} H={H} T={T:5d} D={D:3d} {'causal' if causal else 'full  '} {str(dtype)[6:]:8s}" \
+        line = f"  B={B} H={H:2d} T={T:5d} D={D:3d} {'causal' if causal else 'full  '} {str(dtype)[6:]:8s}" \
+               f" {loop_form(D, causal):5s} {f'{launch_groups(B * H, T, D)} gr' if causal else '    '}" \
                f"{'' if scale is None else f' scale={scale}'}"
         progress(f"hopper backward {line.strip()}", limit_s=20.0)
         try:
@@ -163,10 +193,11 @@ def bench(ext) -> None:
         return do_bench(fn, warmup=10, rep=40, return_mode="median")
 
     print("\nTFLOP/s (bf16, contiguous q/k/v; backward = 2.5x forward FLOPs); bwd alone | fwd+bwd; "
-          "x = hopper / peer")
+          "x = hopper / peer; dev = the chosen form's dev-variant time, x dev = hopper / dev")
     names = ("hopper", "portable", "cudnn", "flash")
     head = f"{'(B,H,T,D)':18s} {'mask':6s}" + "".join(f"{n:>9s}" for n in names) + \
-        f"{'x cudnn':>9s}{'x flash':>9s} |" + "".join(f"{n:>9s}" for n in names) + f"{'x cudnn':>9s}"
+        f"{'x cudnn':>9s}{'x flash':>9s}{'dev':>6s}{'x dev':>7s} {'form':10s}|" + \
+        "".join(f"{n:>9s}" for n in names) + f"{'x cudnn':>9s}"
     print(head)
     for B, H, T, D in SHAPES:
         g = torch.Generator(device="cuda").manual_seed(7)
@@ -211,7 +242,9 @@ def bench(ext) -> None:
                     bwd[name] = both[name] = float("nan")
             row = f"{str((B, H, T, D)):18s} {'causal' if causal else 'full':6s}" + \
                 "".join(f"{bwd[n]:9.0f}" for n in names) + \
-                f"{bwd['hopper'] / bwd['cudnn']:9.2f}{bwd['hopper'] / bwd['flash']:9.2f} |" + \
+                f"{bwd['hopper'] / bwd['cudnn']:9.2f}{bwd['hopper'] / bwd['flash']:9.2f}" + \
+                f"{DEV_TFLOPS[(B, H, T, D, causal)]:6d}{bwd['hopper'] / DEV_TFLOPS[(B, H, T, D, causal)]:7.2f} " + \
+                f"{loop_form(D, causal) + (f' {launch_groups(B * H, T, D)}gr' if causal else ''):10s}|" + \
                 "".join(f"{both[n]:9.0f}" for n in names) + f"{both['hopper'] / both['cudnn']:9.2f}"
             print(row, flush=True)
 

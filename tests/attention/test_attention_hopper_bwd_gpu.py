@@ -5,7 +5,10 @@ Every case runs tk attention + autograd on nanoGPT's strided q, k, v views and c
 float64 reference (tolerance: max(2 x SDPA's error on the same inputs, a dtype floor), as in
 test_attention_gpu.py) and with the portable backward on the same forward output. Outputs are
 poisoned with NaN before the launch (the binding allocates dq, dk, dv first, like the portable one).
-The whole portable matrix of test_attention_gpu.py runs on this backward too with
+The kernel's loop form (plain at D = 64 non-causal, pipelined otherwise) and its grouped causal launch
+order are fixed per (D, causal) in the kernel file; the cases below cover each (D, causal) pair, and the
+many-heads case the multi-group causal mapping. The whole portable matrix of test_attention_gpu.py runs
+on this backward too with
 `TK_ATTENTION_BWD=hopper python -m pytest -m gpu tests/attention`.
 """
 
@@ -93,6 +96,21 @@ def test_hopper_backward_vs_float64_and_portable(T, D, causal, dtype_name):
     q, k, v = nanogpt_qkv(B, H, T, D, dtype, g)
     dout = torch.randn((B, H, T, D), generator=g, device="cuda").to(dtype)
     check_case(q, k, v, dout, causal, None, f"[{(B, H, T, D, causal, dtype_name)} seed={seed}]")
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("B,H,dtype_name", [(3, 11, "bf16"), (5, 13, "fp16")], ids=["33heads", "65heads"])
+def test_hopper_backward_many_heads_causal(B, H, dtype_name, D):
+    """Causal grids are launched in groups of heads sized to half the L2 (8 T D bytes a head): at T = 1000
+    on a 50 MB L2, 33 / 65 heads make 1 / 2 groups at D = 64 and 2 / 3 at D = 128, the last one partial.
+    Every key block of every head must be visited exactly once (a wrong group mapping leaves NaN-poisoned
+    dk / dv rows where a block is skipped and a doubled dq share where one is visited twice)."""
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    dtype = DTYPES[dtype_name]
+    q, k, v = nanogpt_qkv(B, H, 1000, D, dtype, g)
+    dout = torch.randn(q.shape, generator=g, device="cuda").to(dtype)
+    check_case(q, k, v, dout, True, None, f"[{(B, H, 1000, D, 'causal', dtype_name)} seed={seed}]")
 
 
 @pytest.mark.parametrize("scale", [0.05, 0.4])

@@ -24,7 +24,7 @@
 //        n0 + 64c ..). Per query block, in the transposed orientation (rows = keys), so that P^T and
 //        dS^T come out of the accumulators directly as the register A operand of the dV / dK GEMMs:
 //          S^T  = K_c Q^T       wgmma m64n64k16, A = K_c, B = Q, both K-major in shared memory
-//          dP^T = V_c dO^T      the same with V_c, dO (one commit group with S^T)
+//          dP^T = V_c dO^T      the same with V_c, dO (its own commit group, after S^T's)
 //          P^T = 2^(S^T c - lse2_q) (masked: causal key > query, key >= T), dS^T = P^T o (dP^T - Delta_q)
 //          dV_c += P^T dO       wgmma m64nDk16, A = P^T from registers (wg::to_a_fragment), B = dO
 //                               MN-major (wg::desc_mn128), as O += P V in the forward
@@ -41,41 +41,88 @@
 //        (dq_accum.cuh: a 64-query block of a head is contiguous there) and added by two 8 KB TMA bulk
 //        reductions (cp.reduce.async.bulk .add.f32); the existing bwd_dq_convert_kernel turns dq_accum
 //        into dq (times scale) afterwards.
+//      * The query-block loop has two forms (PIPE, fixed per (D, causal) by hb_pipelined below, like
+//        STAGES; not a switch):
+//          plain (D = 64 non-causal): block j issues S^T and dP^T (two commit groups: the exponentials
+//            of P^T run while dP^T is still on the tensor cores), issues dV += P^T dO before waiting for
+//            dP^T (it runs under the dS^T arithmetic), then dK, dQ^T; it waits for all of them, frees
+//            the Q / dO slot, stages dQ^T and only then issues block j + 1's S^T: the tensor cores idle
+//            through the staging and S^T's latency once per block (at D = 128, where this form no longer
+//            runs, both consumers did so at the same moment: they meet at the dS^T barrier just before).
+//          pipelined (D = 128, and D = 64 causal): the loop rotated: S^T of block j + 1 is issued at
+//            the end of block j, right after dQ^T(j) (a prologue issues S^T(0)); the consumer waits for
+//            dQ^T(j) only, does its xor32 staging (32 scattered 4-byte shared stores, a proxy fence, two
+//            warpgroup barriers, the two bulk reductions) while S^T(j + 1) runs, and waits for S^T(j + 1)
+//            last; block j + 1 starts with dP^T's issue and the exponentials straight away. The Q / dO
+//            slot is freed once dV and dK retire (dQ^T reads only K and dS^T), and the ring has one more
+//            stage than the plain loop's. Two ptxas constraints shaped it (both -Xptxas -v warnings,
+//            both serialize every wgmma of the kernel): no wgmma may be in flight across the loop's back
+//            edge (C7514: a first version carried dQ^T(j) into block j + 1), and no wgmma may be issued
+//            under a runtime branch (C7520). Hence nothing is pending at the back edge (S^T(j + 1) is
+//            waited for at the end of block j), and the last block is a second instance of the loop body
+//            (a generic lambda with a compile-time LAST: no S^T(j + 1)) instead of an if.
+//      * Launch order. Non-causal: head-major; the CTAs of one head start their walk at a query block
+//        proportional to kb and wrap around (as the portable backward does), so they do not add into the
+//        same dq_accum rows at the same time. Causal (top-left aligned: key block kb visits query blocks
+//        2 kb .., earlier ones see none of its keys): the grid is cut into groups of heads whose Q, dO
+//        (16-bit) and dq_accum (fp32) rows, 8 T D bytes a head, fill about half the L2 (the launcher reads
+//        the L2 size: H200, T = 2048, D = 128: 12 heads), key-block-major inside a group (the longest
+//        walks first) and group after group, so the ~132 resident CTAs share a few heads' rows in L2.
+//        One key-block-major order over all B H heads (what this kernel did before, = one group) has
+//        ~132 different heads resident: at (8,16,2048,128) ~260 MB of Q / dO / dq_accum traffic in
+//        flight against the 50 MB L2.
 //      * Finish: dV and scale * dK go straight from registers to global memory (4-byte stores, keys >= T
 //        skipped: once per CTA).
 //   3. bwd_dq_convert_kernel (backward_dq.cu), xor32 layout, rows Tp.
 //
 // Tiling and limits:
 //   * Shared memory (128B swizzle, 64-column panels): K, V 128 x D; STAGES x (Q, dO 64 x D + 512 B of
-//     lse2 / Delta); 2 x dS^T (16 KB); 2 x dQ staging (16 KB). D = 64: 3 stages, 146 KB; D = 128: 2
-//     stages, 194 KB. One CTA per SM.
+//     lse2 / Delta); 2 x dS^T (16 KB); 2 x dQ staging (16 KB); + 1 KB alignment slack. D = 64 plain:
+//     3 stages, 146.5 KB; D = 64 pipelined: 4 stages, 163 KB; D = 128 pipelined: 3 stages, 226.5 KB of
+//     the 227 KB (with 2 stages the pipelined loop spilled 8-28 bytes of scalars at D = 128; with 3 none).
+//     One CTA per SM.
 //   * Registers (D = 128, the tight case): dK, dV 2 x 64 fp32 + S^T, dP^T 2 x 32 + the 16-bit P^T / dS^T
-//     fragments 2 x 16; the dQ^T accumulator (32) reuses S^T's registers.
-//   * Causal (top-left aligned): key block kb visits query blocks 2 kb .. (earlier ones see none of its
-//     keys); the mask is applied only where a consumer's keys reach past the block's first query. Key
-//     blocks with the most query blocks (small kb) are launched first. Non-causal CTAs of one head start
-//     their walk at a query block proportional to kb and wrap around (as the portable backward does), so
-//     the CTAs of a head do not add into the same dq_accum rows at the same time.
+//     fragments 2 x 16; in the plain loop the dQ^T accumulator (32) reuses S^T's registers, in the
+//     pipelined one dQ^T(j) and S^T(j + 1) are live together (the 16-bit fragments are dead by then).
+//     ptxas -v (CUDA 13, every instantiation): 168 registers at launch (65536 / 384; setmaxnreg then
+//     gives 24 / 240), no spills, no stack, no C75xx warnings.
+//   * Causal: the mask is applied only where a consumer's keys reach past the block's first query.
 //   * Ragged T: T is its own tensor-map dimension: TMA zero-fills rows >= T of a Q / dO / K / V box;
 //     padded queries have lse2 = +inf (P = 0); keys >= T are masked (non-causal; causal masks them
 //     already) and their dK / dV rows are not stored.
-// Overlap: within a consumer, S^T and dP^T are two commit groups: the exponentials of P^T run while dP^T
-// is still on the tensor cores, and dV += P^T dO is issued before waiting for dP^T, so it runs under the
-// dS^T arithmetic; dQ^T waits for the dS^T barrier. Nothing is pipelined across query blocks yet (the
-// registers of D = 128 leave no room for a second block's S^T / dP^T); the two consumers overlap each
-// other's GEMMs and arithmetic. Measured (H200, bf16, dev/hopper/check_attention_bwd.py, 2026-12-01,
-// bench/RESULTS.md session 4): all 42 accuracy cases equal the portable backward's errors; backward alone,
-// TFLOP/s (2.5x forward FLOPs), ours vs cuDNN / portable: (16,12,1024,64) causal 191 vs 232 / 189,
-// non-causal 290 vs 347 / 242; (8,16,2048,128) causal 281 vs 417 / 250, non-causal 432 vs 516 / 287;
-// (4,16,4096,128) causal 402 vs 488 / 282; (64,6,256,64) causal 73 vs 42 / 79. So 0.67-0.86x cuDNN at
-// the long-sequence shapes; not pipelined across query blocks yet (the first thing to try).
+//
+// Measured, the reason for each choice (H200, bf16, contiguous q/k/v, backward alone, TFLOP/s counting
+// 2.5x the forward's FLOPs; bench/RESULTS.md session 4 call 3). These numbers are of the two forms and
+// orders as dev variants beside the plain kernel (dev/hopper/attention_bwd_variants.cuh, moved here
+// verbatim; in git at 5c060de); THIS INTEGRATED FILE HAS NOT RUN ON A GPU YET. The variants gave the plain
+// kernel's gradients on 14 cases (rel-L2 <= 3e-5: nanoGPT strided views, ragged T, D 64 / 128, causal and
+// not, causal T = 1000 with 33 and 65 heads: 2 launch groups), and the plain kernel passed the 42 cases of
+// dev/hopper/check_attention_bwd.py. plain / pipelined / pipelined + grouped / cuDNN:
+//     (16,12,1024,64)   causal 191 / 188 / 199 / 232    full 288 / 276 / 276 / 351
+//     (8,16,2048,64)    causal 237 / 237 / 265 / 313    full 347 / 325 / 326 / 415
+//     (8,16,2048,128)   causal 283 / 285 / 384 / 414    full 432 / 474 / 464 / 524
+//     (4,16,4096,128)   causal 417 / 421 / 414 / 484    full 453 / 510 / 502 / 566
+//     (64,6,256,64)     causal  73 /  73 /  75 /  52    full 134 / 135 / 135 / 124
+//   (non-causal "grouped" is the same kernel and order as "pipelined": its column shows the run-to-run
+//   spread, about 2%.)
+//   * D = 128: pipelined (non-causal +10% / +13%; causal +1% / +1% alone, the grouped order adds the rest).
+//   * Causal: grouped, at both D (best at 4 of the 5 shapes: +35% at (8,16,2048,128), +12% at
+//     (8,16,2048,64); at (4,16,4096,128) 414 vs 421 ungrouped, -2%, about the spread).
+//   * D = 64 non-causal: plain (the pipelined loop loses 4-6% there: 276 vs 288, 325 vs 347).
+//   * D = 64 causal: pipelined + grouped. The loop alone is neutral there (188 vs 191, 237 vs 237, 73 vs
+//     73), so plain + grouped would likely time about the same, but it never ran; pipelined + grouped is
+//     the measured (199, 265, 75: +4%, +12%, +3%) and GPU-checked (65 heads, 2 groups) code.
+//   So, per shape, 0.82-0.93x cuDNN at the long sequences (0.86 / 0.82, 0.85 / 0.84, 0.93 / 0.90,
+//   0.86 / 0.90 causal / full) and ahead of it at (64,6,256,64) (1.44 / 1.08).
 //
 // Built for every architecture of the family; the kernel body exists only for sm_90a and traps elsewhere;
 // ops.py calls this only on sm_90 with an extension built for sm_90a (ops.backward_path).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attention.h"
 #include "backward.cuh"
@@ -101,10 +148,14 @@ constexpr int HB_PRODUCER_REGS = 24;
 constexpr int HB_CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
 constexpr int HB_DS_BAR = 3;           // named barrier of both consumers (1, 2: each consumer's own)
 
-template <int D>
+// The query-block loop form per (D, causal), from the measurements in the header (not a switch):
+// pipelined at D = 128 and for causal D = 64, plain for non-causal D = 64.
+constexpr bool hb_pipelined(int D, bool causal) { return D == 128 || causal; }
+
+template <int D, bool PIPE>
 struct hb_layout {
   static constexpr int PANELS = D / HB_PANEL;
-  static constexpr int STAGES = D == 64 ? 3 : 2;
+  static constexpr int STAGES = (D == 64 ? 3 : 2) + (PIPE ? 1 : 0);  // pipelined: one more (slots freed earlier)
   static constexpr int KV_PANEL = HB_N * 128;              // [128 keys x 64] 16 KB
   static constexpr int Q_PANEL = HB_M * 128;               // [64 queries x 64] 8 KB
   static constexpr int KV_BYTES = PANELS * KV_PANEL;
@@ -138,9 +189,10 @@ __global__ void __launch_bounds__(HB_THREADS, 1)
 attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
                             const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap delta_map,
-                            const __grid_constant__ hb_args a) {
+                            const __grid_constant__ hb_args a, const int group) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = hb_layout<D>;
+  constexpr bool PIPE = hb_pipelined(D, CAUSAL);
+  using L = hb_layout<D, PIPE>;
   constexpr int STAGES = L::STAGES;
   extern __shared__ char smem_raw[];
   char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -164,8 +216,22 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   const int T_ = a.seq;
   const int n_kb = (T_ + HB_N - 1) / HB_N;
   const int n_bh = a.heads * a.batch;
-  const int kb = CAUSAL ? int(blockIdx.x) / n_bh : int(blockIdx.x) % n_kb;
-  const int bh = CAUSAL ? int(blockIdx.x) % n_bh : int(blockIdx.x) / n_kb;
+  // Causal (the launcher passes group >= 1): the grid is cut into groups of `group` heads (the last one
+  // may have fewer), key-block-major inside a group (longest walks first) and group after group, so the
+  // CTAs resident at one time share the Q / dO blocks and the dq_accum rows of a few heads in L2
+  // (group = B H is one key-block-major order over all heads). Non-causal: head-major.
+  int kb, bh;
+  if (CAUSAL && group > 0) {
+    const int per = group * n_kb;
+    const int g0 = int(blockIdx.x) / per;
+    const int within = int(blockIdx.x) - g0 * per;
+    const int gl = min(group, n_bh - g0 * group);
+    kb = within / gl;
+    bh = g0 * group + within % gl;
+  } else {
+    kb = CAUSAL ? int(blockIdx.x) / n_bh : int(blockIdx.x) % n_kb;
+    bh = CAUSAL ? int(blockIdx.x) % n_bh : int(blockIdx.x) / n_kb;
+  }
   const int b = bh / a.heads, h = bh % a.heads;
   const int n0 = kb * HB_N;
   const int n_mb = (T_ + HB_M - 1) / HB_M;
@@ -220,121 +286,269 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   const int dq_k0 = D == 128 ? 0 : 4 * c;         // first k16 slice (16 keys) of the dQ GEMM
   const int dq_block_col = D == 128 ? 2 * c : 0;  // first 32-column xor32 block of the partial
 
-  wait(kv_full, 0);
-  for (int j = 0; j < count; j++) {
-    const int s = j % STAGES;
-    const int m0 = block_of(j) * HB_M;
-    wait(qd_full[s], (j / STAGES) & 1);
+  if constexpr (PIPE) {
+    // dQ^T (rows = head dims, columns = queries m0q..) -> xor32 staging -> two 8 KB bulk reductions
+    auto reduce_dq = [&](const acc64 &dqt, int m0q) {
+      if (me == 0) bulk_wait_group_read<0>();  // the previous block's reductions have read the staging
+      wg::sync(1 + c);
+#pragma unroll
+      for (int i = 0; i < acc64::REGS; i++) {
+        const int d = acc64::row(i), q = acc64::col(i);
+        dq_stage[((q >> 5) * 2 + (d >> 5)) * 1024 + xor32_offset(q & 31, d & 31)] = dqt.v[i];
+      }
+      fence_proxy_async_shared();
+      wg::sync(1 + c);
+      if (me == 0) {
+#pragma unroll
+        for (int ii = 0; ii < 2; ii++)
+          bulk_reduce_add(dq_head + int64_t((m0q / 32 + ii) * (D / 32) + dq_block_col) * 1024, dq_stage + ii * 2048,
+                          8192);
+        bulk_commit_group();
+      }
+    };
 
-    // S^T = K_c Q^T and dP^T = V_c dO^T, two commit groups (groups complete in order)
-    acc64 st, dpt;
-    wg::mma_fence(st.v);
-    wg::pin_registers(dpt.v);
+    // S^T = K_c Q^T of slot s into st (fenced, committed; the caller waits)
+    auto issue_st = [&](acc64 &st, int s) {
+      wg::mma_fence(st.v);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-      const uint64_t dq_ = wg::desc_k128(q_tile(s) + (kk / 4) * L::Q_PANEL);
-      wg::wgmma_ss<T, 64>(st.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
-    }
-    wg::mma_commit();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-      const uint64_t do_ = wg::desc_k128(do_tile(s) + (kk / 4) * L::Q_PANEL);
-      wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
-    }
-    wg::mma_commit();
-    wg::mma_wait<1>(st.v);  // S^T done (dP^T may still run)
+      for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+        const uint64_t dq_ = wg::desc_k128(q_tile(s) + (kk / 4) * L::Q_PANEL);
+        wg::wgmma_ss<T, 64>(st.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
+      }
+      wg::mma_commit();
+    };
 
-    // P^T in place (rows = keys key0 + row, columns = queries m0 + col), then dV += P^T dO
-    const float *lse2 = vec(s), *delta = vec(s) + HB_M;
-    const bool masked = CAUSAL ? key0 + 63 > m0 : key0 + 64 > T_;
+    wait(kv_full, 0);
+    // Rotated loop: S^T of block j is issued at the end of block j - 1 (the prologue for j = 0), so the
+    // dQ^T staging of block j - 1 runs while S^T(j) is on the tensor cores. No wgmma is pending at the
+    // loop's back edge (one pending there made ptxas serialize every wgmma, C7514), and no wgmma is
+    // issued under a runtime branch (C7520): the last block is the body's LAST = true instance.
+    acc64 st;
+    wait(qd_full[0], 0);
+    issue_st(st, 0);
+    wg::mma_wait<0>(st.v);
+    auto block = [&](const int j, auto last_tag) __attribute__((always_inline)) {
+      constexpr bool LAST = decltype(last_tag)::value;
+      const int s = j % STAGES;
+      const int m0 = block_of(j) * HB_M;
+
+      // dP^T = V_c dO^T (st holds S^T(j), complete)
+      acc64 dpt;
+      wg::mma_fence(dpt.v);
 #pragma unroll
-    for (int g = 0; g < 8; g++) {
-      const int col0 = acc64::col(4 * g);
-      const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + col0);
+      for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+        const uint64_t do_ = wg::desc_k128(do_tile(s) + (kk / 4) * L::Q_PANEL);
+        wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
+      }
+      wg::mma_commit();
+
+      // P^T in place, then dV += P^T dO (as in the plain loop)
+      const float *lse2 = vec(s), *delta = vec(s) + HB_M;
+      const bool masked = CAUSAL ? key0 + 63 > m0 : key0 + 64 > T_;
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int i = 4 * g + e;
-        float x = st.v[i];
-        if (masked) {
-          const int key = key0 + acc64::row(i), query = m0 + col0 + (e & 1);
-          if (CAUSAL ? key > query : key >= T_) x = neg_infty();
+      for (int g = 0; g < 8; g++) {
+        const int col0 = acc64::col(4 * g);
+        const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + col0);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int i = 4 * g + e;
+          float x = st.v[i];
+          if (masked) {
+            const int key = key0 + acc64::row(i), query = m0 + col0 + (e & 1);
+            if (CAUSAL ? key > query : key >= T_) x = neg_infty();
+          }
+          st.v[i] = fast_exp2(fmaf(x, sc, -((e & 1) ? l2.y : l2.x)));
         }
-        st.v[i] = fast_exp2(fmaf(x, sc, -((e & 1) ? l2.y : l2.x)));
       }
-    }
-    wg::a_fragment<T> pf[4], dsf[4];
+      wg::a_fragment<T> pf[4], dsf[4];
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
-    wg::mma_fence(dv.v);
-    const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
+      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
+      wg::mma_fence(dv.v);
+      const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dv.v, pf[kk].r, wg::desc_advance_k_mn(ddo, kk), 1);
-    wg::mma_commit();
-    wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
+      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dv.v, pf[kk].r, wg::desc_advance_k_mn(ddo, kk), 1);
+      wg::mma_commit();
+      wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
 
-    // dS^T = P^T o (dP^T - Delta) in place, its 16-bit fragments, and a copy in shared memory (this
-    // warpgroup's 64 key rows of buffer j % 2), then dK += dS^T Q
+      // dS^T, its fragments and shared copy, dK += dS^T Q (as in the plain loop)
 #pragma unroll
-    for (int g = 0; g < 8; g++) {
-      const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
+      for (int g = 0; g < 8; g++) {
+        const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int i = 4 * g + e;
-        dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
+        for (int e = 0; e < 4; e++) {
+          const int i = 4 * g + e;
+          dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
+        }
       }
-    }
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
-    char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
+      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
+      char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
 #pragma unroll
-    for (int i = 0; i < acc64::REGS; i += 2)
-      *reinterpret_cast<uint32_t *>(ds_buf + 64 * c * 128 + wg::swizzle128_offset(acc64::row(i), acc64::col(i))) =
-          dsf[i / 8].r[(i % 8) / 2];
-    fence_proxy_async_shared();
-    wg::mma_fence(dk.v);
+      for (int i = 0; i < acc64::REGS; i += 2)
+        *reinterpret_cast<uint32_t *>(ds_buf + 64 * c * 128 +
+                                      wg::swizzle128_offset(acc64::row(i), acc64::col(i))) = dsf[i / 8].r[(i % 8) / 2];
+      fence_proxy_async_shared();
+      wg::mma_fence(dk.v);
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
-    wg::mma_commit();
+      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
+      wg::mma_commit();
 
-    // dQ^T partial = K^T dS^T, once the dS^T rows it reads are all written
-    if constexpr (D == 128) wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
-    else wg::sync(1 + c);
-    acc64 dqt;
-    wg::mma_fence(dqt.v);
-    const uint64_t dka = wg::desc_mn128(k_tile + dq_panel * L::KV_PANEL, L::KV_PANEL);
-    const uint64_t dsb = wg::desc_mn128(ds_buf, L::DS_BYTES);
+      // dQ^T partial = K^T dS^T (as in the plain loop)
+      if constexpr (D == 128) wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
+      else wg::sync(1 + c);
+      acc64 dqt;
+      wg::mma_fence(dqt.v);
+      const uint64_t dka = wg::desc_mn128(k_tile + dq_panel * L::KV_PANEL, L::KV_PANEL);
+      const uint64_t dsb = wg::desc_mn128(ds_buf, L::DS_BYTES);
 #pragma unroll
-    for (int kk = 0; kk < DQ_SLICES; kk++)
-      wg::wgmma_ss<T, 64, true, true>(dqt.v, wg::desc_advance_k_mn(dka, dq_k0 + kk),
-                                      wg::desc_advance_k_mn(dsb, dq_k0 + kk), kk > 0);
-    wg::mma_commit();
-    wg::mma_wait<0>(dqt.v);
-    wg::pin_registers(dv.v);
-    wg::pin_registers(dk.v);
+      for (int kk = 0; kk < DQ_SLICES; kk++)
+        wg::wgmma_ss<T, 64, true, true>(dqt.v, wg::desc_advance_k_mn(dka, dq_k0 + kk),
+                                        wg::desc_advance_k_mn(dsb, dq_k0 + kk), kk > 0);
+      wg::mma_commit();
+      wg::mma_wait<1>(dk.v);  // dV, dK retired (dQ^T may still run): pf, dsf and slot s are free
+      wg::pin_registers(dv.v);
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {  // the A operands of dV / dK stay live until their wgmmas retire
-      wg::pin_registers(pf[kk].r);
-      wg::pin_registers(dsf[kk].r);
-    }
-    if (me == 0) arrive(qd_empty[s]);  // Q, dO, lse2, Delta of slot s are read
+      for (int kk = 0; kk < 4; kk++) {
+        wg::pin_registers(pf[kk].r);
+        wg::pin_registers(dsf[kk].r);
+      }
+      if (me == 0) arrive(qd_empty[s]);
 
-    // dQ^T (rows = head dims, columns = queries) -> xor32 staging -> two 8 KB bulk reductions
-    if (me == 0) bulk_wait_group_read<0>();  // the previous block's reductions have read the staging
-    wg::sync(1 + c);
+      // S^T of the next block (none after the last block: that copy of the body is a separate instance)
+      if constexpr (!LAST) {
+        const int sn = s + 1 == STAGES ? 0 : s + 1;
+        wait(qd_full[sn], ((j + 1) / STAGES) & 1);
+        issue_st(st, sn);
+        wg::mma_wait<1>(dqt.v);  // dQ^T(j) done (S^T(j + 1) runs on)
+      } else {
+        wg::mma_wait<0>(dqt.v);
+      }
+      reduce_dq(dqt, m0);
+      if constexpr (!LAST) wg::mma_wait<0>(st.v);
+    };
+#pragma unroll 1
+    for (int j = 0; j < count - 1; j++) block(j, std::false_type{});
+    block(count - 1, std::true_type{});
+  } else {
+    wait(kv_full, 0);
+    for (int j = 0; j < count; j++) {
+      const int s = j % STAGES;
+      const int m0 = block_of(j) * HB_M;
+      wait(qd_full[s], (j / STAGES) & 1);
+
+      // S^T = K_c Q^T and dP^T = V_c dO^T, two commit groups (groups complete in order)
+      acc64 st, dpt;
+      wg::mma_fence(st.v);
+      wg::pin_registers(dpt.v);
 #pragma unroll
-    for (int i = 0; i < acc64::REGS; i++) {
-      const int d = acc64::row(i), q = acc64::col(i);
-      dq_stage[((q >> 5) * 2 + (d >> 5)) * 1024 + xor32_offset(q & 31, d & 31)] = dqt.v[i];
-    }
-    fence_proxy_async_shared();
-    wg::sync(1 + c);
-    if (me == 0) {
+      for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+        const uint64_t dq_ = wg::desc_k128(q_tile(s) + (kk / 4) * L::Q_PANEL);
+        wg::wgmma_ss<T, 64>(st.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
+      }
+      wg::mma_commit();
 #pragma unroll
-      for (int ii = 0; ii < 2; ii++)
-        bulk_reduce_add(dq_head + int64_t((m0 / 32 + ii) * (D / 32) + dq_block_col) * 1024, dq_stage + ii * 2048, 8192);
-      bulk_commit_group();
+      for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+        const uint64_t do_ = wg::desc_k128(do_tile(s) + (kk / 4) * L::Q_PANEL);
+        wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
+      }
+      wg::mma_commit();
+      wg::mma_wait<1>(st.v);  // S^T done (dP^T may still run)
+
+      // P^T in place (rows = keys key0 + row, columns = queries m0 + col), then dV += P^T dO
+      const float *lse2 = vec(s), *delta = vec(s) + HB_M;
+      const bool masked = CAUSAL ? key0 + 63 > m0 : key0 + 64 > T_;
+#pragma unroll
+      for (int g = 0; g < 8; g++) {
+        const int col0 = acc64::col(4 * g);
+        const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + col0);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int i = 4 * g + e;
+          float x = st.v[i];
+          if (masked) {
+            const int key = key0 + acc64::row(i), query = m0 + col0 + (e & 1);
+            if (CAUSAL ? key > query : key >= T_) x = neg_infty();
+          }
+          st.v[i] = fast_exp2(fmaf(x, sc, -((e & 1) ? l2.y : l2.x)));
+        }
+      }
+      wg::a_fragment<T> pf[4], dsf[4];
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
+      wg::mma_fence(dv.v);
+      const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dv.v, pf[kk].r, wg::desc_advance_k_mn(ddo, kk), 1);
+      wg::mma_commit();
+      wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
+
+      // dS^T = P^T o (dP^T - Delta) in place, its 16-bit fragments, and a copy in shared memory (this
+      // warpgroup's 64 key rows of buffer j % 2), then dK += dS^T Q
+#pragma unroll
+      for (int g = 0; g < 8; g++) {
+        const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int i = 4 * g + e;
+          dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
+      char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
+#pragma unroll
+      for (int i = 0; i < acc64::REGS; i += 2)
+        *reinterpret_cast<uint32_t *>(ds_buf + 64 * c * 128 +
+                                      wg::swizzle128_offset(acc64::row(i), acc64::col(i))) = dsf[i / 8].r[(i % 8) / 2];
+      fence_proxy_async_shared();
+      wg::mma_fence(dk.v);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
+      wg::mma_commit();
+
+      // dQ^T partial = K^T dS^T, once the dS^T rows it reads are all written
+      if constexpr (D == 128) wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
+      else wg::sync(1 + c);
+      acc64 dqt;
+      wg::mma_fence(dqt.v);
+      const uint64_t dka = wg::desc_mn128(k_tile + dq_panel * L::KV_PANEL, L::KV_PANEL);
+      const uint64_t dsb = wg::desc_mn128(ds_buf, L::DS_BYTES);
+#pragma unroll
+      for (int kk = 0; kk < DQ_SLICES; kk++)
+        wg::wgmma_ss<T, 64, true, true>(dqt.v, wg::desc_advance_k_mn(dka, dq_k0 + kk),
+                                        wg::desc_advance_k_mn(dsb, dq_k0 + kk), kk > 0);
+      wg::mma_commit();
+      wg::mma_wait<0>(dqt.v);
+      wg::pin_registers(dv.v);
+      wg::pin_registers(dk.v);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) {  // the A operands of dV / dK stay live until their wgmmas retire
+        wg::pin_registers(pf[kk].r);
+        wg::pin_registers(dsf[kk].r);
+      }
+      if (me == 0) arrive(qd_empty[s]);  // Q, dO, lse2, Delta of slot s are read
+
+      // dQ^T (rows = head dims, columns = queries) -> xor32 staging -> two 8 KB bulk reductions
+      if (me == 0) bulk_wait_group_read<0>();  // the previous block's reductions have read the staging
+      wg::sync(1 + c);
+#pragma unroll
+      for (int i = 0; i < acc64::REGS; i++) {
+        const int d = acc64::row(i), q = acc64::col(i);
+        dq_stage[((q >> 5) * 2 + (d >> 5)) * 1024 + xor32_offset(q & 31, d & 31)] = dqt.v[i];
+      }
+      fence_proxy_async_shared();
+      wg::sync(1 + c);
+      if (me == 0) {
+#pragma unroll
+        for (int ii = 0; ii < 2; ii++)
+          bulk_reduce_add(dq_head + int64_t((m0 / 32 + ii) * (D / 32) + dq_block_col) * 1024, dq_stage + ii * 2048,
+                          8192);
+        bulk_commit_group();
+      }
     }
   }
   if (me == 0) bulk_wait_group<0>();
@@ -416,13 +630,24 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   hb_args a{p.T, p.H, p.B, Tp, p.scale, p.scale * LOG2E, p.dq_accum, p.dk, p.dv, p.dk_s, p.dv_s};
-  constexpr int smem = hb_layout<D>::SMEM_BYTES;
+  // Causal: launch groups of heads whose Q, dO and dq_accum rows (8 T D bytes a head) fill about half the
+  // L2 (see the header); non-causal grids ignore it.
+  int group = 0;
+  if (CAUSAL) {
+    int dev = 0, l2 = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+    if (err != cudaSuccess) return err;
+    const int64_t per_head = 8 * int64_t(p.T) * D;
+    group = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(p.B) * p.H, int64_t(l2 / 2) / per_head)));
+  }
+  constexpr int smem = hb_layout<D, hb_pipelined(D, CAUSAL)>::SMEM_BYTES;
   auto kernel = attention_bwd_hopper_kernel<T, D, CAUSAL>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const int64_t n_blocks = int64_t((p.T + HB_N - 1) / HB_N) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  kernel<<<unsigned(n_blocks), HB_THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, a);
+  kernel<<<unsigned(n_blocks), HB_THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, a, group);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
   // dq = scale * dq_accum (xor32 blocks, Tp rows per head)
