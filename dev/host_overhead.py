@@ -14,6 +14,7 @@ How the stub works (nothing of it is shipped):
     only allocate outputs of the right shapes (so the real _ext() path runs);
   - the ops' own CUDA implementations (the functions under @custom_op) are registered for "cpu" too, so a
     call on CPU tensors runs our wrapper code as on a GPU (torch.library.register_kernel);
+  - the classifier's chunks are made 8 rows long (8 chunks per call, as at GPT-2 124M B=16 T=1024);
   - attention's hopper_reason says None (the H200's case: the Hopper kernels run);
   - the dispatch registry is overridden (unsupported -> None) so a kernels=tk plan is made for the CPU, and
     layernorm's tensor_reason treats CPU tensors as if on the GPU (the CUDA device check is the only one
@@ -73,6 +74,7 @@ def install_stubs() -> list:
                CL.linear_cross_entropy_fwd):
         torch.library.register_kernel(op, "cpu", op._init_fn)
     A.hopper_reason = lambda device: None
+    CL.CHUNK_BYTES = 8 * 2 * 64 * 2  # 8-row chunks at V = 64: 8 chunks of the 64 rows below, as GPT-2 at B=16 T=1024
     real_reason = LN.tensor_reason
 
     def tensor_reason(x, delta, weight, bias, out_dtype):

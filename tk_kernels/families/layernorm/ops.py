@@ -39,10 +39,16 @@ MIN_CAPABILITY = (8, 0)
 # -----------------------------------------------------------------------------
 # the custom ops
 
+_loaded = None  # the extension module once loaded (each op call asks for it: skip the build's lock)
+
+
 def _ext():
     """The compiled layernorm extension (built on first use, then cached on disk and per process)."""
-    from tk_kernels.build import load_extension
-    return load_extension("layernorm")
+    global _loaded
+    if _loaded is None:
+        from tk_kernels.build import load_extension
+        _loaded = load_extension("layernorm")
+    return _loaded
 
 
 def _kernel_ready(t: Tensor) -> Tensor:
