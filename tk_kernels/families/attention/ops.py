@@ -5,7 +5,9 @@ Flash attention on the tk_kernels CUDA kernels, as torch custom ops with autogra
     y = tk_kernels.attention(q, k, v, causal=True)   # same as F.scaled_dot_product_attention(q, k, v, is_causal=True)
     y = tk_kernels.attention(q, k, v, dropout_p=0.2) # dropout on the attention probabilities (training)
 
-Two ops are registered (they work in eager mode and inside torch.compile without graph breaks):
+Two ops are registered (they work in eager mode and inside torch.compile without graph breaks; in eager
+mode tk_kernels.attention and the dispatch call their implementations through an autograd.Function,
+_EagerAttention, with the same saved tensors and backward, skipping the custom-op dispatch):
     tk::attention_fwd(q, k, v, causal, scale, dropout_p) -> (o, lse, rng_state)
     tk::attention_bwd(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state) -> (dq, dk, dv)
 q, k, v are (B, H, T, D) bf16/fp16 CUDA tensors with D in {64, 128}; any strides (views of a fused
@@ -179,8 +181,7 @@ def _backward_kernel(device: torch.device, dropout_p: float, deterministic: bool
     return _forward_kernel(device, dropout_p, tma_ok())
 
 
-@torch.library.custom_op("tk::attention_fwd", mutates_args=(), device_types="cuda")
-def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
+def _forward_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
                   dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
     q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
     tq, tk, tv = tma_ready(q), tma_ready(k), tma_ready(v)
@@ -191,6 +192,12 @@ def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
     return _ext().attention_forward(q, k, v, causal, scale, dropout_p)
 
 
+@torch.library.custom_op("tk::attention_fwd", mutates_args=(), device_types="cuda")
+def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
+                  dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
+    return _forward_impl(q, k, v, causal, scale, dropout_p)
+
+
 @attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, causal, scale, dropout_p):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
@@ -199,10 +206,9 @@ def _attention_fwd_fake(q, k, v, causal, scale, dropout_p):
     return _empty_bthd(q), q.new_empty((B, H, T), dtype=torch.float32), rng_state
 
 
-@torch.library.custom_op("tk::attention_bwd", mutates_args=(), device_types="cuda")
-def attention_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
-                  causal: bool, scale: float, deterministic: bool, dropout_p: float,
-                  rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _backward_impl(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
+                   causal: bool, scale: float, deterministic: bool, dropout_p: float,
+                   rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     q, k, v, o, dout = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v), _kernel_ready(o), _kernel_ready(dout)
     lse = lse.contiguous()
     tma = []  # tma_ready of q, k, v, o, dout, computed once where the Hopper backward is a candidate
@@ -217,6 +223,13 @@ def attention_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout:
             q, k, v, o, dout = (t if ok else t.contiguous() for t, ok in zip((q, k, v, o, dout), tma))
         return _ext().attention_backward_hopper(q, k, v, o, lse, dout, causal, scale)
     return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
+
+
+@torch.library.custom_op("tk::attention_bwd", mutates_args=(), device_types="cuda")
+def attention_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
+                  causal: bool, scale: float, deterministic: bool, dropout_p: float,
+                  rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    return _backward_impl(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
 
 
 @attention_bwd.register_fake
@@ -238,17 +251,37 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse, rng_state)
 
 
-def _backward(ctx, dout, dlse, drng):
-    # dlse and drng are ignored: lse and rng_state are marked non-differentiable
+def _backward(ctx, dout, dlse, drng, bwd=None):
+    # dlse and drng are ignored: lse and rng_state are marked non-differentiable. bwd: the backward op
+    # to call (the custom op by default, its implementation itself on the eager path)
     q, k, v, o, lse, rng_state = ctx.saved_tensors
     if dout is None:
         return None, None, None, None, None, None
-    dq, dk, dv = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale, deterministic_backward(),
-                                            ctx.dropout_p, rng_state)
+    bwd = torch.ops.tk.attention_bwd if bwd is None else bwd
+    dq, dk, dv = bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale, deterministic_backward(), ctx.dropout_p, rng_state)
     return dq, dk, dv, None, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """attention_fwd with its registered backward, for eager mode: the same kernels, saved tensors and
+    gradients, without the custom-op dispatch around the forward and the backward (dev/host_overhead.py:
+    150 -> 88 us of host time per fwd + bwd on the CPU machine, stubbed kernels). An unused o gets no
+    zero-filled gradient, nor do lse and rng_state (set_materialize_grads(False)). torch.compile traces
+    the custom ops."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale, dropout_p):
+        ctx.set_materialize_grads(False)
+        out = _forward_impl(q, k, v, causal, scale, dropout_p)
+        _setup_context(ctx, (q, k, v, causal, scale, dropout_p), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout, dlse, drng):
+        return _backward(ctx, dout, dlse, drng, bwd=_backward_impl)
 
 
 def dropout_mask(rng_state: Tensor, B: int, H: int, T: int, dropout_p: float) -> Tensor:
@@ -381,7 +414,10 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: fl
     whose plan checked device, dtype and head dim, and which checks the shapes per call)."""
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    o, _, _ = torch.ops.tk.attention_fwd(q, k, v, causal, float(scale), float(dropout_p))
+    if torch.compiler.is_compiling():
+        o, _, _ = torch.ops.tk.attention_fwd(q, k, v, causal, float(scale), float(dropout_p))
+    else:
+        o, _, _ = _EagerAttention.apply(q, k, v, causal, float(scale), float(dropout_p))
     return o
 
 
