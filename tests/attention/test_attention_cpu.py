@@ -335,3 +335,77 @@ def test_hopper_reason(monkeypatch, capability, archs, expect):
         assert reason is None
     else:
         assert expect in reason
+
+
+# -----------------------------------------------------------------------------
+# the eager path (_EagerAttention): the op implementations under an autograd.Function
+
+class AttentionExtStandIn:
+    """The extension's forward/backward entry points in PyTorch (SDPA math in float64), recording which
+    ones were called: the eager path runs on a CPU with it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def _forward(self, q, k, v, causal, scale):
+        s = (q.double() @ k.double().transpose(-1, -2)) * scale
+        if causal:
+            T = q.shape[2]
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        lse = s.logsumexp(-1)
+        o = (s - lse[..., None]).exp() @ v.double()
+        return o.to(q.dtype), lse.float(), q.new_empty((0,), dtype=torch.int64)
+
+    def _backward(self, q, k, v, dout, causal, scale):
+        q2, k2, v2 = (t.detach().double().requires_grad_() for t in (q, k, v))
+        with torch.enable_grad():  # called inside a backward, where grad mode is off
+            o = self._forward(q2, k2, v2, causal, scale)[0]
+        return tuple(g.to(q.dtype) for g in torch.autograd.grad(o, (q2, k2, v2), dout.double()))
+
+    def attention_forward_hopper(self, q, k, v, causal, scale):
+        self.calls.append("forward_hopper")
+        return self._forward(q, k, v, causal, scale)
+
+    def attention_forward(self, q, k, v, causal, scale, dropout_p):
+        self.calls.append("forward")
+        return self._forward(q, k, v, causal, scale)
+
+    def attention_backward_hopper(self, q, k, v, o, lse, dout, causal, scale):
+        self.calls.append("backward_hopper")
+        return self._backward(q, k, v, dout, causal, scale)
+
+    def attention_backward(self, q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state):
+        self.calls.append(f"backward(deterministic={deterministic})")
+        return self._backward(q, k, v, dout, causal, scale)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_eager_path_gradients(monkeypatch, causal):
+    """attention_op outside torch.compile runs the op implementations through _EagerAttention (the
+    custom ops have no CPU kernel: calling them here would fail), with the registered backward: the
+    output and the gradients of SDPA, the backward the path choice says (TK_DETERMINISTIC goes to the
+    portable one), views of a fused qkv tensor and an expanded output gradient."""
+    ext = AttentionExtStandIn()
+    monkeypatch.setattr(tka, "_ext", lambda: ext)
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: None)
+    monkeypatch.delenv("TK_ATTENTION_PATH", raising=False)
+    monkeypatch.delenv("TK_ATTENTION_BWD", raising=False)
+    torch.manual_seed(0)
+    B, H, T, D = 2, 3, 9, 64
+    qkv = torch.randn(B, T, 3, H, D, requires_grad=True)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, T, D) views, as model.py makes them
+    for deterministic in ("0", "1"):
+        monkeypatch.setenv("TK_DETERMINISTIC", deterministic)
+        qkv.grad = None
+        o = tka.attention_op(q, k, v, causal)
+        o.sum().backward()  # the gradient of o is an expanded (stride 0) tensor
+        ref_qkv = qkv.detach().double().requires_grad_()
+        rq, rk, rv = ref_qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        ref = torch.nn.functional.scaled_dot_product_attention(rq, rk, rv, is_causal=causal)
+        ref.sum().backward()
+        torch.testing.assert_close(o.double(), ref.detach())
+        torch.testing.assert_close(qkv.grad.double(), ref_qkv.grad)
+    assert ext.calls == ["forward_hopper", "backward_hopper", "forward_hopper", "backward(deterministic=True)"]
+    with torch.no_grad():  # no graph: nothing saved, the forward only
+        o = tka.attention_op(q, k, v, causal)
+    assert not o.requires_grad and ext.calls[-1] == "forward_hopper"

@@ -184,3 +184,42 @@ def test_tk_model_compiles_without_graph_breaks(stand_in):
         torch.testing.assert_close(loss_c, loss)
         loss_c.backward()
         assert m.lm_head.weight.grad is not None and len(stand_in.calls) == 2
+
+
+class SoftmaxXentStandIn:
+    """The extension's softmax_xent_grad_ in PyTorch (its documented contract), so the op's own chunk
+    loop runs on a CPU."""
+
+    def __init__(self):
+        self.rows = []
+
+    def softmax_xent_grad_(self, logits, targets, row_loss, ignore_index):
+        self.rows.append(logits.shape[0])
+        keep = targets != ignore_index
+        lf = logits.float()
+        safe = torch.where(keep, targets, 0)
+        row_loss.copy_(torch.where(keep, lf.logsumexp(-1) - lf.gather(1, safe[:, None])[:, 0], 0.0))
+        grad = lf.softmax(-1) - F.one_hot(safe, logits.shape[1]).float()
+        logits.copy_(grad * keep[:, None])
+
+
+@pytest.mark.parametrize("n_rows", [21, 16, 3])
+def test_chunk_loop_gives_the_loss_and_gradients(monkeypatch, n_rows):
+    """The op's forward body (chunks of 8 rows here: full ones, and a partial last one when n_rows is
+    not a multiple of 8) leaves F.cross_entropy's loss and, scaled, its gradients."""
+    ext = SoftmaxXentStandIn()
+    monkeypatch.setattr(ops, "_ext", lambda: ext)
+    monkeypatch.setattr(ops, "CHUNK_BYTES", 8 * 2 * 16 * 2)  # 8 rows of V = 16 16-bit logits
+    torch.manual_seed(0)
+    x = torch.randn(n_rows, 12, dtype=torch.float64).float().requires_grad_()
+    w = torch.randn(16, 12).requires_grad_()
+    t = torch.randint(0, 16, (n_rows,))
+    t[1] = -1  # one ignored target
+    loss, dx, dw, scales = ops.linear_cross_entropy_fwd._init_fn(x.detach(), w.detach(), t, -1)
+    rows = ops.chunk_rows(n_rows, 16)
+    assert ext.rows == [min(rows, n_rows - s) for s in range(0, n_rows, rows)]
+    ref = F.cross_entropy(F.linear(x, w), t, ignore_index=-1)
+    ref.backward()
+    torch.testing.assert_close(loss, ref.detach())
+    torch.testing.assert_close(dx * scales[0], x.grad)
+    torch.testing.assert_close(dw * scales[1], w.grad)

@@ -77,6 +77,28 @@ def test_tensor_reasons():
     assert "must be a torch.Tensor" in ln.tensor_reason(cpu, None, [1.0] * 64, None, F32)
 
 
+def test_tensor_reason_fast_check_agrees_with_every_check(monkeypatch):
+    """tensor_reason's cheap all-fine test (_fits) gives the same answers as the full list of checks, on
+    inputs that pass and on inputs that fail each check (fake CUDA tensors, and CPU ones)."""
+    with FakeTensorMode():
+        x = torch.empty(3, 5, 768, device="cuda")
+        d = torch.empty(3, 5, 768, dtype=BF16, device="cuda")
+        w = torch.nn.Parameter(torch.empty(768, device="cuda"))
+        cases = [(x, d, w, w, BF16), (x, None, w, None, BF16), (x, None, w, None, F32), (x.to(BF16), d, w, w, BF16),
+                 (x, d[:, :4], w, None, BF16), (x, d, w[:700], None, BF16), (x, d, w, w[:8], BF16),
+                 (x[..., :100], None, w[:100], None, BF16), (x.to(BF16), x, w, None, BF16),
+                 (x, d, w.double(), None, BF16), (x, d, w, w.double(), BF16), (x, d, w.view(1, 768), None, BF16),
+                 (x, d, w, w.view(1, 768), BF16), (x, d.cpu(), w, None, BF16), (x, d, w.cpu(), None, BF16),
+                 (x, d, w, w.cpu(), BF16), (x.cpu(), None, w.cpu(), None, F32), (x, d, [1.0] * 768, None, BF16),
+                 (x, d, w, 0.0, BF16), (x, "d", w, None, BF16), (x[0, 0, 0], None, w, None, BF16),
+                 (torch.empty(4, 8192 + 8, device="cuda"), None, torch.empty(8200, device="cuda"), None, F32)]
+        fast = [ln.tensor_reason(*c) for c in cases]
+        monkeypatch.setattr(ln, "_fits", lambda *a: False)
+        full = [ln.tensor_reason(*c) for c in cases]
+    assert fast == full
+    assert fast[:4] == [None] * 4 and all(r is not None for r in fast[4:])
+
+
 def test_unsupported_reason_without_gpu():
     assert ln.unsupported_reason(torch.device("cpu"), F32, {"n_embd": 768}).startswith("no CUDA GPU")
 

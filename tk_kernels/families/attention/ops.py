@@ -5,7 +5,9 @@ Flash attention on the tk_kernels CUDA kernels, as torch custom ops with autogra
     y = tk_kernels.attention(q, k, v, causal=True)   # same as F.scaled_dot_product_attention(q, k, v, is_causal=True)
     y = tk_kernels.attention(q, k, v, dropout_p=0.2) # dropout on the attention probabilities (training)
 
-Two ops are registered (they work in eager mode and inside torch.compile without graph breaks):
+Two ops are registered (they work in eager mode and inside torch.compile without graph breaks; in eager
+mode tk_kernels.attention and the dispatch call their implementations through an autograd.Function,
+_EagerAttention, with the same saved tensors and backward, skipping the custom-op dispatch):
     tk::attention_fwd(q, k, v, causal, scale, dropout_p) -> (o, lse, rng_state)
     tk::attention_bwd(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state) -> (dq, dk, dv)
 q, k, v are (B, H, T, D) bf16/fp16 CUDA tensors with D in {64, 128}; any strides (views of a fused
@@ -63,18 +65,29 @@ MIN_SMEM_BYTES = 99_456
 # -----------------------------------------------------------------------------
 # the custom ops
 
+_loaded = None  # the extension module once loaded (each op call asks for it: skip the build's lock)
+
+
 def _ext():
     """The compiled attention extension (built on first use, then cached on disk and per process)."""
-    from tk_kernels.build import load_extension
-    return load_extension("attention")
+    global _loaded
+    if _loaded is None:
+        from tk_kernels.build import load_extension
+        _loaded = load_extension("attention")
+    return _loaded
 
 
 def _kernel_ready(t: Tensor) -> Tensor:
     """t itself if the kernels can read it in place (last dim contiguous, 16-byte aligned base and
     strides, needed by 16-byte cp.async), else a fresh contiguous copy (e.g. an expanded grad)."""
-    ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(
-        t.stride(d) % 8 == 0 or t.size(d) == 1 for d in range(t.dim() - 1))
-    return t if ok else t.clone(memory_format=torch.contiguous_format)
+    strides = t.stride()  # one call for all dims: the op checks five tensors per call
+    if strides[-1] == 1 and t.data_ptr() % 16 == 0:
+        for stride, size in zip(strides[:-1], t.shape):
+            if stride % 8 != 0 and size != 1:
+                break
+        else:
+            return t
+    return t.clone(memory_format=torch.contiguous_format)
 
 
 def _empty_bthd(x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
@@ -106,8 +119,34 @@ def hopper_reason(device: torch.device) -> str | None:
 def tma_ready(t: Tensor) -> bool:
     """Whether TMA can read (B, H, T, D) tensor t as it is: every stride but the last (1) a nonzero
     multiple of 16 bytes (a head-broadcast k/v, stride 0, is not)."""
-    return t.stride(3) == 1 and all(t.stride(i) > 0 and (t.stride(i) * t.element_size()) % 16 == 0
-                                    for i in range(3))
+    sb, sh, st, sd = t.stride()
+    e = t.element_size()
+    return (sd == 1 and sb > 0 and sh > 0 and st > 0
+            and (sb * e) % 16 == 0 and (sh * e) % 16 == 0 and (st * e) % 16 == 0)
+
+
+def _env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """The value of environment variable `name` (stripped, lower case; unset or empty: default), which
+    must be one of choices (else ValueError). Read at every call: tests and users may set it any time."""
+    raw = os.environ.get(name)
+    choice = (raw.strip().lower() if raw else "") or default
+    if choice not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {choice!r}")
+    return choice
+
+
+def _forward_kernel(device: torch.device, dropout_p: float, tma_ok: bool) -> str:
+    """forward_path's decision, with tma_ok: whether TMA can read every operand (the op computes it once
+    for its operands and reuses it for the copies of the forced Hopper path)."""
+    choice = _env_choice("TK_ATTENTION_PATH", ATTENTION_PATHS, "auto")
+    if choice == "portable" or dropout_p > 0.0:
+        return "portable"
+    reason = hopper_reason(device)
+    if choice == "hopper" and reason is not None:
+        raise RuntimeError(f"TK_ATTENTION_PATH=hopper, but {reason}")
+    if reason is not None or (choice == "auto" and not tma_ok):
+        return "portable"
+    return "hopper"
 
 
 def forward_path(q: Tensor, dropout_p: float = 0.0, *kv: Tensor) -> str:
@@ -117,17 +156,7 @@ def forward_path(q: Tensor, dropout_p: float = 0.0, *kv: Tensor) -> str:
     kernel). TK_ATTENTION_PATH=portable always takes the portable kernel; =hopper takes the Hopper
     kernel (operands TMA cannot read are copied) and raises RuntimeError where it cannot run
     (dropout_p > 0 still takes the portable kernel: the Hopper forward has no dropout)."""
-    choice = os.environ.get("TK_ATTENTION_PATH", "").strip().lower() or "auto"
-    if choice not in ATTENTION_PATHS:
-        raise ValueError(f"TK_ATTENTION_PATH must be one of {', '.join(ATTENTION_PATHS)}, got {choice!r}")
-    if choice == "portable" or dropout_p > 0.0:
-        return "portable"
-    reason = hopper_reason(q.device)
-    if choice == "hopper" and reason is not None:
-        raise RuntimeError(f"TK_ATTENTION_PATH=hopper, but {reason}")
-    if reason is not None or (choice == "auto" and not all(tma_ready(t) for t in (q, *kv))):
-        return "portable"
-    return "hopper"
+    return _forward_kernel(q.device, dropout_p, all(tma_ready(t) for t in (q, *kv)))
 
 
 BACKWARD_PATHS = ("portable", "hopper")
@@ -140,22 +169,33 @@ def backward_path(q: Tensor, dropout_p: float = 0.0, deterministic: bool = False
     backward, which stay on the portable kernels. TK_ATTENTION_BWD=portable always takes csrc/backward*.cu.
     On the H200 the Hopper backward measured 1.0-1.6x the portable one at every benchmark shape but
     (64,6,256,64) (0.92x causal, 0.98x non-causal; bench/RESULTS.md, session 4)."""
-    choice = os.environ.get("TK_ATTENTION_BWD", "").strip().lower() or "hopper"
-    if choice not in BACKWARD_PATHS:
-        raise ValueError(f"TK_ATTENTION_BWD must be one of {', '.join(BACKWARD_PATHS)}, got {choice!r}")
+    return _backward_kernel(q.device, dropout_p, deterministic, lambda: all(tma_ready(t) for t in (q, *kv)))
+
+
+def _backward_kernel(device: torch.device, dropout_p: float, deterministic: bool, tma_ok) -> str:
+    """backward_path's decision; tma_ok() says whether TMA can read q, k and v (asked only where the
+    forward's choice matters)."""
+    choice = _env_choice("TK_ATTENTION_BWD", BACKWARD_PATHS, "hopper")
     if choice == "portable" or dropout_p > 0.0 or deterministic:
         return "portable"
-    return forward_path(q, dropout_p, *kv)
+    return _forward_kernel(device, dropout_p, tma_ok())
+
+
+def _forward_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
+                  dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
+    q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
+    tq, tk, tv = tma_ready(q), tma_ready(k), tma_ready(v)
+    if _forward_kernel(q.device, dropout_p, tq and tk and tv) == "hopper":
+        if not (tq and tk and tv):  # only when forced
+            q, k, v = (t if ok else t.contiguous() for t, ok in ((q, tq), (k, tk), (v, tv)))
+        return _ext().attention_forward_hopper(q, k, v, causal, scale)
+    return _ext().attention_forward(q, k, v, causal, scale, dropout_p)
 
 
 @torch.library.custom_op("tk::attention_fwd", mutates_args=(), device_types="cuda")
 def attention_fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
                   dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
-    q, k, v = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v)
-    if forward_path(q, dropout_p, k, v) == "hopper":
-        q, k, v = (t if tma_ready(t) else t.contiguous() for t in (q, k, v))  # only when forced
-        return _ext().attention_forward_hopper(q, k, v, causal, scale)
-    return _ext().attention_forward(q, k, v, causal, scale, dropout_p)
+    return _forward_impl(q, k, v, causal, scale, dropout_p)
 
 
 @attention_fwd.register_fake
@@ -166,16 +206,30 @@ def _attention_fwd_fake(q, k, v, causal, scale, dropout_p):
     return _empty_bthd(q), q.new_empty((B, H, T), dtype=torch.float32), rng_state
 
 
+def _backward_impl(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
+                   causal: bool, scale: float, deterministic: bool, dropout_p: float,
+                   rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    q, k, v, o, dout = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v), _kernel_ready(o), _kernel_ready(dout)
+    lse = lse.contiguous()
+    tma = []  # tma_ready of q, k, v, o, dout, computed once where the Hopper backward is a candidate
+
+    def tma_ok() -> bool:
+        tma.extend(tma_ready(t) for t in (q, k, v, o, dout))
+        return tma[0] and tma[1] and tma[2]
+    if _backward_kernel(q.device, dropout_p, deterministic, tma_ok) == "hopper":
+        if not tma:  # TK_ATTENTION_PATH=hopper did not ask
+            tma_ok()
+        if not all(tma):  # only when forced
+            q, k, v, o, dout = (t if ok else t.contiguous() for t, ok in zip((q, k, v, o, dout), tma))
+        return _ext().attention_backward_hopper(q, k, v, o, lse, dout, causal, scale)
+    return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
+
+
 @torch.library.custom_op("tk::attention_bwd", mutates_args=(), device_types="cuda")
 def attention_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
                   causal: bool, scale: float, deterministic: bool, dropout_p: float,
                   rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    q, k, v, o, dout = (_kernel_ready(t) for t in (q, k, v, o, dout))
-    lse = lse.contiguous()
-    if backward_path(q, dropout_p, deterministic, k, v) == "hopper":
-        q, k, v, o, dout = (t if tma_ready(t) else t.contiguous() for t in (q, k, v, o, dout))
-        return _ext().attention_backward_hopper(q, k, v, o, lse, dout, causal, scale)
-    return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
+    return _backward_impl(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
 
 
 @attention_bwd.register_fake
@@ -197,17 +251,37 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse, rng_state)
 
 
-def _backward(ctx, dout, dlse, drng):
-    # dlse and drng are ignored: lse and rng_state are marked non-differentiable
+def _backward(ctx, dout, dlse, drng, bwd=None):
+    # dlse and drng are ignored: lse and rng_state are marked non-differentiable. bwd: the backward op
+    # to call (the custom op by default, its implementation itself on the eager path)
     q, k, v, o, lse, rng_state = ctx.saved_tensors
     if dout is None:
         return None, None, None, None, None, None
-    dq, dk, dv = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale, deterministic_backward(),
-                                            ctx.dropout_p, rng_state)
+    bwd = torch.ops.tk.attention_bwd if bwd is None else bwd
+    dq, dk, dv = bwd(q, k, v, o, lse, dout, ctx.causal, ctx.scale, deterministic_backward(), ctx.dropout_p, rng_state)
     return dq, dk, dv, None, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """attention_fwd with its registered backward, for eager mode: the same kernels, saved tensors and
+    gradients, without the custom-op dispatch around the forward and the backward (dev/host_overhead.py:
+    150 -> 88 us of host time per fwd + bwd on the CPU machine, stubbed kernels). An unused o gets no
+    zero-filled gradient, nor do lse and rng_state (set_materialize_grads(False)). torch.compile traces
+    the custom ops."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale, dropout_p):
+        ctx.set_materialize_grads(False)
+        out = _forward_impl(q, k, v, causal, scale, dropout_p)
+        _setup_context(ctx, (q, k, v, causal, scale, dropout_p), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout, dlse, drng):
+        return _backward(ctx, dout, dlse, drng, bwd=_backward_impl)
 
 
 def dropout_mask(rng_state: Tensor, B: int, H: int, T: int, dropout_p: float) -> Tensor:
@@ -340,7 +414,10 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: fl
     whose plan checked device, dtype and head dim, and which checks the shapes per call)."""
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    o, _, _ = torch.ops.tk.attention_fwd(q, k, v, causal, float(scale), float(dropout_p))
+    if torch.compiler.is_compiling():
+        o, _, _ = torch.ops.tk.attention_fwd(q, k, v, causal, float(scale), float(dropout_p))
+    else:
+        o, _, _ = _EagerAttention.apply(q, k, v, causal, float(scale), float(dropout_p))
     return o
 
 

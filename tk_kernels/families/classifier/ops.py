@@ -39,10 +39,16 @@ MAX_VOCAB = 65536      # the kernel keeps a row in registers: 512 threads x 16 v
 CHUNK_BYTES = 1 << 28  # logits held at a time: 256 MiB
 
 
+_loaded = None  # the extension module once loaded
+
+
 def _ext():
     """The compiled classifier extension (built on first use, then cached on disk and per process)."""
-    from tk_kernels.build import load_extension
-    return load_extension("classifier")
+    global _loaded
+    if _loaded is None:
+        from tk_kernels.build import load_extension
+        _loaded = load_extension("classifier")
+    return _loaded
 
 
 def chunk_rows(n_rows: int, vocab_size: int) -> int:
@@ -72,13 +78,15 @@ def linear_cross_entropy_fwd(x: Tensor, weight: Tensor, targets: Tensor,
     else:
         ext = _ext()
         logits = x.new_empty((rows, V))  # the one chunk of logits, reused
+        w_t = weight.t()
+        # the chunks' views, made by one split() per tensor (not four slices per chunk)
+        chunks = zip(x.split(rows), targets.split(rows), row_loss.split(rows), dx.split(rows))
         with torch.autocast(x.device.type, enabled=False):  # the op's dtypes are its inputs' dtypes
-            for i, start in enumerate(range(0, N, rows)):
-                end = min(start + rows, N)
-                xc, lg = x[start:end], logits[:end - start]
-                torch.mm(xc, weight.t(), out=lg)
-                ext.softmax_xent_grad_(lg, targets[start:end], row_loss[start:end], ignore_index)
-                torch.mm(lg, weight, out=dx[start:end])
+            for i, (xc, tc, lc, dxc) in enumerate(chunks):
+                lg = logits if xc.shape[0] == rows else logits[:xc.shape[0]]
+                torch.mm(xc, w_t, out=lg)
+                ext.softmax_xent_grad_(lg, tc, lc, ignore_index)
+                torch.mm(lg, weight, out=dxc)
                 # dW summed over the chunks, each scaled by 1/n_chunks in cuBLAS's fp32 epilogue:
                 # bounded like a mean, so fp16 does not overflow
                 dw.addmm_(lg.t(), xc, beta=0.0 if i == 0 else 1.0, alpha=1.0 / n_chunks)

@@ -39,10 +39,16 @@ MIN_CAPABILITY = (8, 0)
 # -----------------------------------------------------------------------------
 # the custom ops
 
+_loaded = None  # the extension module once loaded (each op call asks for it: skip the build's lock)
+
+
 def _ext():
     """The compiled layernorm extension (built on first use, then cached on disk and per process)."""
-    from tk_kernels.build import load_extension
-    return load_extension("layernorm")
+    global _loaded
+    if _loaded is None:
+        from tk_kernels.build import load_extension
+        _loaded = load_extension("layernorm")
+    return _loaded
 
 
 def _kernel_ready(t: Tensor) -> Tensor:
@@ -181,8 +187,31 @@ def width_reason(width: int) -> str | None:
     return None
 
 
+def _fits(x, delta, weight, bias) -> bool:
+    """True where tensor_reason's checks before dtypes_reason all pass, tested the cheap way (one
+    device, shape and dtype read per tensor, no lists); False: maybe not (tensor_reason then runs every
+    check for its message). The eager model calls tensor_reason at every LayerNorm."""
+    if not (isinstance(x, Tensor) and isinstance(weight, Tensor) and (delta is None or isinstance(delta, Tensor))
+            and (bias is None or isinstance(bias, Tensor))):
+        return False
+    device = x.device
+    if device.type != "cuda" or weight.device != device:
+        return False
+    shape = x.shape
+    if not shape:
+        return False
+    width = shape[-1]
+    return (width % WIDTH_MULTIPLE == 0 and MIN_WIDTH <= width <= MAX_WIDTH
+            and (delta is None or (delta.device == device and delta.shape == shape))
+            and weight.shape == (width,) and weight.dtype in SUPPORTED_DTYPES
+            and (bias is None or (bias.device == device and bias.shape == (width,)
+                                  and bias.dtype in SUPPORTED_DTYPES)))
+
+
 def tensor_reason(x, delta, weight, bias, out_dtype) -> str | None:
     """Checks on the arguments alone (no GPU queries): safe to trace under torch.compile."""
+    if _fits(x, delta, weight, bias):
+        return dtypes_reason(x.dtype, None if delta is None else delta.dtype, out_dtype)
     given = [(n, t) for n, t in (("x", x), ("delta", delta), ("weight", weight), ("bias", bias))
              if t is not None or n in ("x", "weight")]
     for name, t in given:
