@@ -96,9 +96,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def profile_step(step, device: torch.device, steps: int = 3) -> dict[str, float]:
+def profile_step(step, device: torch.device, steps: int = 3, trace: str | None = None) -> dict[str, float]:
     """ms per step of each op family over `steps` profiled steps: GPU kernel time on CUDA,
-    self CPU time of the ops on a CPU."""
+    self CPU time of the ops on a CPU. With `trace`, also writes the profile as a Chrome trace there."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU]
@@ -108,6 +108,8 @@ def profile_step(step, device: torch.device, steps: int = 3) -> dict[str, float]
         for _ in range(steps):
             step()
         sync(device)
+    if trace:
+        prof.export_chrome_trace(trace)
     totals = dict.fromkeys(FAMILIES, 0.0)
     for e in prof.events():
         if device.type == "cuda":
@@ -181,7 +183,11 @@ def run_mode(name: str, spec: dict, kernels: str, compile_mode: str, args, devic
         if device.type == "cuda":
             result["max_mem_GiB"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
         if args.profile:
-            result["profile_ms"] = {k: round(v, 3) for k, v in profile_step(step, device).items()}
+            trace = None
+            if args.trace:
+                os.makedirs(args.trace, exist_ok=True)
+                trace = os.path.join(args.trace, f"{name}_{kernels}_{compile_mode}.json")
+            result["profile_ms"] = {k: round(v, 3) for k, v in profile_step(step, device, trace=trace).items()}
     except TKUnsupportedError as e:
         result["error"] = str(e)
     except Exception as e:  # out of memory, a compile failure, a kernel error: report, go on
@@ -271,6 +277,7 @@ def main(argv=None) -> int:
     p.add_argument("--profile", action="store_true", help="per-op-family time from torch.profiler")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "train"),
                    help="directory for bench_train.json and bench_train.png")
+    p.add_argument("--trace", default=None, help="with --profile: a folder for each mode's Chrome trace")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failing modes")
     args = p.parse_args(argv)
 
