@@ -152,3 +152,37 @@ def test_deterministic_mode_stays_portable(monkeypatch):
     assert tka.backward_path(q, 0.0, tka.deterministic_backward(), q, q) == "portable"
     monkeypatch.delenv("TK_DETERMINISTIC")
     assert tka.backward_path(q, 0.0, False, q, q) == "hopper"
+
+
+def test_hopper_kernels_on_a_fresh_thread():
+    """Our ops as the first CUDA work of a new thread (what PyTorch's autograd worker threads can be):
+    the TMA tensor maps are built by a driver call that needs the thread's CUDA context bound
+    (tk::host::bind_context). Same results as on the main thread: o, lse, dk, dv bitwise, dq to atomics' rounding."""
+    import threading
+    B, H, T, D = 2, 3, 300, 64
+    g = torch.Generator(device="cuda").manual_seed(new_seed())
+    qkv = torch.randn(B, T, 3, H, D, generator=g, device="cuda").bfloat16()
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    dout = torch.randn(B, H, T, D, generator=g, device="cuda").bfloat16()
+    assert tka.forward_path(q, 0.0, k, v) == "hopper"
+    sc = D ** -0.5
+    no_rng = torch.empty(0, dtype=torch.int64, device="cuda")
+    o, lse, _ = torch.ops.tk.attention_fwd(q, k, v, True, sc, 0.0)
+    dq, dk, dv = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, True, sc, False, 0.0, no_rng)
+    out = {}
+
+    def work():
+        try:
+            out["fwd"] = torch.ops.tk.attention_fwd(q, k, v, True, sc, 0.0)
+            out["bwd"] = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, True, sc, False, 0.0, no_rng)
+            torch.cuda.synchronize()
+        except Exception as e:  # reported below, on the test's thread
+            out["error"] = e
+
+    th = threading.Thread(target=work)
+    th.start()
+    th.join()
+    assert "error" not in out, f"{type(out['error']).__name__}: {out['error']}"
+    assert torch.equal(out["fwd"][0], o) and torch.equal(out["fwd"][1], lse)
+    assert torch.equal(out["bwd"][1], dk) and torch.equal(out["bwd"][2], dv)
+    assert rel_err(out["bwd"][0], dq.double()) < 1e-3

@@ -321,3 +321,40 @@ def test_compiled_gpt_step_without_graph_breaks():
     for n, p in ref.named_parameters():
         err = rel(grads[n], p.grad)
         assert err < 5e-2, (n, err)
+
+
+def test_mlp_on_a_fresh_thread():
+    """The MLP forward as the first CUDA work of a new thread (its backward then runs on the autograd
+    worker thread), bf16 weights (so no cast kernel runs first): its TMA tensor maps need the thread's CUDA context bound (tk::host::bind_context;
+    before it, check_mlp_dw.py's backward failed on the autograd worker thread with CUresult 201)."""
+    import threading
+    g = torch.Generator(device="cuda").manual_seed(new_seed())
+    N, C = 1000, 200
+    x = torch.randn(N, C, generator=g, device="cuda").bfloat16()
+    ws = [torch.randn(4 * C, C, generator=g, device="cuda") * C ** -0.5, torch.randn(4 * C, generator=g, device="cuda"),
+          torch.randn(C, 4 * C, generator=g, device="cuda") * (4 * C) ** -0.5, torch.randn(C, generator=g, device="cuda")]
+    ws = [w.bfloat16() for w in ws]
+    dy = torch.randn(N, C, generator=g, device="cuda").bfloat16()
+    out = {}
+    xr = x.clone().requires_grad_()  # made here: a copy kernel on the new thread would bind its context
+    wr = [w.clone().requires_grad_() for w in ws]
+
+    def work():
+        try:
+            y = tk_kernels.mlp(xr, *wr)
+            y.backward(dy)
+            torch.cuda.synchronize()
+            out["grads"] = [y.detach(), xr.grad] + [w.grad for w in wr]
+        except Exception as e:  # reported below, on the test's thread
+            out["error"] = e
+
+    th = threading.Thread(target=work)
+    th.start()
+    th.join()
+    assert "error" not in out, f"{type(out['error']).__name__}: {out['error']}"
+    xm = x.clone().requires_grad_()
+    wm = [w.clone().requires_grad_() for w in ws]
+    y = tk_kernels.mlp(xm, *wm)
+    y.backward(dy)
+    for a, b in zip(out["grads"], [y.detach(), xm.grad] + [w.grad for w in wm]):
+        assert ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item() < 1e-2

@@ -44,6 +44,22 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   return fn;
 }
 
+// cuTensorMapEncodeTiled is a driver call: it needs a CUDA context current on the calling thread, and it
+// fails with CUDA_ERROR_INVALID_CONTEXT (201) on a thread whose CUDA runtime calls have not bound one yet.
+// PyTorch's autograd worker threads are such threads when their first CUDA work is our op (seen on the H200:
+// the MLP backward with bf16 weights, where nothing before it launched a kernel). cudaFree(nullptr) makes
+// the runtime bind the current device's primary context to the thread; once per thread (a later
+// cudaSetDevice binds the new device's context itself).
+inline void bind_context() {
+  thread_local bool bound = false;
+  if (!bound) {
+    cudaError_t err = cudaFree(nullptr);
+    if (err != cudaSuccess)
+      throw std::runtime_error(std::string("tk: no CUDA context for the TMA tensor map: ") + cudaGetErrorString(err));
+    bound = true;
+  }
+}
+
 inline CUtensorMapSwizzle tma_swizzle(int bytes) {
   switch (bytes) {
     case 0: return CU_TENSOR_MAP_SWIZZLE_NONE;
@@ -62,6 +78,7 @@ CUtensorMap matrix_map(const void *ptr, uint64_t rows, uint64_t cols, uint64_t r
   if ((row_stride * sizeof(T)) % 16) fail("row stride not a multiple of 16 bytes");
   if (box_rows == 0 || box_rows > 256 || box_cols == 0 || box_cols > 256) fail("box dims must be in 1..256");
   if (swizzle_bytes && box_cols * sizeof(T) > uint32_t(swizzle_bytes)) fail("box row wider than the swizzle");
+  bind_context();
   CUtensorMap map;
   cuuint64_t dims[2] = {cols, rows};
   cuuint64_t strides[1] = {row_stride * sizeof(T)};
@@ -86,6 +103,7 @@ CUtensorMap tensor_map_4d(const void *ptr, const uint64_t (&dims)[4], const uint
     if (dims[i] == 0 || dims[i] > (uint64_t(1) << 32)) fail("dims must be in 1..2^32");
   }
   if (swizzle_bytes && box[0] * sizeof(T) > uint32_t(swizzle_bytes)) fail("box row wider than the swizzle");
+  bind_context();
   CUtensorMap map;
   cuuint64_t d[4] = {dims[0], dims[1], dims[2], dims[3]};
   cuuint64_t s[3] = {byte_strides[0], byte_strides[1], byte_strides[2]};
