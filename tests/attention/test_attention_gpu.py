@@ -416,9 +416,12 @@ SMALL_DKDV_BYTES = {64: 99_456, 128: 90_496}
 
 @pytest.fixture
 def small_smem(monkeypatch):
-    """Make the backward choose the configurations of a 99 KB GPU, and check that it does."""
+    """Make the backward choose the configurations of a 99 KB GPU, and check that it does. The portable
+    backward (csrc/backward*.cu) is forced: TK_SMEM_LIMIT configures it alone, and on an H200 the default
+    backward is the Hopper one."""
     ext = tka._ext()
     monkeypatch.setenv("TK_SMEM_LIMIT", str(SMALL_GPU_SMEM))
+    monkeypatch.setenv("TK_ATTENTION_BWD", "portable")
     for D in (64, 128):
         for det in (False, True):
             assert ext.backward_dkdv_smem_bytes(D, det) == SMALL_DKDV_BYTES[D]
