@@ -6,6 +6,7 @@ role, for this repo's model and optimizer).
     python bench/bench_train.py --models gpt2 --profile
     python bench/bench_train.py --device=cpu --tiny    # CPU smoke run (a tiny model, 2 iterations)
     python bench/bench_train.py --compile eager,compile,graphs   # + torch.compile(mode="reduce-overhead")
+    python bench/bench_train.py --models gpt2 --batch_size 1 --block_size 64   # ~ the host's time per step
 
 Per mode: tokens/s, ms/iter and MFU (GPT.estimate_mfu) of one training step as train.py takes it:
 bf16 autocast forward, backward, gradient clipping at 1.0, fused AdamW step (on CUDA), zero_grad.
@@ -16,8 +17,8 @@ out of memory, ...) records its error and the run goes on.
 
 Models: gpt2 (124M: 12 layers x 768, 12 heads) and gpt2-medium (350M: 24 x 1024, 16 heads) at
 block 1024, batch 16, vocab 50304; shakespeare_char: config/train_shakespeare_char.py's model,
-batch and block (6 x 384, block 256, batch 64, 65 characters). Dropout is 0 everywhere (the TK
-attention kernel has no dropout; the char config's 0.2 would make kernels=tk refuse to train).
+batch and block (6 x 384, block 256, batch 64, 65 characters); --batch_size / --block_size override
+them. Dropout is 0 everywhere (the same step for both kernels settings).
 
 --profile adds a torch.profiler pass per mode and prints its GPU time per op family (GEMM,
 attention, LayerNorm, fused (triton), elementwise, loss, optimizer, other), classified by kernel
@@ -278,6 +279,10 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "train"),
                    help="directory for bench_train.json and bench_train.png")
     p.add_argument("--trace", default=None, help="with --profile: a folder for each mode's Chrome trace")
+    p.add_argument("--batch_size", type=int, default=None,
+                   help="override every model's batch size (e.g. 1 with a short --block_size: a step with little "
+                        "GPU work, whose time is then the host's time per step)")
+    p.add_argument("--block_size", type=int, default=None, help="override every model's sequence length")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failing modes")
     args = p.parse_args(argv)
 
@@ -293,6 +298,11 @@ def main(argv=None) -> int:
         print("error: --iters must be >= 1 and --warmup >= 0", file=sys.stderr)
         return 1
     specs = model_specs(args.tiny)
+    for spec in specs.values():
+        if args.batch_size is not None:
+            spec["batch_size"] = args.batch_size
+        if args.block_size is not None:
+            spec["block_size"] = args.block_size
     names = list(specs) if args.tiny or not args.models else args.models.split(",")
     kernels_modes = args.kernels.split(",")
     compile_modes = args.compile.split(",")
