@@ -5,8 +5,14 @@
 // register reallocation (setmaxnreg), the producer's issue loop and the consumers' item loop.
 //
 //   template <...> __global__ void __launch_bounds__(tk::pipeline::kernel<P>::THREADS, 1)
-//   my_kernel(...) { tk::pipeline::kernel<P>::run(P::globals{...}); }
+//   my_kernel(const __grid_constant__ CUtensorMap a, ..., const Shape s) { tk::pipeline::kernel<P>::run(P::globals{a, ..., s}); }
 //   launch with kernel<P>::THREADS threads and kernel<P>::SHARED_BYTES of dynamic shared memory
+//
+// Zero overhead is the point: everything inlines into the kernel, phases are the same arithmetic a
+// hand-written kernel does, optional hooks cost nothing when absent. The MLP GEMMs ported onto it kept
+// their registers, HGMMA / TMA counts and no spills (families/mlp/csrc/gemm.cu). Keep tensor maps as
+// references to the kernel's __grid_constant__ parameters in `globals` (the GEMM with one by-value
+// __grid_constant__ struct of maps and shapes instead spilled twice as much in an intermediate version).
 //
 // The description P (a struct of types, constants and static functions):
 //
@@ -18,7 +24,8 @@
 //   struct scheduler           the persistent walk: scheduler(const globals &); bool next(work &) gives
 //                              this CTA's next item, false when none is left. Producer and consumers each
 //                              run their own copy, so it must be deterministic.
-//   int iterations(const globals &, const work &)     ring slots the item uses, >= 1
+//   int iterations(const globals &, const work &)     ring slots the item uses, >= 1 (assumed: the
+//                              compiler is told so, which kept the plain-store GEMM free of spills)
 //   void load(const slot &, const globals &, const work &, int i)
 //                              producer, one thread: issue the TMA loads of the item's i-th slot. The
 //                              template has waited for the slot to be free and announced its bytes
@@ -58,7 +65,6 @@
 #pragma once
 #include <concepts>
 #include <cstdint>
-#include <type_traits>
 #include "../common/util.cuh"
 #include "../thread/mbarrier.cuh"
 #include "../warpgroup/mma.cuh"
@@ -167,6 +173,7 @@ struct kernel {
                 "pipeline: the warpgroups' registers after setmaxnreg exceed the SM's 64K");
   static_assert(P::PRODUCER_REGS <= P::CONSUMER_REGS, "pipeline: the producer gives registers to the consumers");
   static_assert(PIECES >= 0 && PIECES <= 64, "pipeline: DEFERRED_PIECES must be 0..64");
+  static_assert(!UNROLL || PIECES > 0, "pipeline: UNROLL_PIECES without DEFERRED_PIECES");
   static_assert(requires(typename P::scheduler s, work w) { { s.next(w) } -> std::same_as<bool>; },
                 "pipeline: P::scheduler needs bool next(work &)");
   static_assert(requires(const globals &g, const work &w) { { P::iterations(g, w) } -> std::convertible_to<int>; },
