@@ -2,6 +2,8 @@
 
     python dev/sass_diff.py dump LIB [LIB ...] -o before.json   # .so / .cubin / fatbin files
     python dev/sass_diff.py compare before.json after.json      # or .so files directly
+    python dev/sass_diff.py stats before.cubin after.cubin     # per kernel: registers, stack, instruction
+                                                                # and HGMMA / UTMALDG / LDL / STL counts
 
 Normalisation: addresses and instruction encodings are dropped, symbol names are demangled, and the
 anonymous / tk_attn namespaces are removed from them (so moving a kernel between files or namespaces
@@ -130,6 +132,44 @@ def compare(a: dict[str, list[str]], b: dict[str, list[str]]) -> int:
     return 1 if bad else 0
 
 
+def resources(lib: Path) -> dict[str, dict[str, int]]:
+    """{ "kernel name": {"REG": .., "STACK": .., "LOCAL": ..} } from cuobjdump --dump-resource-usage."""
+    text = subprocess.run([cuobjdump(), "--dump-resource-usage", str(lib)], capture_output=True, text=True,
+                          check=True).stdout
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^\s*Function (\S+):", line)
+        if m:
+            cur = m.group(1)
+            continue
+        if cur and "REG:" in line:
+            out[cur] = {k: int(v) for k, v in re.findall(r"(REG|STACK|LOCAL):(\d+)", line)}
+            cur = None
+    dm = demangle(list(out))
+    return {normalise_name(dm.get(k, k)): v for k, v in out.items()}
+
+
+STAT_OPS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "BAR", "LDL", "STL", "CALL")
+
+
+def stats(first: str, second: str) -> int:
+    """Side-by-side counts per kernel (matched by normalised name) and the size of the normalised diff."""
+    a, b = load([first]), load([second])
+    ra = resources(Path(first)) if not first.endswith(".json") else {}
+    rb = resources(Path(second)) if not second.endswith(".json") else {}
+    def count(ins, op):
+        return sum(1 for i in ins if re.match(r"^(@!?U?P\w+\s+)?" + op + r"\b", i))
+    for k in sorted(set(a) & set(b)):
+        name = k.split(" :: ", 1)[1]
+        r1, r2 = ra.get(name, {}), rb.get(name, {})
+        diff = sum(x != y for x, y in zip(a[k], b[k])) + abs(len(a[k]) - len(b[k]))
+        ops = "  ".join(f"{op} {count(a[k], op)}/{count(b[k], op)}" for op in STAT_OPS)
+        print(f"{name}\n  REG {r1.get('REG', '?')}/{r2.get('REG', '?')}  STACK {r1.get('STACK', '?')}/"
+              f"{r2.get('STACK', '?')}  instr {len(a[k])}/{len(b[k])} ({100.0 * (len(b[k]) - len(a[k])) / len(a[k]):+.2f}%)"
+              f"  {ops}  diff lines {diff}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -139,12 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("first")
     c.add_argument("second")
+    t = sub.add_parser("stats")
+    t.add_argument("first")
+    t.add_argument("second")
     args = ap.parse_args(argv)
     if args.cmd == "dump":
         funcs = load(args.libs)
         Path(args.output).write_text(json.dumps(funcs, indent=0, sort_keys=True))
         print(f"{len(funcs)} functions -> {args.output}")
         return 0
+    if args.cmd == "stats":
+        return stats(args.first, args.second)
     return compare(load([args.first]), load([args.second]))
 
 

@@ -2,6 +2,14 @@
 // with the epilogues of an MLP's forward (bias, bias + GELU) and backward (GELU', fp32 weight
 // gradients). Launcher interface and operand layouts: mlp.h.
 //
+// Structure: both kernels are tk::pipeline descriptions (include/pipeline/producer_consumer.cuh owns the
+// ring, its mbarriers and phases, setmaxnreg, the producer's TMA loop, the persistent item loop and the
+// deferred-epilogue interleave); this file states the tile logic: the stage (one K slice of A and B),
+// load_slice, mma_slice, the walks over work units and the epilogues. Ported from the hand-written
+// version with the same SASS budget (cuobjdump, sm_90a, every instantiation: 168 registers, no stack,
+// no LDL / STL, the same HGMMA / UTMALDG / UTMASTG / BAR counts; instructions -0.2% to -6% for the 16-bit
+// epilogues, -11% for the fp32 store (its address arithmetic), -1% for dw_kernel).
+//
 // Algorithm (grown from dev/hopper/gemm.cu, whose version 2 measured 0.99-1.03x cuBLAS at the GPT-2
 // shapes on an H200): a persistent grid of min(#SMs, #work units) CTAs of three warpgroups.
 //   - warpgroup 0, the producer (40 registers after setmaxnreg), has one thread issue the TMA loads of
@@ -46,6 +54,7 @@
 #include <cuda_fp16.h>
 
 #include "host/tensor_map.cuh"
+#include "pipeline/producer_consumer.cuh"
 #include "thread/bulk.cuh"
 #include "thread/mbarrier.cuh"
 #include "thread/tma.cuh"
@@ -58,10 +67,10 @@
 namespace tk_mlp {
 namespace {
 
-constexpr int BM = 128, BN = 256, BK = 64, MAX_STAGES = 4;
+constexpr int BM = 128, BN = 256, BK = 64;
 constexpr int BOX = 64;                          // MN-major load boxes and store boxes: 64 x 64
 constexpr int BOX_BYTES = BOX * BOX * 2;         // 8 KB
-constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
 constexpr int TILE_BYTES = 64 * BN * 2;          // one consumer's 64 x 256 16-bit tile (4 boxes): 32 KB
 constexpr int SUM_BYTES = 2 * 2 * 4 * BOX * 4;   // GELU' column sums: 2 boxes x 2 pieces x 4 warps x 64 fp32
 constexpr int THREADS = 384;
@@ -71,8 +80,6 @@ constexpr int THREADS = 384;
 constexpr bool staged(Epilogue E) { return E == Epilogue::gelu || E == Epilogue::dgelu; }
 constexpr int ring_stages(Epilogue E) { return staged(E) ? 3 : 4; }
 constexpr int epilogue_bytes(Epilogue E) { return 2 * (staged(E) ? TILE_BYTES + SUM_BYTES : 2 * BOX_BYTES); }
-constexpr int smem_bytes(Epilogue E) { return ring_stages(E) * STAGE_BYTES + epilogue_bytes(E) + 1024; }
-static_assert(smem_bytes(Epilogue::store) <= 227 * 1024 && smem_bytes(Epilogue::gelu) <= 227 * 1024);
 
 struct Shape {
   int M, N, K;
@@ -119,42 +126,35 @@ __device__ __forceinline__ Unit unit(const Shape &s, int u) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// producer: one thread keeps the ring full, across all of this CTA's work units
+// the ring (tk::pipeline owns its barriers and phases): one stage is one K slice of both operands
 
-template <Major AM, Major BMJ, int STAGES>
-__device__ void produce(const CUtensorMap &a_map, const CUtensorMap &b_map, const Shape &s, char *ring,
-                        tk::barrier *full, tk::barrier *empty) {
-  int g = 0;  // K slices issued so far: ring slot g % STAGES, pass g / STAGES
-  for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
-    const Unit w = unit(s, u);
-    for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
-      const int slot = g % STAGES;
-      char *a = ring + slot * STAGE_BYTES, *b = a + A_BYTES;
-      tk::wait(empty[slot], ((g / STAGES) & 1) ^ 1);
-      tk::expect_bytes(full[slot], STAGE_BYTES);
-      if constexpr (AM == Major::K) tk::tma::load_async(a, a_map, full[slot], kt * BK, w.m0);
-      else
-        for (int j = 0; j < BM / BOX; j++) tk::tma::load_async(a + j * BOX_BYTES, a_map, full[slot], w.m0 + j * BOX, kt * BK);
-      if constexpr (BMJ == Major::K) tk::tma::load_async(b, b_map, full[slot], kt * BK, w.n0);
-      else
-        for (int j = 0; j < BN / BOX; j++) tk::tma::load_async(b + j * BOX_BYTES, b_map, full[slot], w.n0 + j * BOX, kt * BK);
-    }
-  }
+struct alignas(1024) Stage {
+  char a[A_BYTES];  // 128 x 64 of A: one K-major box, or 2 MN-major [64 K rows x 64] boxes side by side
+  char b[B_BYTES];  // 256 x 64 of B: one K-major box, or 4 MN-major boxes
+};
+using Slot = tk::pipeline::slot<Stage>;
+
+// producer: the TMA loads of K slice kt of the tile (m0, n0) into a ring slot
+template <Major AM, Major BMJ>
+__device__ __forceinline__ void load_slice(const Slot &s, const CUtensorMap &a_map, const CUtensorMap &b_map, int m0,
+                                           int n0, int kt) {
+  if constexpr (AM == Major::K) tk::tma::load_async(s.tiles.a, a_map, s.full(), kt * BK, m0);
+  else
+    for (int j = 0; j < BM / BOX; j++) tk::tma::load_async(s.tiles.a + j * BOX_BYTES, a_map, s.full(), m0 + j * BOX, kt * BK);
+  if constexpr (BMJ == Major::K) tk::tma::load_async(s.tiles.b, b_map, s.full(), kt * BK, n0);
+  else
+    for (int j = 0; j < BN / BOX; j++) tk::tma::load_async(s.tiles.b + j * BOX_BYTES, b_map, s.full(), n0 + j * BOX, kt * BK);
 }
 
-// ------------------------------------------------------------------------------------------------
-// consumer: one K slice of the unit's tile (this warpgroup's 64 rows)
-
-template <typename T, Major AM, Major BMJ, int STAGES>
-__device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int consumer, char *ring, tk::barrier *full,
-                                          int g, bool first) {
-  const int slot = g % STAGES;
-  char *a = ring + slot * STAGE_BYTES, *b = a + A_BYTES;
-  tk::wait(full[slot], (g / STAGES) & 1);
+// consumer: one K slice of the tile (this warpgroup's 64 rows), issued as one wgmma group; `first`
+// starts the accumulator from zero. The group stays in flight: retire() (mma_wait<1>) lets the
+// pipeline free the slot before it, drain() (mma_wait<0>) the last one.
+template <typename T, Major AM, Major BMJ>
+__device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int consumer, const Stage &st, bool first) {
   tk::wg::mma_fence(acc.v);
-  const uint64_t da = AM == Major::K ? tk::wg::desc_k128(a + consumer * 64 * BK * 2)
-                                     : tk::wg::desc_mn128(a + consumer * BOX_BYTES, BOX_BYTES);
-  const uint64_t db = BMJ == Major::K ? tk::wg::desc_k128(b) : tk::wg::desc_mn128(b, BOX_BYTES);
+  const uint64_t da = AM == Major::K ? tk::wg::desc_k128(st.a + consumer * 64 * BK * 2)
+                                     : tk::wg::desc_mn128(st.a + consumer * BOX_BYTES, BOX_BYTES);
+  const uint64_t db = BMJ == Major::K ? tk::wg::desc_k128(st.b) : tk::wg::desc_mn128(st.b, BOX_BYTES);
 #pragma unroll
   for (int k = 0; k < BK / 16; k++) {
     const uint64_t dak = AM == Major::K ? tk::wg::desc_advance_k(da, k) : tk::wg::desc_advance_k_mn(da, k);
@@ -162,13 +162,6 @@ __device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int cons
     tk::wg::wgmma_ss<T, BN, BMJ == Major::MN, AM == Major::MN>(acc.v, dak, dbk, !first || k > 0);
   }
   tk::wg::mma_commit();
-}
-
-// After the slice g was issued: wait for the slice before it and give its ring slot back.
-template <int STAGES>
-__device__ __forceinline__ void retire_previous(tk::wg::accumulator<BN> &acc, tk::barrier *empty, int g, bool first) {
-  tk::wg::mma_wait<1>(acc.v);
-  if (!first && tk::wg::warpgroup_thread() == 0) tk::arrive(empty[(g - 1) % STAGES]);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -213,7 +206,6 @@ template <typename T>
 struct Pending {
   uint32_t word[BN / 4];
   Unit unit;
-  bool valid;
 };
 
 template <typename T>
@@ -232,7 +224,6 @@ __device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accum
     pend.word[i / 2] = to_word(V::pack(x0, x1));
   }
   pend.unit = w;
-  pend.valid = true;
 }
 
 // The epilogue of a pending tile runs in PIECES half-boxes (64 rows x 32 columns of this warpgroup,
@@ -423,147 +414,112 @@ __device__ __forceinline__ void epilogue_piece(char *tile, int piece, const Unit
 }
 
 // ------------------------------------------------------------------------------------------------
-// the kernel
+// the kernel: a tk::pipeline description (pipeline/producer_consumer.cuh), read top to bottom
 
-// The ring's barriers, by one thread, visible to the CTA: "full" completes on the producer's TMA bytes,
-// "empty" when both consumers released the slot. (gemm_kernel and dw_kernel.)
-template <int STAGES>
-__device__ __forceinline__ void init_ring(tk::barrier *full, tk::barrier *empty) {
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < STAGES; i++) {
-      tk::init(full[i], 1);
-      tk::init(empty[i], 2);  // both consumers
-    }
-    tk::fence_barrier_init();
+struct GemmGlobals {
+  const CUtensorMap &a_map, &b_map, &c_map, &aux_map;
+  const Shape &s;
+  const EpiArgs &e;
+};
+
+// The persistent walk: CTA b takes work units b, b + gridDim.x, ...
+struct UnitWalk {
+  const Shape &s;
+  int u;
+  __device__ UnitWalk(const GemmGlobals &g) : s(g.s), u(blockIdx.x) {}
+  __device__ bool next(Unit &w) {
+    if (u >= s.tiles * s.splits) return false;
+    w = unit(s, u);
+    u += gridDim.x;
+    return true;
   }
-  __syncthreads();
-}
+};
+
+// One consumer warpgroup: its 64 rows of every tile, accumulated slice by slice, then the epilogue E.
+// The 16-bit epilogues are deferred: the pipeline runs a finished tile's PIECES pieces while the next
+// tile's first slices are in flight (unrolled for the register-held pending tile of the plain store).
+template <typename T, Major AM, Major BMJ, Epilogue E>
+struct GemmConsumer {
+  static constexpr int DEFERRED_PIECES = E == Epilogue::store_f32 ? 0 : PIECES;
+  static constexpr bool UNROLL_PIECES = E == Epilogue::store;
+  const GemmGlobals &g;
+  const int id;
+  char *epi;                    // this consumer's half of the epilogue buffers (scratch after the ring)
+  tk::wg::accumulator<BN> acc;
+  Pending<T> pend;              // store: the tile waiting for its pieces
+  int stores = 0;               // store: TMA stores issued (staging buffer parity)
+  Unit pw{};                    // GELU, GELU': the tile staged in epi
+  uint4 pre[2][2] = {};         // GELU': the pre-activation chunks of the next two pieces
+
+  __device__ GemmConsumer(const GemmGlobals &g, const tk::pipeline::consumer_ctx<> &ctx)
+      : g(g), id(ctx.id), epi(ctx.scratch + ctx.id * (epilogue_bytes(E) / 2)) {}
+
+  __device__ void compute(const Slot &s, int i) { mma_slice<T, AM, BMJ>(acc, id, s.tiles, i == 0); }
+  __device__ void retire() { tk::wg::mma_wait<1>(acc.v); }
+  __device__ void drain() { tk::wg::mma_wait<0>(acc.v); }
+
+  __device__ void finish(const Unit &w) {
+    if constexpr (E == Epilogue::store_f32) {
+      store_f32(acc, w, w.m0 + id * 64, g.s, g.e);
+    } else if constexpr (E == Epilogue::store) {
+      round_into<T>(pend, acc, w, g.s, g.e);
+    } else {
+      const int me = tk::wg::warpgroup_thread();
+      // the previous tile's last TMA store is done reading the tile buffer before it is overwritten
+      if (me == 0) tk::bulk_wait_group_read<0>();
+      tk::wg::sync(1 + id);
+      stage_tile<T, E>(epi, acc, w, g.s, g.e);
+      if constexpr (E == Epilogue::gelu) tk::fence_proxy_async_shared();
+      tk::wg::sync(1 + id);
+      if constexpr (E == Epilogue::gelu) {
+        if (me == 0) {
+          for (int b = 0; b < BN / BOX; b++)
+            tk::tma::store_async(g.aux_map, epi + b * BOX_BYTES, w.n0 + b * BOX, w.m0 + id * 64);
+          tk::bulk_commit_group();
+        }
+      } else {
+        load_pre_chunks<T>(pre[0], w, 0, id, g.s, g.e);
+        load_pre_chunks<T>(pre[1], w, 1, id, g.s, g.e);
+      }
+      pw = w;
+    }
+  }
+
+  __device__ void deferred(int piece) {
+    if constexpr (E == Epilogue::store) store_piece<T>(pend, piece, id, g.c_map, epi, stores);
+    else if constexpr (staged(E)) epilogue_piece<T, E>(epi, piece, pw, id, g.s, g.e, g.c_map, pre);
+  }
+
+  __device__ void last() {
+    if constexpr (E != Epilogue::store_f32) {
+      if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>();
+    }
+  }
+};
+
+template <typename T, Major AM, Major BMJ, Epilogue E>
+struct GemmPipe {
+  using globals = GemmGlobals;
+  using stage = Stage;
+  using work = Unit;
+  using scheduler = UnitWalk;
+  using consumer = GemmConsumer<T, AM, BMJ, E>;
+  static constexpr int STAGES = ring_stages(E), CONSUMERS = 2, PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+  static constexpr int SCRATCH_BYTES = epilogue_bytes(E);
+  __device__ static int iterations(const GemmGlobals &, const Unit &w) { return w.k_end - w.k_begin; }
+  __device__ static void load(const Slot &s, const GemmGlobals &g, const Unit &w, int i) {
+    load_slice<AM, BMJ>(s, g.a_map, g.b_map, w.m0, w.n0, w.k_begin + i);
+  }
+};
+template <typename T, Major AM, Major BMJ, Epilogue E>
+using GemmPipeline = tk::pipeline::kernel<GemmPipe<T, AM, BMJ, E>>;
 
 template <typename T, Major AM, Major BMJ, Epilogue E>
 __global__ void __launch_bounds__(THREADS, 1)
 gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
             const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap aux_map,
             const Shape s, const EpiArgs e) {
-  constexpr int STAGES = ring_stages(E);
-  extern __shared__ char smem_raw[];
-  char *ring = smem_raw + ((1024 - (tk::smem_u32(smem_raw) & 1023)) & 1023);
-  __shared__ tk::barrier full[MAX_STAGES], empty[MAX_STAGES];
-  init_ring<STAGES>(full, empty);
-
-  const int wg = tk::wg::warpgroupid();
-  if (wg == 0) {
-    tk::wg::set_max_registers<40>();
-    if (tk::wg::warpgroup_thread() == 0) produce<AM, BMJ, STAGES>(a_map, b_map, s, ring, full, empty);
-    return;
-  }
-
-  tk::wg::set_max_registers<232>();
-  const int consumer = wg - 1, me = tk::wg::warpgroup_thread();
-  char *epi_smem = ring + STAGES * STAGE_BYTES + consumer * (epilogue_bytes(E) / 2);
-  tk::wg::accumulator<BN> acc;
-  int g = 0;
-  if constexpr (E == Epilogue::store_f32) {
-    for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
-      const Unit w = unit(s, u);
-      for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
-        mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
-        retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
-      }
-      tk::wg::mma_wait<0>(acc.v);
-      if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
-      store_f32(acc, w, w.m0 + consumer * 64, s, e);
-    }
-  } else if constexpr (E == Epilogue::store) {
-    Pending<T> pend;
-    pend.valid = false;
-    int stores = 0;
-    for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
-      const Unit w = unit(s, u);
-      int kt = w.k_begin;
-      // the previous tile's epilogue, one piece after each of the first slices (every `step`-th slice
-      // when the tile has more than 2 x PIECES slices), while those slices' wgmmas run
-      const int step = max(1, (w.k_end - w.k_begin) / PIECES);
-#pragma unroll
-      for (int piece = 0; piece < PIECES; piece++) {
-        const bool mma = kt < w.k_end;
-        if (mma) mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
-        if (pend.valid) store_piece<T>(pend, piece, consumer, c_map, epi_smem, stores);
-        if (mma) {
-          retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
-          kt++, g++;
-        }
-        for (int i = 1; i < step && kt < w.k_end; i++, kt++, g++) {
-          mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, false);
-          retire_previous<STAGES>(acc, empty, g, false);
-        }
-      }
-      for (; kt < w.k_end; kt++, g++) {
-        mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
-        retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
-      }
-      tk::wg::mma_wait<0>(acc.v);
-      if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
-      round_into<T>(pend, acc, w, s, e);
-    }
-    if (pend.valid) {
-#pragma unroll
-      for (int piece = 0; piece < PIECES; piece++)
-        store_piece<T>(pend, piece, consumer, c_map, epi_smem, stores);
-    }
-    if (me == 0) tk::bulk_wait_group<0>();
-  } else {  // staged: GELU, GELU'
-    Unit pw{};
-    bool pending = false;
-    uint4 pre[2][2] = {};  // GELU': the pre-activation chunks of the next two pieces
-    for (int u = blockIdx.x; u < s.tiles * s.splits; u += gridDim.x) {
-      const Unit w = unit(s, u);
-      int kt = w.k_begin;
-      const int step = max(1, (w.k_end - w.k_begin) / PIECES);
-#pragma unroll 1
-      for (int piece = 0; piece < PIECES; piece++) {
-        const bool mma = kt < w.k_end;
-        if (mma) mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
-        if (pending) epilogue_piece<T, E>(epi_smem, piece, pw, consumer, s, e, c_map, pre);
-        if (mma) {
-          retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
-          kt++, g++;
-        }
-        for (int i = 1; i < step && kt < w.k_end; i++, kt++, g++) {
-          mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, false);
-          retire_previous<STAGES>(acc, empty, g, false);
-        }
-      }
-      for (; kt < w.k_end; kt++, g++) {
-        mma_slice<T, AM, BMJ, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
-        retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
-      }
-      tk::wg::mma_wait<0>(acc.v);
-      if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
-      // the previous tile's last TMA store is done reading the tile buffer before it is overwritten
-      if (me == 0) tk::bulk_wait_group_read<0>();
-      tk::wg::sync(1 + consumer);
-      stage_tile<T, E>(epi_smem, acc, w, s, e);
-      if constexpr (E == Epilogue::gelu) tk::fence_proxy_async_shared();
-      tk::wg::sync(1 + consumer);
-      if constexpr (E == Epilogue::gelu) {
-        if (me == 0) {
-          for (int b = 0; b < BN / BOX; b++)
-            tk::tma::store_async(aux_map, epi_smem + b * BOX_BYTES, w.n0 + b * BOX, w.m0 + consumer * 64);
-          tk::bulk_commit_group();
-        }
-      } else {
-        load_pre_chunks<T>(pre[0], w, 0, consumer, s, e);
-        load_pre_chunks<T>(pre[1], w, 1, consumer, s, e);
-      }
-      pw = w;
-      pending = true;
-    }
-    if (pending) {
-#pragma unroll 1
-      for (int piece = 0; piece < PIECES; piece++) epilogue_piece<T, E>(epi_smem, piece, pw, consumer, s, e, c_map, pre);
-    }
-    if (me == 0) tk::bulk_wait_group<0>();
-  }
+  GemmPipeline<T, AM, BMJ, E>::run(GemmGlobals{a_map, b_map, c_map, aux_map, s, e});
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -621,26 +577,6 @@ __device__ __forceinline__ Segment segment_at(const DwShape &s, int64_t pos, int
 }
 __device__ __forceinline__ int64_t range_begin(const DwShape &s, int b) { return int64_t(b) * s.total / gridDim.x; }
 
-template <int STAGES>
-__device__ void produce_dw(const CUtensorMap &a0, const CUtensorMap &b0, const CUtensorMap &a1, const CUtensorMap &b1,
-                           const DwShape &s, char *ring, tk::barrier *full, tk::barrier *empty) {
-  int g = 0;
-  const int64_t end = range_begin(s, blockIdx.x + 1);
-  for (int64_t pos = range_begin(s, blockIdx.x); pos < end;) {
-    const Segment w = segment_at(s, pos, end);
-    const CUtensorMap &am = w.prob ? a1 : a0, &bm = w.prob ? b1 : b0;
-    for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
-      const int slot = g % STAGES;
-      char *a = ring + slot * STAGE_BYTES, *b = a + A_BYTES;
-      tk::wait(empty[slot], ((g / STAGES) & 1) ^ 1);
-      tk::expect_bytes(full[slot], STAGE_BYTES);
-      for (int j = 0; j < BM / BOX; j++) tk::tma::load_async(a + j * BOX_BYTES, am, full[slot], w.m0 + j * BOX, kt * BK);
-      for (int j = 0; j < BN / BOX; j++) tk::tma::load_async(b + j * BOX_BYTES, bm, full[slot], w.n0 + j * BOX, kt * BK);
-    }
-    pos += w.k_end - w.k_begin;
-  }
-}
-
 // The segment's fp32 partial sums of this warpgroup's 64 rows into C: reductions, or stores when whole.
 // (The problem's fields are selected one by one: a select between the two param structs as a whole
 // made ptxas copy them into a stack frame.)
@@ -668,43 +604,59 @@ __device__ __forceinline__ void store_dw(const tk::wg::accumulator<BN> &acc, int
   }
 }
 
+struct DwGlobals {
+  const CUtensorMap &a0, &b0, &a1, &b1;
+  const DwShape &s;
+};
+
+// The stream-K walk: CTA b's slices [b T / G, (b + 1) T / G), one segment (a tile's K range) at a time.
+struct SegmentWalk {
+  const DwShape &s;
+  int64_t pos, end;
+  __device__ SegmentWalk(const DwGlobals &g)
+      : s(g.s), pos(range_begin(g.s, blockIdx.x)), end(range_begin(g.s, blockIdx.x + 1)) {}
+  __device__ bool next(Segment &w) {
+    if (pos >= end) return false;
+    w = segment_at(s, pos, end);
+    pos += w.k_end - w.k_begin;
+    return true;
+  }
+};
+
+template <typename T>
+struct DwConsumer {
+  const DwGlobals &g;
+  const int id;
+  tk::wg::accumulator<BN> acc;
+  __device__ DwConsumer(const DwGlobals &g, const tk::pipeline::consumer_ctx<> &ctx) : g(g), id(ctx.id) {}
+  __device__ void compute(const Slot &s, int i) { mma_slice<T, Major::MN, Major::MN>(acc, id, s.tiles, i == 0); }
+  __device__ void retire() { tk::wg::mma_wait<1>(acc.v); }
+  __device__ void drain() { tk::wg::mma_wait<0>(acc.v); }
+  __device__ void finish(const Segment &w) { store_dw(acc, w.m0 + id * 64, w, g.s, w.whole); }
+};
+
+template <typename T>
+struct DwPipe {
+  using globals = DwGlobals;
+  using stage = Stage;
+  using work = Segment;
+  using scheduler = SegmentWalk;
+  using consumer = DwConsumer<T>;
+  static constexpr int STAGES = 4, CONSUMERS = 2, PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+  __device__ static int iterations(const DwGlobals &, const Segment &w) { return w.k_end - w.k_begin; }
+  __device__ static void load(const Slot &s, const DwGlobals &g, const Segment &w, int i) {
+    load_slice<Major::MN, Major::MN>(s, w.prob ? g.a1 : g.a0, w.prob ? g.b1 : g.b0, w.m0, w.n0, w.k_begin + i);
+  }
+};
+template <typename T>
+using DwPipeline = tk::pipeline::kernel<DwPipe<T>>;
+
 template <typename T>
 __global__ void __launch_bounds__(THREADS, 1)
 dw_kernel(const __grid_constant__ CUtensorMap a0, const __grid_constant__ CUtensorMap b0,
           const __grid_constant__ CUtensorMap a1, const __grid_constant__ CUtensorMap b1, const DwShape s) {
-  constexpr int STAGES = 4;
-  extern __shared__ char smem_raw[];
-  char *ring = smem_raw + ((1024 - (tk::smem_u32(smem_raw) & 1023)) & 1023);
-  __shared__ tk::barrier full[STAGES], empty[STAGES];
-  init_ring<STAGES>(full, empty);
-
-  const int wg = tk::wg::warpgroupid();
-  if (wg == 0) {
-    tk::wg::set_max_registers<40>();
-    if (tk::wg::warpgroup_thread() == 0) produce_dw<STAGES>(a0, b0, a1, b1, s, ring, full, empty);
-    return;
-  }
-
-  tk::wg::set_max_registers<232>();
-  const int consumer = wg - 1, me = tk::wg::warpgroup_thread();
-  tk::wg::accumulator<BN> acc;
-  int g = 0;
-  const int64_t end = range_begin(s, blockIdx.x + 1);
-  for (int64_t pos = range_begin(s, blockIdx.x); pos < end;) {
-    const Segment w = segment_at(s, pos, end);
-    for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
-      mma_slice<T, Major::MN, Major::MN, STAGES>(acc, consumer, ring, full, g, kt == w.k_begin);
-      retire_previous<STAGES>(acc, empty, g, kt == w.k_begin);
-    }
-    tk::wg::mma_wait<0>(acc.v);
-    if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
-    store_dw(acc, w.m0 + consumer * 64, w, s, w.whole);
-    pos += w.k_end - w.k_begin;
-  }
+  DwPipeline<T>::run(DwGlobals{a0, b0, a1, b1, s});
 }
-
-constexpr int DW_SMEM = 4 * STAGE_BYTES + 1024;
-static_assert(DW_SMEM <= 227 * 1024);
 
 // ------------------------------------------------------------------------------------------------
 // host side
@@ -736,7 +688,8 @@ cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
   if constexpr (E == Epilogue::gelu) aux_map = tk::host::matrix_map<T>(p.aux, p.M, p.N, p.ldc, 64, BOX, 128);
   const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.colsum, p.tanh_gelu, s.splits > 1};
   auto kernel = gemm_kernel<T, AM, BMJ, E>;
-  constexpr int smem = smem_bytes(E);
+  constexpr int smem = GemmPipeline<T, AM, BMJ, E>::SHARED_BYTES;
+  static_assert(GemmPipeline<T, AM, BMJ, E>::THREADS == THREADS);
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const int grid = std::min(sm_count(), s.tiles * s.splits);
@@ -840,10 +793,12 @@ cudaError_t gemm_dw(const DwParams &p, cudaStream_t stream, const char **why) {
       const CUtensorMap a1 = operand_map<T>(q1.a, Major::MN, q1.M, q1.K, q1.lda, BM);
       const CUtensorMap b1 = operand_map<T>(q1.b, Major::MN, q1.N, q1.K, q1.ldb, BN);
       auto kernel = dw_kernel<T>;
-      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DW_SMEM);
+      constexpr int smem = DwPipeline<T>::SHARED_BYTES;
+      static_assert(DwPipeline<T>::THREADS == THREADS);
+      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (err != cudaSuccess) return err;
       const int grid = int(std::min<int64_t>(sm_count(), s.total));
-      kernel<<<grid, THREADS, DW_SMEM, stream>>>(a0, b0, a1, b1, s);
+      kernel<<<grid, THREADS, smem, stream>>>(a0, b0, a1, b1, s);
       return cudaGetLastError();
     };
     return p.dtype == DType::bf16 ? go(__nv_bfloat16{}) : go(__half{});

@@ -1,0 +1,99 @@
+"""Compile tests of tk_kernels/include/pipeline/producer_consumer.cuh (nvcc, sm_90a, no GPU needed).
+
+A toy description uses every optional hook the MLP GEMM does not (two full barriers per slot, a
+per-item buffer, start(), a rolled deferred epilogue), so that they compile and stay spill-free; bad
+descriptions must stop at the template's static_assert with its readable message."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tk_kernels import build as tkb
+
+TOY = r"""
+#include <cuda.h>
+#include "pipeline/producer_consumer.cuh"
+#include "thread/tma.cuh"
+#include "thread/bulk.cuh"
+
+struct alignas(1024) KV { char k[8192]; char v[8192]; };   // two tiles, one full barrier each
+struct alignas(1024) Q { char q[16384]; };
+struct G { const CUtensorMap &k_map, &v_map, &q_map; int items, tiles; float *out; };
+using Slot = tk::pipeline::slot<KV, 2>;
+struct Walk {
+  int item, items;
+  __device__ Walk(const G &g) : item(blockIdx.x), items(g.items) {}
+  __device__ bool next(int &w) { if (item >= items) return false; w = item; item += gridDim.x; return true; }
+};
+struct Consumer {
+  static constexpr int DEFERRED_PIECES = PIECES_;
+  const G &g;
+  int id;
+  float acc = 0.f;
+  KV *prev = nullptr;
+  __device__ Consumer(const G &g, const tk::pipeline::consumer_ctx<Q> &ctx) : g(g), id(ctx.id) {}
+  __device__ void start(const int &) { acc = 0.f; }
+  __device__ void compute(const Slot &s, int i) {
+    s.wait(1);  // the V tile of this slot
+    acc += float(s.tiles.k[threadIdx.x]) * float(s.tiles.v[threadIdx.x]) + float(i);
+  }
+  __device__ void finish(const int &w) { g.out[w * 256 + threadIdx.x - 128] = acc; }
+  __device__ void deferred(int piece) { acc += float(piece); }
+  __device__ void last() { if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>(); }
+};
+struct Toy {
+  using globals = G;
+  using stage = KV;
+  using work = int;
+  using scheduler = Walk;
+  using consumer = Consumer;
+  using item_stage = Q;
+  static constexpr int STAGES = STAGES_, CONSUMERS = 2, PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+  static constexpr unsigned FULL_BYTES[2] = {8192, 8192};
+  static constexpr int SCRATCH_BYTES = 2048;
+  __device__ static int iterations(const G &g, const int &) { return g.tiles; }
+  __device__ static void load(const Slot &s, const G &g, const int &w, int i) {
+    tk::tma::load_async(s.tiles.k, g.k_map, s.full(0), 0, w * 64 + i);
+    tk::tma::load_async(s.tiles.v, g.v_map, s.full(1), 0, w * 64 + i);
+  }
+  __device__ static void load_item(const tk::pipeline::item_slot<Q> &s, const G &g, const int &w) {
+    tk::tma::load_async(s.tiles.q, g.q_map, s.full, 0, w * 128);
+  }
+};
+__global__ void __launch_bounds__(tk::pipeline::kernel<Toy>::THREADS, 1)
+toy(const __grid_constant__ CUtensorMap k, const __grid_constant__ CUtensorMap v,
+    const __grid_constant__ CUtensorMap q, int items, int tiles, float *out) {
+  tk::pipeline::kernel<Toy>::run(G{k, v, q, items, tiles, out});
+}
+static_assert(tk::pipeline::kernel<Toy>::SHARED_BYTES == STAGES_ * 16384 + 16384 + 2048 + 1024);
+"""
+
+
+def _compile(tmp_path, stages: int = 3, pieces: int = 4) -> subprocess.CompletedProcess:
+    cuda_home = tkb.find_cuda_home()
+    if cuda_home is None:
+        pytest.skip("no CUDA toolkit (nvcc) found: set CUDA_HOME or put nvcc on PATH to run build tests")
+    src = tmp_path / "toy.cu"
+    src.write_text(TOY)
+    cmd = [os.path.join(cuda_home, "bin", "nvcc"), "-cubin", "-O3", "-std=c++20", "--expt-relaxed-constexpr",
+           "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", f"-I{tkb.INCLUDE_DIR}",
+           f"-DSTAGES_={stages}", f"-DPIECES_={pieces}", str(src), "-o", str(tmp_path / "toy.cubin")]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def test_every_hook_compiles_without_spills(tmp_path):
+    r = _compile(tmp_path)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr[-4000:]
+
+
+def test_bad_description_stops_at_a_readable_message(tmp_path):
+    r = _compile(tmp_path, stages=0)
+    assert r.returncode != 0
+    assert "pipeline: STAGES (ring depth) must be 1..16" in r.stderr, r.stderr[-4000:]
+    r = _compile(tmp_path, stages=14)  # 14 x 16 KB ring + 16 KB Q + scratch: more than 227 KB
+    assert r.returncode != 0
+    assert "exceed the 227 KB of shared memory" in r.stderr, r.stderr[-4000:]

@@ -1,0 +1,324 @@
+// Producer / consumer pipeline of a persistent Hopper kernel (sm_90a): one producer warpgroup feeds a
+// ring of shared-memory stages by TMA, CONSUMERS warpgroups compute on them, and every CTA walks its
+// share of the work items. The kernel says what a stage holds, how one stage is loaded and what a
+// consumer does with it; this template owns the rest: the ring and its mbarriers, phase parities,
+// register reallocation (setmaxnreg), the producer's issue loop and the consumers' item loop.
+//
+//   template <...> __global__ void __launch_bounds__(tk::pipeline::kernel<P>::THREADS, 1)
+//   my_kernel(const __grid_constant__ CUtensorMap a, ..., const Shape s) { tk::pipeline::kernel<P>::run(P::globals{a, ..., s}); }
+//   launch with kernel<P>::THREADS threads and kernel<P>::SHARED_BYTES of dynamic shared memory
+//
+// Zero overhead is the point: everything inlines into the kernel, phases are the same arithmetic a
+// hand-written kernel does, optional hooks cost nothing when absent. The MLP GEMMs ported onto it kept
+// their registers, HGMMA / TMA counts and no spills (families/mlp/csrc/gemm.cu). Keep tensor maps as
+// references to the kernel's __grid_constant__ parameters in `globals` (the GEMM with one by-value
+// __grid_constant__ struct of maps and shapes instead spilled twice as much in an intermediate version).
+//
+// The description P (a struct of types, constants and static functions):
+//
+//   using globals = ...;       the kernel's arguments (tensor maps by reference, shapes); const& everywhere
+//   using stage = ...;         one ring slot's shared tiles, a struct (alignas(1024) for 128B-swizzled tiles)
+//   using work = ...;          one work item (e.g. an output tile and its K range)
+//   STAGES, CONSUMERS          ring depth, consumer warpgroups (threads: 128 x (1 + CONSUMERS))
+//   PRODUCER_REGS, CONSUMER_REGS   registers per thread after setmaxnreg
+//   struct scheduler           the persistent walk: scheduler(const globals &); bool next(work &) gives
+//                              this CTA's next item, false when none is left. Producer and consumers each
+//                              run their own copy, so it must be deterministic.
+//   int iterations(const globals &, const work &)     ring slots the item uses, >= 1 (assumed: the
+//                              compiler is told so, which kept the plain-store GEMM free of spills)
+//   void load(const slot &, const globals &, const work &, int i)
+//                              producer, one thread: issue the TMA loads of the item's i-th slot. The
+//                              template has waited for the slot to be free and announced its bytes
+//                              (sizeof(stage), or FULL_BYTES) on its full barrier(s).
+//   struct consumer            one per consumer warpgroup, its registers live across items:
+//     consumer(const globals &, const consumer_ctx &)   once, after setmaxnreg (ctx: id, scratch, item)
+//     void compute(const slot &, int i)    the item's i-th slot has landed (full barrier 0): issue its work
+//   optional (detected; absent = nothing to do):
+//     P::FULL_BYTES[F]           F full barriers per slot and the bytes each completes on (e.g. K and V
+//                                tiles of attention, so that S = Q K^T may start before V lands); the
+//                                template waits on barrier 0 before compute, the consumer on the others
+//                                (slot::wait(j)); default: one barrier, sizeof(stage) bytes
+//     P::SCRATCH_BYTES           shared bytes after the ring for the consumers (ctx.scratch, 1024-aligned)
+//     P::item_stage, P::load_item(item_slot, globals, work)   a per-item buffer (e.g. attention's Q tile)
+//                                with its own full / empty barriers: loaded before the item's first slot,
+//                                waited on before compute(.., 0), released once the last slot's retire()
+//                                has returned (before drain())
+//     consumer::start(work)      per item, before its first slot
+//     consumer::retire()         after compute(i): every slot but the newest has been read (wgmma: wait<1>);
+//                                the template then frees slot i - 1
+//     consumer::drain()          after the item's last slot: every slot has been read (wgmma: wait<0>);
+//                                the template then frees the last slot
+//     consumer::finish(work)     per item, after drain (the epilogue, or staging it for the deferred pieces)
+//     consumer::DEFERRED_PIECES, deferred(int piece), UNROLL_PIECES
+//                                a deferred epilogue: the previous item's finish continues in PIECES pieces,
+//                                piece p right after the first slot of the p-th of PIECES equal runs of the
+//                                next item's slots had been issued (so it runs under that slot's MMAs), and
+//                                after the last item all pieces in a row. UNROLL_PIECES = true unrolls the
+//                                piece loop (compile-time piece indices, e.g. registers picked by piece).
+//     consumer::last()           after the last item (e.g. wait for outstanding TMA stores)
+//
+// Slot i of an item is ring slot g % STAGES of the CTA-wide slot count g, used for the (g / STAGES)-th
+// time: its full barrier completes phase (g / STAGES) & 1. Barriers: full[s][f] one arrival (the
+// producer's expect_bytes) plus the bytes; empty[s] CONSUMERS arrivals (thread 0 of each consumer).
+// The template uses no named barriers (ids 1..15 are the kernel's) and syncs the CTA once, after
+// initialising the barriers.
+#pragma once
+#include <concepts>
+#include <cstdint>
+#include "../common/util.cuh"
+#include "../thread/mbarrier.cuh"
+#include "../warpgroup/mma.cuh"
+
+namespace tk::pipeline {
+
+// A ring slot as the producer and the consumers see it: its tiles, its full barrier(s), this use's parity.
+template <typename Stage, int FULL = 1>
+struct slot {
+  Stage &tiles;
+  barrier *full_bars;  // FULL barriers
+  int parity;
+  __device__ barrier &full(int j = 0) const { return full_bars[j]; }
+  __device__ void wait(int j) const { tk::wait(full_bars[j], parity); }  // consumers: barrier j of this slot
+};
+
+// The per-item buffer (P::item_stage) and its full barrier.
+template <typename Item>
+struct item_slot {
+  Item &tiles;
+  barrier &full;
+};
+
+struct no_item {};
+
+template <typename Item = no_item>
+struct consumer_ctx {
+  int id;         // 0 .. CONSUMERS - 1
+  char *scratch;  // P::SCRATCH_BYTES of shared memory after the ring (and item stage), 1024-aligned
+  Item *item;     // the per-item buffer (P::item_stage), or nullptr
+};
+
+namespace detail {
+template <typename P> constexpr int full_count() {
+  if constexpr (requires { P::FULL_BYTES; }) return int(sizeof(P::FULL_BYTES) / sizeof(P::FULL_BYTES[0]));
+  else return 1;
+}
+template <typename P> constexpr uint32_t full_bytes(int j) {
+  if constexpr (requires { P::FULL_BYTES; }) return uint32_t(P::FULL_BYTES[j]);
+  else return uint32_t(sizeof(typename P::stage));
+}
+template <typename P> constexpr int scratch_bytes() {
+  if constexpr (requires { P::SCRATCH_BYTES; }) return int(P::SCRATCH_BYTES);
+  else return 0;
+}
+template <typename P> struct item_of { using type = no_item; static constexpr int bytes = 0; };
+template <typename P> requires requires { typename P::item_stage; }
+struct item_of<P> { using type = typename P::item_stage; static constexpr int bytes = int(sizeof(type)); };
+template <typename C> constexpr int deferred_pieces() {
+  if constexpr (requires { C::DEFERRED_PIECES; }) return int(C::DEFERRED_PIECES);
+  else return 0;
+}
+template <typename C> constexpr bool unroll_pieces() {
+  if constexpr (requires { C::UNROLL_PIECES; }) return bool(C::UNROLL_PIECES);
+  else return false;
+}
+// the consumer's optional hooks: called when the consumer has them
+template <typename C, typename W> __device__ __forceinline__ void start(C &c, const W &w) {
+  if constexpr (requires { c.start(w); }) c.start(w);
+}
+template <typename C> __device__ __forceinline__ void retire(C &c) {
+  if constexpr (requires { c.retire(); }) c.retire();
+}
+template <typename C> __device__ __forceinline__ void drain(C &c) {
+  if constexpr (requires { c.drain(); }) c.drain();
+}
+template <typename C, typename W> __device__ __forceinline__ void finish(C &c, const W &w) {
+  if constexpr (requires { c.finish(w); }) c.finish(w);
+}
+template <typename C> __device__ __forceinline__ void deferred(C &c, int piece) {
+  if constexpr (requires { c.deferred(piece); }) c.deferred(piece);
+}
+template <typename C> __device__ __forceinline__ void last(C &c) {
+  if constexpr (requires { c.last(); }) c.last();
+}
+}  // namespace detail
+
+template <typename P>
+struct kernel {
+  using globals = typename P::globals;
+  using stage = typename P::stage;
+  using work = typename P::work;
+  using consumer = typename P::consumer;
+  using item_stage = typename detail::item_of<P>::type;
+  static constexpr bool HAS_ITEM = detail::item_of<P>::bytes > 0;
+  static constexpr int STAGES = P::STAGES, CONSUMERS = P::CONSUMERS;
+  static constexpr int FULL = detail::full_count<P>();
+  static constexpr int THREADS = 128 * (1 + CONSUMERS);
+  static constexpr int RING_BYTES = STAGES * int(sizeof(stage));
+  static constexpr int ITEM_OFFSET = RING_BYTES, SCRATCH_OFFSET = RING_BYTES + detail::item_of<P>::bytes;
+  static constexpr int SHARED_BYTES = SCRATCH_OFFSET + detail::scratch_bytes<P>() + 1024;  // + alignment slack
+  static constexpr int PIECES = detail::deferred_pieces<consumer>();
+  static constexpr bool UNROLL = detail::unroll_pieces<consumer>();
+  using slot_t = slot<stage, FULL>;
+
+  // the description's readable compile-time checks
+  static_assert(STAGES >= 1 && STAGES <= 16, "pipeline: STAGES (ring depth) must be 1..16");
+  static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "pipeline: 1..3 consumer warpgroups (4 warpgroups per CTA at most)");
+  static_assert(alignof(stage) <= 1024 && sizeof(stage) % 1024 == 0,
+                "pipeline: a stage is a whole number of 1024-byte blocks (128B-swizzled tiles start on 1024 bytes)");
+  static_assert(!HAS_ITEM || sizeof(item_stage) % 1024 == 0, "pipeline: item_stage must be a multiple of 1024 bytes");
+  static_assert(FULL >= 1 && FULL <= 4, "pipeline: 1..4 full barriers per slot");
+  static_assert(SHARED_BYTES <= 227 * 1024,
+                "pipeline: ring + item stage + scratch + 1 KB alignment exceed the 227 KB of shared memory of an sm_90 CTA");
+  static_assert((P::PRODUCER_REGS + CONSUMERS * P::CONSUMER_REGS) * 128 <= 65536,
+                "pipeline: the warpgroups' registers after setmaxnreg exceed the SM's 64K");
+  static_assert(P::PRODUCER_REGS <= P::CONSUMER_REGS, "pipeline: the producer gives registers to the consumers");
+  static_assert(PIECES >= 0 && PIECES <= 64, "pipeline: DEFERRED_PIECES must be 0..64");
+  static_assert(!UNROLL || PIECES > 0, "pipeline: UNROLL_PIECES without DEFERRED_PIECES");
+  static_assert(requires(typename P::scheduler s, work w) { { s.next(w) } -> std::same_as<bool>; },
+                "pipeline: P::scheduler needs bool next(work &)");
+  static_assert(requires(const globals &g, const work &w) { { P::iterations(g, w) } -> std::convertible_to<int>; },
+                "pipeline: P needs static int iterations(const globals &, const work &)");
+  static_assert(requires(const slot_t &s, const globals &g, const work &w) { P::load(s, g, w, 0); },
+                "pipeline: P needs static void load(const slot &, const globals &, const work &, int i)");
+  static_assert(requires(consumer &c, const slot_t &s) { c.compute(s, 0); },
+                "pipeline: P::consumer needs void compute(const slot &, int i)");
+  static_assert(PIECES == 0 || requires(consumer &c) { c.deferred(0); },
+                "pipeline: a consumer with DEFERRED_PIECES needs void deferred(int piece)");
+  static_assert(!HAS_ITEM || requires(const item_slot<item_stage> &s, const globals &g, const work &w) {
+                  P::load_item(s, g, w); }, "pipeline: P::item_stage needs static void load_item(const item_slot &, const globals &, const work &)");
+
+  __device__ static void run(const globals &g) {
+    extern __shared__ char smem_raw[];
+    char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    stage *ring = reinterpret_cast<stage *>(base);
+    __shared__ barrier full[STAGES * FULL], empty[STAGES];
+    __shared__ barrier item_bar[HAS_ITEM ? 2 : 1];  // item full, item empty
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < STAGES; i++) {
+        for (int f = 0; f < FULL; f++) init(full[i * FULL + f], 1);
+        init(empty[i], CONSUMERS);
+      }
+      if constexpr (HAS_ITEM) {
+        init(item_bar[0], 1);
+        init(item_bar[1], CONSUMERS);
+      }
+      fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (wg::warpgroupid() == 0) {
+      wg::set_max_registers<P::PRODUCER_REGS>();
+      if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base);
+      return;
+    }
+    wg::set_max_registers<P::CONSUMER_REGS>();
+    consume(g, ring, full, empty, item_bar, base);
+  }
+
+ private:
+  __device__ static __forceinline__ slot_t slot_at(stage *ring, barrier *full, int n) {
+    return slot_t{ring[n % STAGES], full + (n % STAGES) * FULL, (n / STAGES) & 1};
+  }
+
+  // one thread: keep the ring full across all of this CTA's items
+  __device__ static __forceinline__ void produce(const globals &g, stage *ring, barrier *full, barrier *empty,
+                                                 barrier *item_bar, char *base) {
+    typename P::scheduler sched(g);
+    int n = 0;   // slots issued so far
+    int it = 0;  // items so far
+    for (work w; sched.next(w); it++) {
+      if constexpr (HAS_ITEM) {
+        wait(item_bar[1], (it & 1) ^ 1);  // every consumer is done with the previous item's buffer
+        expect_bytes(item_bar[0], uint32_t(sizeof(item_stage)));
+        P::load_item(item_slot<item_stage>{*reinterpret_cast<item_stage *>(base + ITEM_OFFSET), item_bar[0]}, g, w);
+      }
+      const int iters = P::iterations(g, w);
+      for (int i = 0; i < iters; i++, n++) {
+        const slot_t s = slot_at(ring, full, n);
+        wait(empty[n % STAGES], s.parity ^ 1);  // the first pass finds every slot free (parity 1)
+#pragma unroll
+        for (int f = 0; f < FULL; f++) expect_bytes(s.full(f), detail::full_bytes<P>(f));
+        P::load(s, g, w, i);
+      }
+    }
+  }
+
+  __device__ static __forceinline__ void consume(const globals &g, stage *ring, barrier *full, barrier *empty,
+                                                 barrier *item_bar, char *base) {
+    const int id = wg::warpgroupid() - 1;
+    const bool leader = wg::warpgroup_thread() == 0;
+    consumer c(g, consumer_ctx<item_stage>{id, base + SCRATCH_OFFSET,
+                                           HAS_ITEM ? reinterpret_cast<item_stage *>(base + ITEM_OFFSET) : nullptr});
+    // slot n of the CTA: wait until it has landed, hand it to the consumer; then let it retire all but
+    // the newest slot and free the one before (not the previous item's last: drain freed that)
+    auto issue = [&](int n, int i) {
+      const slot_t s = slot_at(ring, full, n);
+      wait(s.full(0), s.parity);
+      c.compute(s, i);
+    };
+    auto retire = [&](int n, int i) {
+      detail::retire(c);
+      if (i > 0 && leader) arrive(empty[(n - 1) % STAGES]);
+    };
+    typename P::scheduler sched(g);
+    int n = 0;             // slots consumed so far
+    int it = 0;            // items so far
+    bool pending = false;  // a finished item whose deferred pieces have not run yet
+    for (work w; sched.next(w); it++) {
+      const int iters = P::iterations(g, w);
+      __builtin_assume(iters >= 1);
+      detail::start(c, w);
+      if constexpr (HAS_ITEM) wait(item_bar[0], it & 1);
+      int i = 0;
+      if constexpr (PIECES > 0) {
+        const int step = max(1, iters / PIECES);  // slots per piece (the last run takes the rest)
+        auto piece_run = [&](int piece) {
+          const bool more = i < iters;
+          if (more) issue(n, i);
+          if (pending) detail::deferred(c, piece);
+          if (more) {
+            retire(n, i);
+            i++, n++;
+          }
+          for (int j = 1; j < step && i < iters; j++, i++, n++) {
+            __builtin_assume(i > 0);  // (not the item's first slot: lets the consumer's i == 0 fold)
+            issue(n, i);
+            retire(n, i);
+          }
+        };
+        if constexpr (UNROLL) {
+#pragma unroll
+          for (int piece = 0; piece < PIECES; piece++) piece_run(piece);
+        } else {
+#pragma unroll 1
+          for (int piece = 0; piece < PIECES; piece++) piece_run(piece);
+        }
+      }
+      for (; i < iters; i++, n++) {
+        issue(n, i);
+        retire(n, i);
+      }
+      if constexpr (HAS_ITEM) {
+        if (leader) arrive(item_bar[1]);
+      }
+      detail::drain(c);
+      if (leader) arrive(empty[(n - 1) % STAGES]);
+      detail::finish(c, w);
+      pending = true;
+    }
+    if constexpr (PIECES > 0) {
+      if (pending) {
+        if constexpr (UNROLL) {
+#pragma unroll
+          for (int piece = 0; piece < PIECES; piece++) detail::deferred(c, piece);
+        } else {
+#pragma unroll 1
+          for (int piece = 0; piece < PIECES; piece++) detail::deferred(c, piece);
+        }
+      }
+    }
+    detail::last(c);
+  }
+};
+
+}  // namespace tk::pipeline
