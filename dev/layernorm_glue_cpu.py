@@ -9,7 +9,9 @@ bias, weight dtypes, requires_grad subsets, unused outputs, strided / unaligned 
 What this checks is the glue (saved tensors, gradient routing, casts, copies), not the kernels: the
 GPU tests (tests/layernorm/test_layernorm_gpu.py) compare the two paths on the real kernels.
 
-    python dev/layernorm_glue_cpu.py        # builds in a temporary directory (~2 min on 2 cores)
+    python dev/layernorm_glue_cpu.py          # builds in a temporary directory (~1 min on 2 cores)
+    python dev/layernorm_glue_cpu.py --time   # then host microseconds per fwd+bwd of each path, with launchers
+                                              # that do nothing (the glue's own cost; a CPU estimate only)
 """
 import itertools
 import os
@@ -31,13 +33,16 @@ F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 # dx (+ ds), ddelta, dweight, dbias in fp32 math (any deterministic math will do: both paths call these)
 STAND_IN = r"""
 #include <ATen/ATen.h>
+#include <cstdlib>
 #include "layernorm.h"
 namespace tk_ln {
 static at::Tensor view(const void *p, int64_t rows, int64_t cols, DType t) {
   const auto st = t == DType::f32 ? at::kFloat : t == DType::bf16 ? at::kBFloat16 : at::kHalf;
   return at::from_blob(const_cast<void *>(p), {rows, cols}, at::TensorOptions().dtype(st));
 }
+static bool noop() { return std::getenv("TK_GLUE_NOOP") != nullptr; }  // --time: launchers that do nothing
 cudaError_t layer_norm_forward(const FwdParams &p, cudaStream_t) {
+  if (noop()) return cudaSuccess;
   at::Tensor s = view(p.x, p.rows, p.cols, p.x_t).to(at::kFloat);
   if (p.delta) {
     at::Tensor s_out = view(p.s, p.rows, p.cols, p.x_t);
@@ -54,6 +59,7 @@ cudaError_t layer_norm_forward(const FwdParams &p, cudaStream_t) {
 }
 int64_t backward_workspace_floats(const BwdParams &) { return 0; }
 cudaError_t layer_norm_backward(const BwdParams &p, cudaStream_t) {
+  if (noop()) return cudaSuccess;
   const at::Tensor rstd = view(p.rstd, p.rows, 1, DType::f32), dy = view(p.dy, p.rows, p.cols, p.dy_t).to(at::kFloat);
   const at::Tensor xh = (view(p.s, p.rows, p.cols, p.x_t).to(at::kFloat) - view(p.mean, p.rows, 1, DType::f32)) * rstd;
   const at::Tensor g = dy * view(p.weight, 1, p.cols, DType::f32);
@@ -189,7 +195,76 @@ def main() -> int:
                                                             f"{len(failures)} FAILED"))
     for f in failures:
         print("  " + f)
+    if "--time" in sys.argv[1:]:
+        time_paths(ext)
     return 1 if failures else 0
+
+
+def time_paths(ext) -> None:
+    """Host us per fwd+bwd at (64, 768), x fp32, delta / y bf16, with launchers that do nothing."""
+    import time
+    os.environ["TK_GLUE_NOOP"] = "1"
+    x = torch.randn(64, 768, requires_grad=True)
+    d = torch.randn(64, 768).to(BF16).requires_grad_()
+    w, b = torch.ones(768, requires_grad=True), torch.zeros(768, requires_grad=True)
+    dy, ds = torch.randn(64, 768).to(BF16), torch.randn(64, 768)
+
+    class PythonFunction(torch.autograd.Function):  # the session-4 eager path (see dev/layernorm_host.py)
+        @staticmethod
+        def forward(ctx, x, delta, weight, bias, eps, out_dtype):
+            ctx.set_materialize_grads(False)
+            k = ops._kernel_ready
+            out = ext.forward(k(x), k(delta), k(weight), k(bias), eps, out_dtype)
+            ops._setup_context(ctx, (x, delta, weight, bias, eps, out_dtype), out)
+            return out
+
+        @staticmethod
+        def backward(ctx, dy, ds, dmean, drstd):
+            s, mean, rstd, weight = ctx.saved_tensors
+            k = ops._kernel_ready
+            dx, dd, dw, db = ext.backward(k(dy), k(ds), k(s), mean, rstd, k(weight), True, ctx.delta_dtype)
+            return dx, dd, dw, db, None, None
+
+    class Bare(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, d, w, b):
+            ctx.set_materialize_grads(False)
+            return torch.empty(x.shape, dtype=BF16), torch.empty(x.shape)
+
+        @staticmethod
+        def backward(ctx, dy, ds):
+            return torch.empty(x.shape), torch.empty(x.shape, dtype=BF16), torch.empty(768), torch.empty(768)
+
+    def fwdbwd(f):
+        def run():
+            x.grad = d.grad = w.grad = b.grad = None
+            s, y = f()
+            torch.autograd.backward([s, y], [ds, dy])
+        return run
+
+    paths = {
+        "C++ autograd (ext.add_layer_norm)": lambda: ops.add_layer_norm_op(x, d, w, b, 1e-5, BF16),
+        "Python Function (session 4 path)": lambda: PythonFunction.apply(x, d, w, b, 1e-5, BF16)[1::-1],
+        "custom ops + register_autograd": lambda: ops._custom_op_path(x, d, w, b, 1e-5, BF16),
+        "bare Python Function, no kernels": lambda: Bare.apply(x, d, w, b)[::-1],
+    }
+
+    def no_autograd():
+        y, s, mean, rstd = ext.forward(x.detach(), d.detach(), w.detach(), b.detach(), 1e-5, BF16)
+        ext.backward(dy, ds, s, mean, rstd, w.detach(), True, BF16)
+    print("host us per fwd+bwd on this CPU (launchers do nothing; CPU time, best of 7 x 1000):")
+    runs = {name: fwdbwd(f) for name, f in paths.items()}
+    runs["ext.forward + ext.backward, no autograd"] = no_autograd
+    for name, run in runs.items():
+        for _ in range(200):
+            run()
+        best = float("inf")
+        for _ in range(7):
+            t = time.process_time()
+            for _ in range(1000):
+                run()
+            best = min(best, (time.process_time() - t) * 1e3)
+        print(f"  {name:42s} {best:7.1f}")
 
 
 if __name__ == "__main__":
