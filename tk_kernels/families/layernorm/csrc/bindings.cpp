@@ -166,9 +166,10 @@ using torch::autograd::variable_list;
 
 // tk::add_layer_norm_fwd with the autograd ops.py registers for it (_setup_context, _backward), for
 // eager mode: the same kernels, saved tensors (s, or x without delta; mean, rstd, weight) and
-// gradients, with no Python in the forward or the backward. Unused outputs get no zero-filled
-// gradients: with y unused only the residual gradient flows (no kernel), with s unused the backward
-// kernel runs without ds. torch.compile traces the custom ops instead.
+// gradients, with no Python in the forward or the backward. Its outputs are (y, s), or (y) without
+// delta (mean and rstd are only saved: fewer outputs for autograd to wrap). Unused outputs get no
+// zero-filled gradients: with y unused only the residual gradient flows (no kernel), with s unused the
+// backward kernel runs without ds. torch.compile traces the custom ops instead.
 struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
   static variable_list forward(AutogradContext *ctx, const at::Tensor &x, const std::optional<at::Tensor> &delta,
                                const at::Tensor &weight, const std::optional<at::Tensor> &bias, double eps,
@@ -178,11 +179,11 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     ctx->save_for_backward({delta ? s : x, mean, rstd, weight});
     ctx->saved_data["has_bias"] = bias.has_value();
     ctx->saved_data["delta_dtype"] = delta ? c10::IValue(delta->scalar_type()) : c10::IValue();
-    ctx->mark_non_differentiable(delta ? variable_list{mean, rstd} : variable_list{s, mean, rstd});
-    return {y, s, mean, rstd};
+    if (delta) return {y, s};
+    return {y};
   }
 
-  // gradients of (x, delta, weight, bias, eps, out_dtype) from those of (y, s, mean, rstd)
+  // gradients of (x, delta, weight, bias, eps, out_dtype) from those of (y, s) or (y)
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
     const c10::IValue &delta_dtype = ctx->saved_data["delta_dtype"];
     const bool has_delta = !delta_dtype.isNone(), has_bias = ctx->saved_data["has_bias"].toBool();
@@ -214,7 +215,7 @@ std::tuple<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor &x, const std
   const auto f32 = [](const at::Tensor &t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); };
   const std::optional<at::Tensor> bias32 = bias ? std::optional<at::Tensor>(f32(*bias)) : std::nullopt;
   const variable_list out = AddLayerNorm::apply(x, delta, f32(weight), bias32, eps, out_dtype);
-  return {delta ? out[1] : x, out[0]};
+  return {delta ? out[1] : x, out[0]};  // (s, y)
 }
 
 }  // namespace
