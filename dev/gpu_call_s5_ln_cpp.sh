@@ -12,7 +12,7 @@ LIMIT=${LIMIT:-580}
 rem() { local r=$((LIMIT - SECONDS + t0)); [ $r -lt 1 ] && r=1; [ $r -lt $1 ] && echo $r || echo $1; }
 python -m tk_kernels.build --family layernorm > $O/build.log 2>&1 || { echo "BUILD FAILED"; grep -E "error|failed" $O/build.log | head -30; }
 echo "build $((SECONDS - t0)) s"
-timeout $(rem 60) python dev/layernorm_host.py > $O/layernorm_host.log 2>&1; echo "layernorm_host rc=$?"; cat $O/layernorm_host.log
+timeout $(rem 90) python dev/layernorm_host.py > $O/layernorm_host.log 2>&1; echo "layernorm_host rc=$?"; cat $O/layernorm_host.log
 timeout $(rem 200) python -m pytest -m gpu -q -x -p no:cacheprovider tests/layernorm/test_layernorm_gpu.py > $O/layernorm_gpu.log 2>&1
 echo "layernorm gpu tests rc=$? $(tail -1 $O/layernorm_gpu.log) $((SECONDS - t0)) s"; grep -E "^(FAILED|ERROR)|Error" $O/layernorm_gpu.log | head -10
 timeout $(rem 200) python bench/bench_layernorm.py --impls tk,tk_ops,eager,compile --shapes 16384,768 16384,1024 16384,2048 \

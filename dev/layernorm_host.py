@@ -43,7 +43,7 @@ with dispatch.override("attention", tk=None), dispatch.override("mlp", tk=None),
     plan = dispatch.plan("tk", dev, torch.bfloat16, 64, n_embd=C)  # the model's plan under bf16 autocast
 
 
-def host_us(f, n=2000, repeats=5) -> float:
+def host_us(f, n=2000, repeats=3) -> float:
     """The fastest of `repeats` batches of n calls, in wall microseconds per call."""
     for _ in range(100):
         f()
@@ -145,7 +145,7 @@ rows = {
     "fwd+bwd eager torch": fwdbwd(lambda: ((s := x + d), F.layer_norm(s, (C,), w, b).to(bf16))),
 }
 print(f"host us per call ({torch.cuda.get_device_name()}, torch {torch.__version__}), N={N} C={C}, "
-      f"x fp32, delta/y bf16; best of 5 x 2000 calls")
+      f"x fp32, delta/y bf16; best of 3 x 2000 calls")
 print(f"  C++ autograd == Python Function bitwise (s, y, 4 grads): {same_as_python_path()}")
 for name, f in rows.items():
     print(f"  {name:46s} {host_us(f):8.1f}")
