@@ -10,7 +10,8 @@ Residual add + LayerNorm, forward + backward, side by side in one process: our k
 The op is what autocast training runs per block: x (fp32 residual stream) + delta (bf16 sublayer
 output) -> s (fp32) and y = LayerNorm(s) in bf16 (the next GEMM's input); the backward takes dy (bf16)
 and ds (fp32, the residual's incoming gradient) and gives dx (fp32), ddelta (bf16), dweight, dbias.
-The PyTorch version is `s = x + delta; y = F.layer_norm(s, ...).to(bf16)`.
+The PyTorch version is `s = x + delta; y = F.layer_norm(s, ...).to(bf16)`; ours is what the eager model
+calls, dispatch.add_layer_norm under a kernels=tk plan (the extension's add_layer_norm, autograd in C++).
 
 Times: triton.testing.do_bench medians (it flushes the L2 cache between runs), else a CUDA-event loop.
 Bandwidth: the bytes the op must move at least, over the median time:
@@ -85,7 +86,11 @@ def graphed(step):
 
 
 def run_shape(N, C, impls, graphs=False):
-    import tk_kernels
+    from tk_kernels import dispatch
+    from tk_kernels.families.layernorm import ops
+    with dispatch.override("attention", tk=None), dispatch.override("mlp", tk=None), \
+            dispatch.override("classifier", tk=None), dispatch.override("layer_norm", not_used=None):
+        plan = dispatch.plan("tk", "cuda", D_DT, 64, n_embd=C)  # the model's plan under bf16 autocast
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(N, C, device="cuda", generator=g).requires_grad_()
     d = torch.randn(N, C, device="cuda", generator=g).to(D_DT).requires_grad_()
@@ -93,7 +98,8 @@ def run_shape(N, C, impls, graphs=False):
     b = (0.1 * torch.randn(C, device="cuda", generator=g)).requires_grad_()
     dy = torch.randn(N, C, device="cuda", generator=g).to(D_DT)
     ds = torch.randn(N, C, device="cuda", generator=g)
-    fns = {"tk": lambda x, d, w, b: tk_kernels.add_layer_norm(x, d, w, b, out_dtype=D_DT),
+    fns = {"tk": lambda x, d, w, b: dispatch.add_layer_norm(plan, x, d, w, b),  # what the eager model calls
+           "tk_ops": lambda x, d, w, b: ops._custom_op_path(x, d, w, b, 1e-5, D_DT),
            "eager": torch_add_ln, "compile": torch.compile(torch_add_ln)}
     row = {"N": N, "C": C, "bytes": bytes_moved(N, C)}
     for name in impls:
@@ -118,7 +124,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", nargs="+", default=None, help="rows,width pairs (default: %s)" %
                     " ".join(f"{n},{c}" for n, c in DEFAULT_SHAPES))
-    ap.add_argument("--impls", default="tk,eager,compile", help="comma-separated subset of tk,eager,compile")
+    ap.add_argument("--impls", default="tk,eager,compile", help="comma-separated subset of tk,tk_ops,eager,compile "
+                    "(tk: dispatch.add_layer_norm as the eager model calls it, autograd in C++; tk_ops: the custom "
+                    "ops with their Python autograd, called eagerly: what torch.compile traces)")
     ap.add_argument("--graphs", action="store_true", help="time each fwd+bwd as a CUDA-graph replay: GPU time "
                     "only, no host overhead (for every implementation alike)")
     ap.add_argument("--json", help="write the results to this JSON file")

@@ -196,14 +196,24 @@ class Float64Ext:
         return dx.to(s.dtype), dd, dw, db
 
 
-@pytest.mark.parametrize("x_dt,d_dt,bias", [(F32, BF16, True), (F32, F32, False), (BF16, BF16, True),
-                                            (F32, None, True)])
-def test_eager_path_gradients(monkeypatch, x_dt, d_dt, bias):
-    """The eager path (an autograd.Function calling the extension directly, no custom-op dispatch) with a
-    float64 stand-in extension: s, y and the gradients of x, delta, weight, bias equal those of the
-    reference op through autograd; gradients keep their inputs' dtypes."""
+@pytest.fixture
+def float64_ext(monkeypatch):
+    """The custom ops run on CPU tensors, with Float64Ext as the extension: their own bodies are registered
+    for "cpu" (for the rest of the process; no other test calls them on CPU tensors)."""
+    for op in (ln.add_layer_norm_fwd, ln.add_layer_norm_bwd):
+        torch.library.register_kernel(op, "cpu", op._init_fn)
     ext = Float64Ext()
     monkeypatch.setattr(ln, "_ext", lambda: ext)
+    return ext
+
+
+@pytest.mark.parametrize("x_dt,d_dt,bias", [(F32, BF16, True), (F32, F32, False), (BF16, BF16, True),
+                                            (F32, None, True)])
+def test_custom_op_path_gradients(float64_ext, x_dt, d_dt, bias):
+    """The custom ops with their registered autograd (what torch.compile traces) and a float64 stand-in
+    extension: s, y and the gradients of x, delta, weight, bias equal those of the reference op through
+    autograd; gradients keep their inputs' dtypes. (The eager C++ path is compared with this one bitwise
+    in test_layernorm_gpu.py.)"""
     torch.manual_seed(0)
     x, w = torch.randn(3, 5, 64).to(x_dt), 1 + 0.1 * torch.randn(64)
     d = None if d_dt is None else torch.randn(3, 5, 64).to(d_dt)
@@ -212,7 +222,7 @@ def test_eager_path_gradients(monkeypatch, x_dt, d_dt, bias):
     refs = [t.clone().requires_grad_() for t in (x, d, w, b) if t is not None]
     args = lambda ts: (ts[0], ts[1] if d is not None else None, ts[1 + (d is not None)],
                        ts[2 + (d is not None)] if bias else None)
-    s, y = ln.add_layer_norm_op(*args(leaves), 1e-5, BF16)
+    s, y = ln._custom_op_path(*args(leaves), 1e-5, BF16)
     s_ref, y_ref = reference.add_layer_norm(*args(refs), 1e-5)
     assert y.dtype == BF16 and s.dtype == x_dt and torch.equal(s, s_ref)
     torch.testing.assert_close(y.float(), y_ref.float(), rtol=1e-2, atol=1e-2)
@@ -227,23 +237,37 @@ def test_eager_path_gradients(monkeypatch, x_dt, d_dt, bias):
         assert ours.grad is not None and ours.grad.dtype == ours.dtype
         tol = 2e-2 if BF16 in (ours.dtype, x_dt) else 1e-4  # the reference computes in bf16 for bf16 x
         torch.testing.assert_close(ours.grad.float(), ref.grad.float(), rtol=tol, atol=tol)
-    assert ext.calls == ["forward", ("backward", d is not None, bias, d_dt if d_dt not in (None, x_dt) else None)]
+    assert float64_ext.calls == ["forward",
+                                 ("backward", d is not None, bias, d_dt if d_dt not in (None, x_dt) else None)]
 
 
-def test_eager_path_unused_outputs(monkeypatch):
-    """Eager path: with y unused only the residual gradient flows (no backward kernel, no weight
-    gradient); with s unused the kernel runs without ds."""
-    ext = Float64Ext()
-    monkeypatch.setattr(ln, "_ext", lambda: ext)
+def test_custom_op_path_unused_outputs(float64_ext):
+    """With y unused the residual gradient alone reaches x and delta (the weight's is zero: autograd
+    hands the custom op's backward zeros for unused outputs, where the eager C++ path gets none and
+    leaves weight.grad None); with s unused its zero gradient is added."""
     x, d = torch.randn(4, 64, requires_grad=True), torch.randn(4, 64).to(BF16).requires_grad_()
     w = torch.randn(64, requires_grad=True)
-    s, y = ln.add_layer_norm_op(x, d, w, None, 1e-5, BF16)
+    s, y = ln._custom_op_path(x, d, w, None, 1e-5, BF16)
     (2 * s).sum().backward()
-    assert ext.calls == ["forward"] and w.grad is None
-    assert torch.equal(x.grad, torch.full_like(x, 2.0)) and d.grad.dtype == BF16
-    s, y = ln.add_layer_norm_op(x, d, w, None, 1e-5, BF16)
+    assert torch.equal(x.grad, torch.full_like(x, 2.0)) and torch.equal(d.grad, torch.full_like(d, 2.0))
+    assert w.grad is None or not w.grad.any()
+    x.grad = d.grad = w.grad = None
+    s, y = ln._custom_op_path(x, d, w, None, 1e-5, BF16)
     y.float().sum().backward()
-    assert ext.calls[-1] == ("backward", False, False, BF16) and w.grad is not None
+    assert float64_ext.calls[-1] == ("backward", True, False, BF16) and w.grad is not None
+    assert torch.equal(d.grad.float(), x.grad.to(BF16).float())
+
+
+def test_eager_path_is_one_extension_call(monkeypatch):
+    """Outside torch.compile, add_layer_norm_op hands its arguments unchanged to the extension's
+    add_layer_norm (the op with autograd in C++, csrc/bindings.cpp); it returns (s, y) as is."""
+    calls = []
+    ext = types.SimpleNamespace(add_layer_norm=lambda *a: calls.append(a) or ("s", "y"))
+    monkeypatch.setattr(ln, "_ext", lambda: ext)
+    x, w = torch.randn(2, 64), torch.randn(64, dtype=BF16)
+    assert ln.add_layer_norm_op(x, None, w, None, 1, BF16) == ("s", "y")
+    assert len(calls) == 1 and calls[0][0] is x and calls[0][1] is None and calls[0][2] is w
+    assert calls[0][3:] == (None, 1.0, BF16) and type(calls[0][4]) is float
 
 
 # -----------------------------------------------------------------------------

@@ -221,6 +221,173 @@ def test_opcheck():
 
 
 # -----------------------------------------------------------------------------
+# the eager path (autograd in C++, csrc/bindings.cpp) against the custom ops with their registered
+# autograd (what torch.compile traces): the same kernels on the same tensors, so bitwise equal
+
+def run_path(path, inputs, requires, y_dt, gy, gs, use=("y", "s")):
+    """(s, y, grads of the inputs) of one path: copies of the inputs (None stays None) requiring grad
+    where `requires` says, the outputs in `use` backpropagated with gy / gs."""
+    leaves = [None if t is None else t.detach().clone().requires_grad_(r) for t, r in zip(inputs, requires)]
+    s, y = path(*leaves, 1e-5, y_dt)
+    outs = [(o, g) for name, o, g in (("y", y, gy), ("s", s, gs)) if name in use and o.requires_grad]
+    if outs:
+        torch.autograd.backward([o for o, _ in outs], [g for _, g in outs])
+    return s, y, [None if t is None else t.grad for t in leaves]
+
+
+def assert_same(a, b, what=""):
+    (s1, y1, g1), (s2, y2, g2) = a, b
+    assert s1.dtype == s2.dtype and torch.equal(s1, s2), f"s differs {what}"
+    assert y1.dtype == y2.dtype and torch.equal(y1, y2), f"y differs {what}"
+    assert y1.requires_grad == y2.requires_grad and s1.requires_grad == s2.requires_grad, what
+    for i, (p, q) in enumerate(zip(g1, g2)):
+        assert (p is None) == (q is None), f"gradient {i}: {p is None} vs {q is None} {what}"
+        if p is not None:
+            assert p.dtype == q.dtype and torch.equal(p, q), f"gradient {i} differs {what}"
+
+
+def eager_case(rows, C, x_dt, d_dt, y_dt, bias, seed, w_dt=F32):
+    g, x, d, w, b = make_case(rows, C, x_dt, d_dt, bias, seed)
+    gy, gs = randn((rows, C), g, y_dt), randn((rows, C), g, x_dt, 0.5)
+    return (x, d, w.to(w_dt), None if b is None else b.to(w_dt)), gy, gs
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("x_dt,d_dt,y_dt", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("C", WIDTHS)
+@pytest.mark.parametrize("rows", ROWS)
+def test_eager_path_equals_custom_op_path(rows, C, x_dt, d_dt, y_dt, bias):
+    seed = new_seed()
+    inputs, gy, gs = eager_case(rows, C, x_dt, d_dt, y_dt, bias, seed)
+    eager = run_path(ln.add_layer_norm_op, inputs, [True] * 4, y_dt, gy, gs)
+    assert "AddLayerNorm" in eager[1].grad_fn.name(), eager[1].grad_fn.name()  # the C++ node
+    assert_same(eager, run_path(ln._custom_op_path, inputs, [True] * 4, y_dt, gy, gs), f"(seed {seed})")
+
+
+@pytest.mark.parametrize("delta", [True, False], ids=["delta", "noD"])
+@pytest.mark.parametrize("requires", [(a, b, c, d) for a in (0, 1) for b in (0, 1) for c in (0, 1) for d in (0, 1)],
+                         ids=lambda r: "rg" + "".join(map(str, r)))
+def test_eager_path_requires_grad_combinations(requires, delta):
+    """Every subset of (x, delta, weight, bias) requiring grad (none: no graph at all)."""
+    seed = new_seed()
+    inputs, gy, gs = eager_case(100, 768, F32, BF16 if delta else None, BF16, True, seed)
+    requires = [bool(r) for r in requires]
+    eager = run_path(ln.add_layer_norm_op, inputs, requires, BF16, gy, gs)
+    assert_same(eager, run_path(ln._custom_op_path, inputs, requires, BF16, gy, gs), f"(seed {seed})")
+    assert eager[1].requires_grad == any(r for r, t in zip(requires, inputs) if t is not None)
+
+
+@pytest.mark.parametrize("w_dt", [BF16, F16, F32])
+@pytest.mark.parametrize("x_dt,d_dt,y_dt", [(F32, BF16, BF16), (BF16, BF16, BF16), (F16, None, F16)],
+                         ids=["autocast", "bf16", "plain-f16"])
+def test_eager_path_weight_dtypes(w_dt, x_dt, d_dt, y_dt):
+    """16-bit weight / bias are cast to fp32 before the kernels, the casts recorded by autograd: their
+    gradients come back in their dtype, as on the custom-op path."""
+    seed = new_seed()
+    inputs, gy, gs = eager_case(300, 1024, x_dt, d_dt, y_dt, True, seed, w_dt)
+    eager = run_path(ln.add_layer_norm_op, inputs, [True] * 4, y_dt, gy, gs)
+    assert eager[2][2].dtype == w_dt and eager[2][3].dtype == w_dt
+    assert_same(eager, run_path(ln._custom_op_path, inputs, [True] * 4, y_dt, gy, gs), f"(seed {seed})")
+
+
+def test_eager_path_unused_outputs():
+    """y unused: only the residual gradient flows and weight / bias get none (the custom-op path gives
+    them zeros); s unused: the same gradients as the custom-op path, whose ds is zeros."""
+    seed = new_seed()
+    inputs, gy, gs = eager_case(64, 768, F32, BF16, BF16, True, seed)
+    s, y, (gx, gd, gw, gb) = run_path(ln.add_layer_norm_op, inputs, [True] * 4, BF16, gy, gs, use=("s",))
+    assert torch.equal(gx, gs) and gd.dtype == BF16 and torch.equal(gd, gs.to(BF16))
+    assert gw is None and gb is None
+    eager = run_path(ln.add_layer_norm_op, inputs, [True] * 4, BF16, gy, gs, use=("y",))
+    assert_same(eager, run_path(ln._custom_op_path, inputs, [True] * 4, BF16, gy, gs, use=("y",)), f"(seed {seed})")
+    # without delta s is x itself: the eager path returns the very tensor
+    x = inputs[0].detach().clone().requires_grad_()
+    s, _ = ln.add_layer_norm_op(x, None, inputs[2], None, 1e-5, BF16)
+    assert s is x
+
+
+def test_eager_path_non_contiguous():
+    """Strided, unaligned and transposed x / delta, and non-contiguous incoming gradients (an expanded dy
+    from .sum(), a transposed ds): copied as on the custom-op path, the same results bitwise."""
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    w, b = randn((256,), g, F32, 0.2, 1.0), randn((256,), g, F32, 0.1)
+    xs = {"strided": randn((64, 2, 256), g, F32)[:, 1],
+          "unaligned": randn((64 * 256 + 1,), g, F32)[1:].view(64, 256),
+          "transposed": randn((256, 64), g, F32).t()}
+    d = randn((256, 64), g, BF16).t()
+    gy = randn((64, 256), g, BF16)
+    gs = randn((256, 64), g, F32).t()
+    for name, x in xs.items():
+        assert not x.is_contiguous() or x.data_ptr() % 16
+        for delta in (d, None):
+            inputs = (x, delta, w, b)
+            eager = run_path(ln.add_layer_norm_op, inputs, [True] * 4, BF16, gy, gs)
+            assert_same(eager, run_path(ln._custom_op_path, inputs, [True] * 4, BF16, gy, gs), f"{name} (seed {seed})")
+    # an expanded dy: y.float().sum().backward()
+    grads = []
+    for path in (ln.add_layer_norm_op, ln._custom_op_path):
+        leaves = [t.detach().clone().requires_grad_() for t in (xs["strided"], d, w, b)]
+        s, y = path(*leaves, 1e-5, BF16)
+        (y.sum() + s.sum()).backward()
+        grads.append([t.grad for t in leaves])
+    for p, q in zip(*grads):
+        assert torch.equal(p, q)
+
+
+def test_eager_path_autocast():
+    """Under autocast the public API's output dtype is the autocast dtype on both paths, and nothing in
+    between is autocast (the same results bitwise, the backward run outside autocast as in training)."""
+    seed = new_seed()
+    inputs, gy, gs = eager_case(200, 768, F32, BF16, BF16, True, seed, BF16)
+    outs = []
+    for path in (ln.add_layer_norm_op, ln._custom_op_path):
+        leaves = [t.detach().clone().requires_grad_() for t in inputs]
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            s, y = path(*leaves, 1e-5, ln._out_dtype(leaves[0]))
+        torch.autograd.backward([y, s], [gy, gs])
+        outs.append((s, y, [t.grad for t in leaves]))
+    assert outs[0][1].dtype == BF16
+    assert_same(*outs, f"(seed {seed})")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        s, y = tk_kernels.add_layer_norm(*inputs)
+    assert y.dtype == BF16 and torch.equal(y, outs[0][1])
+
+
+def test_eager_path_errors():
+    """The public API raises its ValueError before any kernel (tensor_reason, as before); the extension's
+    own checks fire in the C++ path for callers that skip those checks."""
+    x, w = torch.randn(8, 100, device="cuda"), torch.randn(100, device="cuda")
+    with pytest.raises(ValueError, match="multiple of 8"):
+        tk_kernels.layer_norm(x, w)
+    with pytest.raises(RuntimeError, match="tk layer_norm: the width"):
+        ln.add_layer_norm_op(x, None, w, None, 1e-5, F32)
+    x = torch.randn(8, 128, device="cuda", dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="tk layer_norm: dtype must be"):
+        ln.add_layer_norm_op(x, x, torch.randn(128, device="cuda"), None, 1e-5, BF16)
+
+
+@pytest.mark.parametrize("delta", [True, False], ids=["delta", "noD"])
+def test_eager_and_compiled_paths_agree(delta):
+    """dispatch.add_layer_norm under a kernels=tk plan, eager (the C++ autograd) and torch.compile'd
+    (fullgraph: the custom ops): the same outputs and gradients bitwise."""
+    seed = new_seed()
+    inputs, gy, gs = eager_case(333, 768, F32, BF16 if delta else None, BF16, True, seed)
+    with dispatch.override("attention", tk=None), dispatch.override("classifier", tk=None), \
+            dispatch.override("mlp", tk=None):
+        plan = dispatch.plan("tk", "cuda", BF16, 64, n_embd=768)
+
+    def f(x, d, w, b, eps, out_dtype):
+        return dispatch.add_layer_norm(plan, x, d, w, b, eps)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True)
+    eager = run_path(f, inputs, [True] * 4, BF16, gy, gs)
+    assert "AddLayerNorm" in eager[1].grad_fn.name()
+    assert_same(eager, run_path(compiled, inputs, [True] * 4, BF16, gy, gs), f"(seed {seed})")
+
+
+# -----------------------------------------------------------------------------
 # the GPT model
 
 CFG = dict(block_size=64, vocab_size=512, n_layer=2, n_head=2, n_embd=128, dropout=0.0, bias=True)

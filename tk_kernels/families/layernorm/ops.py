@@ -15,8 +15,9 @@ next GEMM reads it directly); mean and rstd are fp32 (...,). Without delta s is 
 y = LayerNorm(x). The backward writes dx once in x's dtype (the gradient of both x and delta), a
 second copy in delta's dtype only where that differs (fp32 residual, bf16 delta), and dweight /
 dbias from per-CTA partial sums (no second pass over the rows); it is bitwise reproducible.
-In eager mode the public functions call the extension through a torch.autograd.Function with the
-same forward, saved tensors and backward (_EagerAddLayerNorm), skipping the custom-op dispatch; under
+In eager mode the public functions make one call of the extension's add_layer_norm, whose autograd
+is in C++ (csrc/bindings.cpp, AddLayerNorm: the same kernels, saved tensors and gradients as the
+custom ops' registered autograd below, with no Python in the forward or the backward); under
 torch.compile they trace the custom ops.
 
 Supported: C a multiple of 8 in [64, 8192], any number of rows; dtypes (x, delta, out) all fp32, or
@@ -57,25 +58,12 @@ def _kernel_ready(t: Tensor) -> Tensor:
     return t if t.is_contiguous() and t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
 
 
-def _forward_impl(x: Tensor, delta: Tensor | None, weight: Tensor, bias: Tensor | None, eps: float,
-                  out_dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    x = _kernel_ready(x)
-    delta = None if delta is None else _kernel_ready(delta)
-    bias = None if bias is None else _kernel_ready(bias)
-    return _ext().forward(x, delta, _kernel_ready(weight), bias, eps, out_dtype)
-
-
-def _backward_impl(dy: Tensor, ds: Tensor | None, s: Tensor, mean: Tensor, rstd: Tensor, weight: Tensor,
-                   has_bias: bool, delta_dtype: torch.dtype | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    ds = None if ds is None else _kernel_ready(ds)
-    return _ext().backward(_kernel_ready(dy), ds, _kernel_ready(s), mean.contiguous(), rstd.contiguous(),
-                           _kernel_ready(weight), has_bias, delta_dtype)
-
-
 @torch.library.custom_op("tk::add_layer_norm_fwd", mutates_args=(), device_types="cuda")
 def add_layer_norm_fwd(x: Tensor, delta: Tensor | None, weight: Tensor, bias: Tensor | None, eps: float,
                        out_dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _forward_impl(x, delta, weight, bias, eps, out_dtype)
+    delta = None if delta is None else _kernel_ready(delta)
+    bias = None if bias is None else _kernel_ready(bias)
+    return _ext().forward(_kernel_ready(x), delta, _kernel_ready(weight), bias, eps, out_dtype)
 
 
 @add_layer_norm_fwd.register_fake
@@ -90,7 +78,9 @@ def _add_layer_norm_fwd_fake(x, delta, weight, bias, eps, out_dtype):
 @torch.library.custom_op("tk::add_layer_norm_bwd", mutates_args=(), device_types="cuda")
 def add_layer_norm_bwd(dy: Tensor, ds: Tensor | None, s: Tensor, mean: Tensor, rstd: Tensor, weight: Tensor,
                        has_bias: bool, delta_dtype: torch.dtype | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _backward_impl(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype)
+    ds = None if ds is None else _kernel_ready(ds)
+    return _ext().backward(_kernel_ready(dy), ds, _kernel_ready(s), mean.contiguous(), rstd.contiguous(),
+                           _kernel_ready(weight), has_bias, delta_dtype)
 
 
 @add_layer_norm_bwd.register_fake
@@ -112,10 +102,9 @@ def _setup_context(ctx, inputs, output):
         ctx.mark_non_differentiable(s)
 
 
-def _backward(ctx, dy, ds, dmean, drstd, bwd=None):
-    # dmean, drstd are ignored (non-differentiable); dy / ds may be None where y / s is unused (eager
-    # path) or zeros (custom-op path); without delta ds is ignored. bwd: the backward op to call (the
-    # custom op by default, the extension itself on the eager path)
+def _backward(ctx, dy, ds, dmean, drstd):
+    # dmean, drstd are ignored (non-differentiable); dy / ds may be None or zeros where y / s is unused;
+    # without delta ds is ignored. csrc/bindings.cpp's AddLayerNorm::backward is the same in C++.
     s, mean, rstd, weight = ctx.saved_tensors
     if not ctx.has_delta:
         ds = None
@@ -124,8 +113,8 @@ def _backward(ctx, dy, ds, dmean, drstd, bwd=None):
         dx = ds
         ddelta = None if ds is None or not ctx.has_delta else ds.to(ctx.delta_dtype)
         return dx, ddelta, None, None, None, None
-    bwd = torch.ops.tk.add_layer_norm_bwd if bwd is None else bwd
-    dx, ddelta, dw, db = bwd(dy, ds, s, mean, rstd, weight, ctx.has_bias, ctx.delta_dtype if split else None)
+    dx, ddelta, dw, db = torch.ops.tk.add_layer_norm_bwd(dy, ds, s, mean, rstd, weight, ctx.has_bias,
+                                                         ctx.delta_dtype if split else None)
     if not ctx.has_delta:
         ddelta = None
     elif not split:
@@ -134,30 +123,6 @@ def _backward(ctx, dy, ds, dmean, drstd, bwd=None):
 
 
 add_layer_norm_fwd.register_autograd(_backward, setup_context=_setup_context)
-
-
-class _EagerAddLayerNorm(torch.autograd.Function):
-    """add_layer_norm_fwd with its registered backward, for eager mode: the same kernels, saved tensors
-    and gradients, without the custom-op dispatch around each call (tens of microseconds of host time
-    per forward + backward, as much as the GPU time of a LayerNorm at GPT-2 sizes). Unused outputs
-    get no zero-filled gradients (set_materialize_grads(False)). torch.compile traces the custom ops."""
-
-    @staticmethod
-    def forward(ctx, x, delta, weight, bias, eps, out_dtype):
-        ctx.set_materialize_grads(False)
-        out = _forward_impl(x, delta, weight, bias, eps, out_dtype)
-        _setup_context(ctx, (x, delta, weight, bias, eps, out_dtype), out)
-        return out
-
-    @staticmethod
-    def backward(ctx, dy, ds, dmean, drstd):
-        return _backward(ctx, dy, ds, dmean, drstd, bwd=_backward_impl)
-
-
-def _add_layer_norm_fwd(x, delta, weight, bias, eps, out_dtype):
-    if torch.compiler.is_compiling():
-        return torch.ops.tk.add_layer_norm_fwd(x, delta, weight, bias, eps, out_dtype)
-    return _EagerAddLayerNorm.apply(x, delta, weight, bias, eps, out_dtype)
 
 
 # -----------------------------------------------------------------------------
@@ -280,8 +245,17 @@ def _f32(t: Tensor | None) -> Tensor | None:
 def add_layer_norm_op(x: Tensor, delta: Tensor | None, weight: Tensor, bias: Tensor | None, eps: float,
                       out_dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """(x + delta, LayerNorm(x + delta) in out_dtype) without argument checks, for callers that checked
-    already (tk_kernels.dispatch). delta None: (x, LayerNorm(x))."""
-    y, s, _, _ = _add_layer_norm_fwd(x, delta, _f32(weight), _f32(bias), float(eps), out_dtype)
+    already (tk_kernels.dispatch). delta None: (x, LayerNorm(x)). Eager mode: the extension's
+    add_layer_norm (autograd in C++, the same steps as _custom_op_path); torch.compile: the custom ops."""
+    if torch.compiler.is_compiling():
+        return _custom_op_path(x, delta, weight, bias, eps, out_dtype)
+    return _ext().add_layer_norm(x, delta, weight, bias, float(eps), out_dtype)
+
+
+def _custom_op_path(x, delta, weight, bias, eps, out_dtype):
+    """add_layer_norm_op on the custom ops: what torch.compile traces (and, called eagerly, the GPU
+    tests' reference for the C++ path)."""
+    y, s, _, _ = torch.ops.tk.add_layer_norm_fwd(x, delta, _f32(weight), _f32(bias), float(eps), out_dtype)
     return (x if delta is None else s), y
 
 

@@ -1,11 +1,13 @@
 // Torch bindings of the LayerNorm family's launchers (layernorm.h): the extension tk_layernorm_<hash>.
 // The only file that includes torch headers: it validates tensors, allocates outputs and the
-// backward's workspace, and calls the launchers on the current CUDA stream. The Python ops
-// (families/layernorm/ops.py) pass contiguous, 16-byte aligned tensors, so these checks only fire on
-// direct misuse of the extension.
+// backward's workspace, and calls the launchers on the current CUDA stream (forward / backward: the
+// kernels of ops.py's custom ops, which pass contiguous, 16-byte aligned tensors, so these checks only
+// fire on direct misuse of the extension). add_layer_norm is the eager-mode op with its autograd in C++
+// (AddLayerNorm below).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/python.h>
 
 #include <optional>
@@ -26,8 +28,9 @@ tk_ln::DType dtype_of(at::ScalarType t) {
 
 // A contiguous, 16-byte aligned CUDA tensor of `numel` elements on `like`'s device.
 void check_tensor(const at::Tensor &t, const char *name, const at::Tensor &like, int64_t numel) {
-  TORCH_CHECK(t.is_cuda() && t.device() == like.device(), "tk layer_norm: ", name, " must be on ", like.device(),
-              ", got ", t.device());
+  TORCH_CHECK(t.is_cuda(), "tk layer_norm: ", name, " must be a CUDA tensor, got one on ", t.device());
+  TORCH_CHECK(t.device() == like.device(), "tk layer_norm: ", name, " must be on ", like.device(), ", got ",
+              t.device());
   TORCH_CHECK(t.is_contiguous(), "tk layer_norm: ", name, " must be contiguous");
   TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "tk layer_norm: ", name,
               " data pointer must be 16-byte aligned");
@@ -50,11 +53,11 @@ void check_params(const at::Tensor &w, const char *name, const at::Tensor &x, in
 }
 
 // (y, s, mean, rstd); s is empty without delta
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor &x,
-                                                                   const std::optional<at::Tensor> &delta,
-                                                                   const at::Tensor &weight,
-                                                                   const std::optional<at::Tensor> &bias, double eps,
-                                                                   at::ScalarType out_dtype) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x,
+                                                                      const std::optional<at::Tensor> &delta,
+                                                                      const at::Tensor &weight,
+                                                                      const std::optional<at::Tensor> &bias,
+                                                                      double eps, at::ScalarType out_dtype) {
   const int C = check_cols(x);
   check_tensor(x, "x", x, x.numel());
   check_params(weight, "weight", x, C);
@@ -97,7 +100,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(const at::Ten
 
 // (dx, ddelta, dweight, dbias); ddelta is empty unless delta_dtype differs from s's dtype, dbias
 // empty without bias
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_op(
     const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s, const at::Tensor &mean,
     const at::Tensor &rstd, const at::Tensor &weight, bool has_bias, std::optional<at::ScalarType> delta_dtype) {
   const int C = check_cols(s);
@@ -145,17 +148,92 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward(
   return {dx, ddelta, dweight, dbias};
 }
 
+// -----------------------------------------------------------------------------
+// eager mode: autograd in C++
+
+// t itself if it is contiguous with a 16-byte aligned base (the kernels' 16-byte vectors), else a
+// contiguous copy: ops.py's _kernel_ready
+at::Tensor ready(const at::Tensor &t) {
+  const bool ok = t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  return ok ? t : t.clone(at::MemoryFormat::Contiguous);
+}
+std::optional<at::Tensor> ready(const std::optional<at::Tensor> &t) {
+  return t ? std::optional<at::Tensor>(ready(*t)) : std::nullopt;
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// tk::add_layer_norm_fwd with the autograd ops.py registers for it (_setup_context, _backward), for
+// eager mode: the same kernels, saved tensors (s, or x without delta; mean, rstd, weight) and
+// gradients, with no Python in the forward or the backward. Its outputs are (y, s), or (y) without
+// delta (mean and rstd are only saved: fewer outputs for autograd to wrap). Unused outputs get no
+// zero-filled gradients: with y unused only the residual gradient flows (no kernel), with s unused the
+// backward kernel runs without ds. torch.compile traces the custom ops instead.
+struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
+  static variable_list forward(AutogradContext *ctx, const at::Tensor &x, const std::optional<at::Tensor> &delta,
+                               const at::Tensor &weight, const std::optional<at::Tensor> &bias, double eps,
+                               at::ScalarType out_dtype) {
+    ctx->set_materialize_grads(false);
+    auto [y, s, mean, rstd] = forward_op(ready(x), ready(delta), ready(weight), ready(bias), eps, out_dtype);
+    ctx->save_for_backward({delta ? s : x, mean, rstd, weight});
+    ctx->saved_data["has_bias"] = bias.has_value();
+    ctx->saved_data["delta_dtype"] = delta ? c10::IValue(delta->scalar_type()) : c10::IValue();
+    if (delta) return {y, s};
+    return {y};
+  }
+
+  // gradients of (x, delta, weight, bias, eps, out_dtype) from those of (y, s) or (y)
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    const c10::IValue &delta_dtype = ctx->saved_data["delta_dtype"];
+    const bool has_delta = !delta_dtype.isNone(), has_bias = ctx->saved_data["has_bias"].toBool();
+    const at::Tensor &dy = grads[0], ds = has_delta ? grads[1] : at::Tensor();
+    if (!dy.defined()) {  // y unused: only the residual gradient flows
+      const at::Tensor ddelta = ds.defined() ? ds.to(delta_dtype.toScalarType()) : at::Tensor();
+      return {ds, ddelta, {}, {}, {}, {}};
+    }
+    const variable_list saved = ctx->get_saved_variables();  // s (or x), mean, rstd, weight
+    const at::Tensor &s = saved[0];
+    // delta's dtype where it differs from s's: the backward then writes ddelta as a second tensor
+    std::optional<at::ScalarType> split;
+    if (has_delta && delta_dtype.toScalarType() != s.scalar_type()) split = delta_dtype.toScalarType();
+    const std::optional<at::Tensor> ds_in = ds.defined() ? std::optional<at::Tensor>(ready(ds)) : std::nullopt;
+    auto [dx, ddelta, dw, db] = backward_op(ready(dy), ds_in, ready(s), saved[1].contiguous(), saved[2].contiguous(),
+                                            ready(saved[3]), has_bias, split);
+    if (!has_delta) ddelta = at::Tensor();
+    else if (!split) ddelta = dx;  // the same gradient for x and delta (like torch's add)
+    return {dx, ddelta, dw, has_bias ? db : at::Tensor(), {}, {}};
+  }
+};
+
+// ops.py's add_layer_norm_op in eager mode: (s, y) with s = x + delta (x itself without delta) and
+// y = LayerNorm(s) in out_dtype; weight and bias are cast to fp32 first, the casts recorded by
+// autograd (ops.py's _f32), so their gradients come back in their own dtypes.
+std::tuple<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor &x, const std::optional<at::Tensor> &delta,
+                                                  const at::Tensor &weight, const std::optional<at::Tensor> &bias,
+                                                  double eps, at::ScalarType out_dtype) {
+  const auto f32 = [](const at::Tensor &t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); };
+  const std::optional<at::Tensor> bias32 = bias ? std::optional<at::Tensor>(f32(*bias)) : std::nullopt;
+  const variable_list out = AddLayerNorm::apply(x, delta, f32(weight), bias32, eps, out_dtype);
+  return {delta ? out[1] : x, out[0]};  // (s, y)
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "tk_kernels: residual add + LayerNorm forward/backward";
-  m.def("forward", &forward,
+  m.def("forward", &forward_op,
         "(x, delta | None, weight, bias | None, eps, out_dtype) -> (y, s, mean, rstd): s = x + delta in x's dtype "
         "(empty without delta), y = LayerNorm(s) * weight + bias in out_dtype, mean/rstd fp32 per row",
         pybind11::arg("x"), pybind11::arg("delta"), pybind11::arg("weight"), pybind11::arg("bias"),
         pybind11::arg("eps"), pybind11::arg("out_dtype"));
-  m.def("backward", &backward,
+  m.def("backward", &backward_op,
         "(dy, ds | None, s, mean, rstd, weight, has_bias, delta_dtype | None) -> (dx, ddelta, dweight, dbias)",
         pybind11::arg("dy"), pybind11::arg("ds"), pybind11::arg("s"), pybind11::arg("mean"), pybind11::arg("rstd"),
         pybind11::arg("weight"), pybind11::arg("has_bias"), pybind11::arg("delta_dtype"));
+  m.def("add_layer_norm", &add_layer_norm,
+        "(x, delta | None, weight, bias | None, eps, out_dtype) -> (s, y), the eager op with autograd in C++: "
+        "s = x + delta (x without delta), y = LayerNorm(s) * weight + bias in out_dtype",
+        pybind11::arg("x"), pybind11::arg("delta"), pybind11::arg("weight"), pybind11::arg("bias"),
+        pybind11::arg("eps"), pybind11::arg("out_dtype"));
 }
