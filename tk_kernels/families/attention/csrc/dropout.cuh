@@ -22,7 +22,10 @@
 // not depend on the query hoisted, dropout_prefix_k); the split dK / dV and deterministic dQ kernels draw a
 // tile's keep bits (dropout_bits_k / dropout_bits_q; one bit per element) and apply them (apply_bits). The
 // per-element dropout_keep is the definition, used by the debug mask kernel (dropout_mask.cu); the CPU test
-// checks every lane's flags of every tile shape against it.
+// checks every lane's flags of every tile shape against it. The Hopper kernels (wgmma accumulators, whose
+// per-warp layout is the mma fragment's) use the same groups: the backward's 16-key S^T slices hold whole
+// groups (dropout_bits_k_prefix_lane); the forward's 16-row warps hold half a group each, so a warp pair
+// shares each call (dropout_bits_wg_lane, below).
 //
 // Seed and offset: from PyTorch's CUDA generator (bindings.cpp: philox_cuda_state), passed as a
 // dropout_rng: eager calls carry the values, calls under CUDA-graph capture carry pointers to

@@ -1,6 +1,6 @@
 // Flash attention backward for Hopper (sm_90a: wgmma, TMA, mbarriers, setmaxnreg), written with the
-// DSL's warpgroup / thread / host layers. Same inputs, outputs and semantics as backward.cu without
-// dropout and without the deterministic dQ mode (ops.py keeps those on the portable backward):
+// DSL's warpgroup / thread / host layers. Same inputs, outputs and semantics as backward.cu, dropout
+// included, without the deterministic dQ mode (ops.py keeps that on the portable backward):
 //
 //   P = exp(scale Q K^T [+ causal mask] - lse)   dV = P^T dO   dP = dO V^T   dS = P o (dP - Delta)
 //   dQ = scale dS K      dK = scale dS^T Q       Delta_i = rowsum(dO_i o O_i)
@@ -115,6 +115,29 @@
 //   So, per shape, 0.82-0.93x cuDNN at the long sequences (0.86 / 0.82, 0.85 / 0.84, 0.93 / 0.90,
 //   0.86 / 0.90 causal / full) and ahead of it at (64,6,256,64) (1.44 / 1.08).
 //
+// Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
+// diff against the kernel before dropout, 0 lines in all 8 instances and the 4 prep kernels):
+//   FlashAttention-2's dropout backward with the forward's mask regenerated (dropout.cuh, the same keep
+//   function as every other kernel of the family; rng_state read as a captured dropout_rng), as backward.cu:
+//     dV = (P o Z)^T dO     dP~ = Z o dP     dS = P o (dP~ - Delta)     Z = keep / (1 - p)
+//   with P the undropped softmax (from lse) and Delta = rowsum(dO o O) of the dropped output O (the prep
+//   kernel, unchanged). Per element of S^T: P~ = keep ? P : 0 packed into dV's A fragments (dV times
+//   1 / (1 - p) at the end), dS = P ((keep ? dP keep_scale : 0) - Delta) (keep_scale, a kernel parameter, is
+//   a constant operand: no register), dK and dQ as without dropout.
+//   Random bits: a lane's S^T elements are 2 key rows (key0 + 16 w + g + {0, 8}) x 16 queries of the 64-query
+//   block, exactly 4 Philox calls with every word used (the key is the call's fixed part: rounds 0-2 mostly
+//   hoisted into a per-row prefix, dropout_prefix_k, recomputed per block from the key in static shared
+//   memory, hb_drop); dropout_bits_k_prefix_lane packs them into one 32-bit word, bit i for accumulator
+//   register i. The plain loop draws them right after issuing S^T and dP^T. The pipelined loop draws block
+//   j + 1's at the end of block j (after the dQ^T staging, with only dK, dV and S^T(j + 1) live) and parks
+//   the word in the 4 bytes of block j + 1's dS^T buffer that this thread's first dS^T store overwrites later
+//   (read back twice before that store): with the word in a register through the exponentials, or drawn at
+//   the start of the block, the D = 128 instances spilled ~200 bytes.
+//   ptxas -v (CUDA 13): D = 64 instances spill-free; D = 128 (pipelined) STILL SPILLS 16-28 bytes of
+//   loop-invariant scalars (16 B causal, 24-28 B non-causal: ~5 LDL per query block, no spill inside the
+//   element loops). SASS per kernel: D = 64 plain 2312 (p = 0: 1920), D = 64 pipelined 3480 (2600),
+//   D = 128 ~4.5K (3456 / 3520). NOT MEASURED ON A GPU YET (dev/hopper/check_attention_dropout.py).
+//
 // Built for every architecture of the family; the kernel body exists only for sm_90a and traps elsewhere;
 // ops.py calls this only on sm_90 with an extension built for sm_90a (ops.backward_path).
 #include <algorithm>
@@ -191,13 +214,13 @@ struct hb_dropout_args : hb_args {
 template <bool DROPOUT> using hb_args_t = std::conditional_t<DROPOUT, hb_dropout_args, hb_args>;
 
 // The dropout of a DROPOUT kernel's CTA, in (static) shared memory: written by thread 0 before the
-// first barrier, re-read per query block, so neither the key nor 1 - p has to stay live in the
-// consumers' registers across the loop (the D = 128 consumers hold 224 accumulator registers of their
-// 240). Only the DROPOUT kernels reference it, so only they allocate it (20 bytes: D = 128 pipelined
-// uses 226.5 KB of dynamic shared memory, 512 bytes below the 227 KB limit).
+// first barrier (the key) and a second one (the head), re-read per query block, so neither has to stay
+// live in the consumers' registers across the loop (the D = 128 consumers hold 224 accumulator registers
+// of their 240). Only the DROPOUT kernels reference it, so only they allocate it (20 bytes: D = 128
+// pipelined uses 226.5 KB of dynamic shared memory, 512 bytes below the 227 KB limit).
 struct hb_dropout {
   dropout_key key;
-  float keep_prob;  // 1 - p (as 1 / keep_scale): delta_s = keep_prob delta
+  int bh;           // the CTA's head
 };
 __shared__ hb_dropout hb_drop;
 
@@ -231,7 +254,6 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     if (threadIdx.x == 0) {
       uint64_t seed, offset;
       hb_drop.key = load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset);
-      hb_drop.keep_prob = 1.f / a.drop.keep_scale;
     }
   }
   __syncthreads();
@@ -257,6 +279,10 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     bh = CAUSAL ? int(blockIdx.x) % n_bh : int(blockIdx.x) / n_kb;
   }
   const int b = bh / a.heads, h = bh % a.heads;
+  if constexpr (DROPOUT) {  // (one more CTA barrier, dropout kernels only)
+    if (threadIdx.x == 0) hb_drop.bh = bh;
+    __syncthreads();
+  }
   const int n0 = kb * HB_N;
   const int n_mb = (T_ + HB_M - 1) / HB_M;
   const int mb_first = CAUSAL ? n0 / HB_M : 0;
@@ -318,8 +344,9 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     if constexpr (DROPOUT) {
       const dropout_key d = hb_drop.key;
       const int lane = me & 31;
+      const int bh_ = hb_drop.bh;
       keep_bits<rt<float, 16, 64>> kb;
-      dropout_bits_k_prefix_lane(kb, d, dropout_prefix_k(d, bh, key0 + 16 * (me >> 5) + (lane >> 2)), m0,
+      dropout_bits_k_prefix_lane(kb, d, dropout_prefix_k(d, bh_, key0 + 16 * (me >> 5) + (lane >> 2)), m0,
                                  d.threshold << 16, lane);
       return kb.w[0];
     } else {
@@ -340,11 +367,11 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
     }
   };
-  // dS^T in place of dP^T: P o (dP - Delta); DROPOUT: dS' = P~ dP - P (1 - p) Delta = (1 - p) dS (dropout_bwd_k's
-  // form: dK and dQ are scaled by 1 / (1 - p) at the end).
+  // dS^T in place of dP^T: P o (dP - Delta); DROPOUT: P o (dP~ - Delta), dP~ = keep ? dP / (1 - p) : 0 (dropout_ds's
+  // form: one select and one multiply by the kernel parameter keep_scale, read as a constant operand, per
+  // element; the (1 - p) dS form of dropout_bwd_k needs 1 - p and the scaled Delta in registers here, where
+  // the D = 128 kernels have none to spare: it spilled 4-28 bytes).
   auto ds_in_place = [&](acc64 &dpt, const acc64 &st, const float *delta, uint32_t keep) {
-    [[maybe_unused]] float kp = 1.f;
-    if constexpr (DROPOUT) kp = hb_drop.keep_prob;
 #pragma unroll
     for (int g = 0; g < 8; g++) {
       const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
@@ -352,9 +379,8 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       for (int e = 0; e < 4; e++) {
         const int i = 4 * g + e;
         if constexpr (DROPOUT) {
-          const float pd = st.v[i] * (((e & 1) ? dl.y : dl.x) * kp);
-          const float pk = (keep >> i) & 1u ? st.v[i] : 0.f;
-          dpt.v[i] = fmaf(pk, dpt.v[i], -pd);
+          const float dpk = (keep >> i) & 1u ? dpt.v[i] * a.drop.keep_scale : 0.f;
+          dpt.v[i] = st.v[i] * (dpk - ((e & 1) ? dl.y : dl.x));
         } else {
           dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
         }
@@ -407,7 +433,21 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     // at the end of block j for block j + 1: after the dQ^T staging, where only dK, dV and S^T(j + 1) are
     // live; drawn at the start of the block instead, with dP^T in flight, the D = 128 kernels spilled
     // ~200 bytes).
-    [[maybe_unused]] uint32_t keep = draw_keep(block_of(0) * HB_M);
+    // The bits wait in the block's dS^T buffer, in the 4 bytes this thread's first dS^T store of the block
+    // overwrites later (no other thread writes them; read back twice before that store), not in a
+    // register: one register live through the exponentials made the D = 128 kernels spill (~200 bytes).
+    auto keep_slot = [&](int j) {
+      return reinterpret_cast<uint32_t *>(base + L::DS_OFF + (j & 1) * L::DS_BYTES + 64 * c * 128 +
+                                          wg::swizzle128_offset(acc64::row(0), acc64::col(0)));
+    };
+    auto stash_keep = [&](int j, uint32_t k) {
+      if constexpr (DROPOUT) *keep_slot(j) = k;
+    };
+    auto stashed_keep = [&](int j) -> uint32_t {
+      if constexpr (DROPOUT) return *keep_slot(j);
+      else return 0u;
+    };
+    stash_keep(0, draw_keep(block_of(0) * HB_M));
     wg::mma_wait<0>(st.v);
     auto block = [&](const int j, auto last_tag) __attribute__((always_inline)) {
       constexpr bool LAST = decltype(last_tag)::value;
@@ -444,7 +484,7 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
         }
       }
       wg::a_fragment<T> pf[4], dsf[4];
-      p_fragments(pf, st, keep);
+      p_fragments(pf, st, stashed_keep(j));
       wg::mma_fence(dv.v);
       const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
 #pragma unroll
@@ -453,7 +493,7 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
 
       // dS^T, its fragments and shared copy, dK += dS^T Q (as in the plain loop)
-      ds_in_place(dpt, st, delta, keep);
+      ds_in_place(dpt, st, delta, stashed_keep(j));
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
       char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
@@ -499,7 +539,9 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       }
       reduce_dq(dqt, m0);
       if constexpr (!LAST) {
-        keep = draw_keep(block_of(j + 1) * HB_M);
+        // block j + 1's buffer was last read by the dQ^T GEMMs of block j - 1, done in both consumers (the
+        // other one finished them before it reached this block's dS^T barrier)
+        stash_keep(j + 1, draw_keep(block_of(j + 1) * HB_M));
         wg::mma_wait<0>(st.v);
       }
     };
@@ -623,13 +665,9 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   // ---- finish: dV, scale * dK from registers (rows = keys key0 + row, columns = head dims) ----
   T *dv_g = static_cast<T *>(a.dv) + int64_t(b) * a.dv_s.b + int64_t(h) * a.dv_s.h;
   T *dk_g = static_cast<T *>(a.dk) + int64_t(b) * a.dk_s.b + int64_t(h) * a.dk_s.h;
-  if constexpr (DROPOUT) {  // dV = P~^T dO / (1 - p); dS' = (1 - p) dS
-    const float ks = a.drop.keep_scale;
+  if constexpr (DROPOUT) {  // dV = P~^T dO / (1 - p)
 #pragma unroll
-    for (int i = 0; i < acc_d::REGS; i++) {
-      dv.v[i] *= ks;
-      dk.v[i] *= ks;
-    }
+    for (int i = 0; i < acc_d::REGS; i++) dv.v[i] *= a.drop.keep_scale;
   }
 #pragma unroll
   for (int i = 0; i < acc_d::REGS; i += 2) {
@@ -740,7 +778,7 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
   ac.dq_xor32 = true;
   ac.seq = p.T;
   ac.heads = p.H;
-  ac.scale = DROPOUT ? p.scale * (1.f / (1.f - p.dropout_p)) : p.scale;  // dropout: dq_accum holds (1 - p) dS K
+  ac.scale = p.scale;
   return launch_dq_convert<T>(ac, D, stream);
 }
 

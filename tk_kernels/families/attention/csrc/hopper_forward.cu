@@ -1,5 +1,5 @@
 // Flash attention forward for Hopper (sm_90a: wgmma, TMA, mbarriers, setmaxnreg), written with the
-// DSL's warpgroup / thread / host layers. Same semantics and outputs as forward.cu (no dropout):
+// DSL's warpgroup / thread / host layers. Same semantics and outputs as forward.cu, dropout included:
 //
 //   O = softmax(scale * Q K^T [+ causal mask]) V,   lse_i = ln sum_j exp(scale * q_i . k_j)
 //   Q, K, V, O: (B, H, T, D), D in {64, 128}, stride 1 along D, any b/h/t strides that are multiples
@@ -64,6 +64,30 @@
 // Measured with the persistent grid: (16,12,1024,64) causal 269 vs cuDNN 304 (0.88x), non-causal 383 vs
 // 412; (8,16,2048,128) causal 372 vs 490, non-causal 502 vs 605; 1.1-1.4x the portable kernel and
 // 1.2-1.5x SDPA's flash backend. The in-warpgroup overlap above is the first thing still missing.
+//
+// Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
+// diff against the kernel before dropout, 0 lines in all 8 instances):
+//   The keep decision of (b, h, query i, key j) is dropout.cuh's (Philox4x32-10 of (seed, offset, b H + h,
+//   i, j): the same mask as forward.cu and the backwards, so either backward fits this forward and
+//   ops.dropout_mask / the float64 reference of the tests validate it). After the row max and row sum of a
+//   tile (m, l and lse are those of the undropped P, as in forward.cu), P~ = keep ? P : 0 in place on the
+//   fp32 accumulator before it is packed into the A fragments of O += P~ V; the finish scales O by
+//   (1 / (1 - p)) / l. CTA 0 writes the (seed, offset) it used (rng_out).
+//   Where the random bits come from: one Philox call covers 8 elements, rows i + {0, 8, 16, 24} x keys
+//   j + {0, 8} of a 32-row block; in the wgmma accumulator a warp holds only 16 rows (16 w + g + {0, 8}), so
+//   a call's words are split between the two warps 2 u, 2 u + 1 of a consumer. Each warp of such a pair
+//   draws the calls of one half of the tile's keys (dropout_bits_wg_lane: 8 calls per lane per 128-key
+//   tile, both words of each call used: 32 keep bits for its rows, 32 for the partner's) and hands the
+//   partner's bits over through a 2 KB static shared buffer (hop_keep_xchg, double-buffered by tile
+//   parity; one 64-thread named barrier per tile, ids 7..10); so per tile a lane holds 2 registers of keep
+//   bits, applied with one shift/test and one select per element. Drawing all 16 calls a lane's elements
+//   touch would waste half of every call (twice the Philox work). The bits are drawn right after the
+//   tile's S = Q K^T (and the previous P V) are issued, before the wait for S, so the integer work can
+//   overlap the tensor cores.
+//   ptxas -v (CUDA 13): every DROPOUT instance spill-free (0 bytes stack, no LDL / STL in the SASS), as the
+//   p = 0 ones. SASS per kernel: D = 64 ~3.8K instructions (p = 0: 1968 / 1992), D = 128 ~4.3K (2440 / 2480).
+//   NOT MEASURED ON A GPU YET: dev/hopper/check_attention_dropout.py checks it against float64 and against
+//   the portable kernels' mask and times p = 0 vs 0.2 (the issue's target: <= 10 % fwd + bwd overhead).
 //
 // Built for every architecture of the family (build.py compiles all csrc/*.cu); the kernel body exists
 // only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL) and traps elsewhere; ops.py dispatches here only on sm_90
