@@ -47,13 +47,13 @@ def _bthd(x: torch.Tensor) -> torch.Tensor:
 
 
 class AttentionStub:
-    def attention_forward_hopper(self, q, k, v, causal, scale):
+    def attention_forward_hopper(self, q, k, v, causal, scale, dropout_p):
         return _bthd(q), q.new_empty(q.shape[:3], dtype=torch.float32), q.new_empty((0,), dtype=torch.int64)
 
     def attention_forward(self, q, k, v, causal, scale, dropout_p):
-        return self.attention_forward_hopper(q, k, v, causal, scale)
+        return self.attention_forward_hopper(q, k, v, causal, scale, dropout_p)
 
-    def attention_backward_hopper(self, q, k, v, o, lse, dout, causal, scale):
+    def attention_backward_hopper(self, q, k, v, o, lse, dout, causal, scale, dropout_p, rng_state):
         return _bthd(q), _bthd(k), _bthd(v)
 
     def attention_backward(self, q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state):
@@ -98,12 +98,12 @@ def install_stubs() -> list:
 @torch.library.custom_op("hostbench::alloc_fwd", mutates_args=(), device_types="cpu")
 def alloc_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
               dropout_p: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return AttentionStub().attention_forward_hopper(q, k, v, causal, scale)
+    return AttentionStub().attention_forward_hopper(q, k, v, causal, scale, dropout_p)
 
 
 @alloc_fwd.register_fake
 def _(q, k, v, causal, scale, dropout_p):
-    return AttentionStub().attention_forward_hopper(q, k, v, causal, scale)
+    return AttentionStub().attention_forward_hopper(q, k, v, causal, scale, dropout_p)
 
 
 def host_us(f, n: int = 2000, repeats: int = 7) -> float:

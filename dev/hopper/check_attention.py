@@ -106,7 +106,7 @@ def check_forward(ext, quick: bool) -> int:
         tol = max(2 * e_sdpa, FLOOR[dtype])
         line = f"  B={B} H={H} T={T:5d} D={D:3d} {'causal' if causal else 'full  '} {str(dtype)[6:]:8s}" \
                f"{'' if scale is None else f' scale={scale}'}"
-        for name, run in (("hopper", lambda: ext.attention_forward_hopper(q, k, v, causal, sc)),
+        for name, run in (("hopper", lambda: ext.attention_forward_hopper(q, k, v, causal, sc, 0.0)),
                           ("portable", lambda: ext.attention_forward(q, k, v, causal, sc, 0.0))):
             poison_fwd(q)
             progress(f"{name} forward {line.strip()}")
@@ -143,7 +143,7 @@ def check_backward(ext, quick: bool) -> int:
         o64, _ = reference(q64, k64, v64, causal, sc)
         refs = torch.autograd.grad(o64, (q64, k64, v64), dout.double())
         progress(f"backward check {(B, H, T, D, causal)}")
-        o, lse, rng = ext.attention_forward_hopper(q, k, v, causal, sc)
+        o, lse, rng = ext.attention_forward_hopper(q, k, v, causal, sc, 0.0)
         grads = ext.attention_backward(q, k, v, o, lse, dout, causal, sc, False, 0.0, rng)
         qs, ks, vs = (t.detach().requires_grad_() for t in (q, k, v))
         os_ = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal, scale=sc)
@@ -169,7 +169,7 @@ def bench(ext, shapes, strided=False) -> None:
         return f
 
     impls = {
-        "hopper": lambda q, k, v, causal, sc: ext.attention_forward_hopper(q, k, v, causal, sc),
+        "hopper": lambda q, k, v, causal, sc: ext.attention_forward_hopper(q, k, v, causal, sc, 0.0),
         "portable": lambda q, k, v, causal, sc: ext.attention_forward(q, k, v, causal, sc, 0.0),
         "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
         "flash": sdpa(SDPBackend.FLASH_ATTENTION),

@@ -119,14 +119,14 @@ def check_accuracy(ext) -> int:
         dout = torch.randn((B, H, T, D), generator=g, device="cuda").to(dtype)
         sc = scale if scale is not None else 1.0 / math.sqrt(D)
         refs = reference_grads(q, k, v, dout, causal, sc)
-        o, lse, rng = ext.attention_forward_hopper(q, k, v, causal, sc)
+        o, lse, rng = ext.attention_forward_hopper(q, k, v, causal, sc, 0.0)
         line = f"  B={B} H={H:2d} T={T:5d} D={D:3d} {'causal' if causal else 'full  '} {str(dtype)[6:]:8s}" \
                f" {loop_form(D, causal):5s} {f'{launch_groups(B * H, T, D)} gr' if causal else '    '}" \
                f"{'' if scale is None else f' scale={scale}'}"
         progress(f"hopper backward {line.strip()}", limit_s=20.0)
         try:
             poison(q)
-            hop = ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc)
+            hop = ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc, 0.0, rng)
             torch.cuda.synchronize()
         except RuntimeError as e:
             msg = str(e).splitlines()[0]
@@ -173,8 +173,8 @@ def check_autograd(ext) -> int:
             os.environ.pop("TK_ATTENTION_BWD")
         else:
             os.environ["TK_ATTENTION_BWD"] = old
-    o, lse, _ = ext.attention_forward_hopper(q, k, v, causal, sc)
-    direct = ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc)
+    o, lse, rng = ext.attention_forward_hopper(q, k, v, causal, sc, 0.0)
+    direct = ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc, 0.0, rng)
     same = all(torch.equal(a, b) for a, b in zip(grads[1:], direct[1:]))
     dq_err = rel_err(grads[0], direct[0])
     ok = path == "hopper" and same and dq_err < 1e-2
@@ -207,11 +207,11 @@ def bench(ext) -> None:
         for causal in (True, False):
             fwd_flop = 4 * B * H * T * T * D / (2 if causal else 1)
             bwd, both = {}, {}
-            o, lse, rng = ext.attention_forward_hopper(q, k, v, causal, sc)
+            o, lse, rng = ext.attention_forward_hopper(q, k, v, causal, sc, 0.0)
             ours = {
-                "hopper": (lambda: ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc),
+                "hopper": (lambda: ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc, 0.0, rng),
                            lambda: ext.attention_backward_hopper(
-                               q, k, v, *ext.attention_forward_hopper(q, k, v, causal, sc)[:2], dout, causal, sc)),
+                               q, k, v, *ext.attention_forward_hopper(q, k, v, causal, sc, 0.0)[:2], dout, causal, sc, 0.0, rng)),
                 "portable": (lambda: ext.attention_backward(q, k, v, o, lse, dout, causal, sc, False, 0.0, rng),
                              lambda: ext.attention_backward(
                                  q, k, v, *ext.attention_forward(q, k, v, causal, sc, 0.0)[:2], dout, causal, sc,
@@ -256,14 +256,14 @@ def kernel_breakdown(ext) -> None:
         g = torch.Generator(device="cuda").manual_seed(8)
         q, k, v, dout = (torch.randn((B, H, T, D), generator=g, device="cuda").to(torch.bfloat16) for _ in range(4))
         sc = 1.0 / math.sqrt(D)
-        o, lse, _ = ext.attention_forward_hopper(q, k, v, causal, sc)
+        o, lse, rng = ext.attention_forward_hopper(q, k, v, causal, sc, 0.0)
         for _ in range(3):
-            ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc)
+            ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc, 0.0, rng)
         torch.cuda.synchronize()
         n = 5
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(n):
-                ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc)
+                ext.attention_backward_hopper(q, k, v, o, lse, dout, causal, sc, 0.0, rng)
             torch.cuda.synchronize()
         times: dict[str, float] = {}
         for e in prof.events():

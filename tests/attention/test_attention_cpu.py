@@ -235,13 +235,20 @@ def test_forward_path_env_values(monkeypatch):
     monkeypatch.setenv("TK_ATTENTION_PATH", "bogus")
     with pytest.raises(ValueError, match="TK_ATTENTION_PATH must be one of auto, hopper, portable"):
         tka.forward_path(q)
-    # portable, and anything with dropout, never asks about the GPU (hopper_reason would fail on CPU)
+    # portable never asks about the GPU (hopper_reason would fail on CPU), with dropout or without
     monkeypatch.setattr(tka, "hopper_reason", lambda device: pytest.fail("hopper_reason called"))
     monkeypatch.setenv("TK_ATTENTION_PATH", "Portable")
     assert tka.forward_path(q) == "portable"
-    for env in ("", "auto", "hopper"):
-        monkeypatch.setenv("TK_ATTENTION_PATH", env)
-        assert tka.forward_path(q, dropout_p=0.1) == "portable"
+    assert tka.forward_path(q, dropout_p=0.1) == "portable"
+    # dropout takes the Hopper forward wherever p = 0 does (both kernels apply the same mask)
+    for reason, want in ((None, "hopper"), ("no sm_90 here", "portable")):
+        monkeypatch.setattr(tka, "hopper_reason", lambda device: reason)
+        for env in ("", "auto"):
+            monkeypatch.setenv("TK_ATTENTION_PATH", env)
+            assert tka.forward_path(q, dropout_p=0.1) == want
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: None)
+    monkeypatch.setenv("TK_ATTENTION_PATH", "hopper")
+    assert tka.forward_path(q, dropout_p=0.1) == "hopper"
 
 
 @pytest.mark.parametrize("reason", [None, "no sm_90 here"])
@@ -292,10 +299,15 @@ def test_backward_path_env_values(monkeypatch):
     monkeypatch.setenv("TK_ATTENTION_BWD", "fast")
     with pytest.raises(ValueError, match="TK_ATTENTION_BWD must be one of portable, hopper, got 'fast'"):
         tka.backward_path(q)
-    # dropout and the deterministic mode stay on the portable backward, without a GPU query
+    # the deterministic mode stays on the portable backward, without a GPU query (dropout or not)
     monkeypatch.setenv("TK_ATTENTION_BWD", "hopper")
-    assert tka.backward_path(q, 0.1) == "portable"
     assert tka.backward_path(q, 0.0, True) == "portable"
+    assert tka.backward_path(q, 0.1, True) == "portable"
+    # dropout takes the Hopper backward where the forward takes the Hopper path (the same mask, regenerated)
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: None)
+    assert tka.backward_path(q, 0.1) == "hopper"
+    monkeypatch.setenv("TK_ATTENTION_BWD", "portable")
+    assert tka.backward_path(q, 0.1) == "portable"
 
 
 @pytest.mark.parametrize("reason", [None, "no sm_90 here"])
@@ -362,7 +374,7 @@ class AttentionExtStandIn:
             o = self._forward(q2, k2, v2, causal, scale)[0]
         return tuple(g.to(q.dtype) for g in torch.autograd.grad(o, (q2, k2, v2), dout.double()))
 
-    def attention_forward_hopper(self, q, k, v, causal, scale):
+    def attention_forward_hopper(self, q, k, v, causal, scale, dropout_p):
         self.calls.append("forward_hopper")
         return self._forward(q, k, v, causal, scale)
 
@@ -370,7 +382,7 @@ class AttentionExtStandIn:
         self.calls.append("forward")
         return self._forward(q, k, v, causal, scale)
 
-    def attention_backward_hopper(self, q, k, v, o, lse, dout, causal, scale):
+    def attention_backward_hopper(self, q, k, v, o, lse, dout, causal, scale, dropout_p, rng_state):
         self.calls.append("backward_hopper")
         return self._backward(q, k, v, dout, causal, scale)
 

@@ -181,6 +181,64 @@ int check_slice_q(const dropout_key &d, int bh, int q0, int k0) {
   }
   return bad;
 }
+// The Hopper forward's keep bits (dropout_bits_wg_lane) of a 32-query x 64-key band held by a warp pair of a
+// wgmma accumulator: bit 4 n + 2 h + e of lo (hi) is element (q0 + g + 8 h (+ 16), k0 + 8 n + 2 t + e); and
+// what the kernel makes of them: warp w of a consumer draws keys 64 (w & 1).. of its 128-key tile, keeps its
+// rows' word and swaps the other with warp w ^ 1, and register i of its S accumulator (row 16 w + g + 8 h',
+// column 8 n' + 2 t + e', i = 4 n' + 2 h' + e', warpgroup/mma.cuh) takes bit i of keep[i >> 5].
+int check_wg(const dropout_key &d, int bh, int r0, int n0) {
+  int bad = 0;
+  const uint32_t thr16 = d.threshold << 16;
+  for (int lane = 0; lane < 32; lane++) {
+    const int g = lane / 4, t = lane % 4;
+    uint32_t lo, hi;
+    dropout_bits_wg_lane(d, bh, r0, n0, thr16, lane, lo, hi);
+    for (int n = 0; n < 8; n++)
+      for (int h = 0; h < 2; h++)
+        for (int e = 0; e < 2; e++) {
+          const int b = 4 * n + 2 * h + e, k = n0 + 8 * n + 2 * t + e;
+          if (((lo >> b) & 1) != dropout_keep(d, bh, r0 + g + 8 * h, k)) bad++;
+          if (((hi >> b) & 1) != dropout_keep(d, bh, r0 + 16 + g + 8 * h, k)) bad++;
+        }
+  }
+  // the exchange of hopper_forward.cu's draw_keep, for the 4 warps of a consumer (rows r0.. of 64, a 128-key tile)
+  for (int lane = 0; lane < 32; lane++) {
+    const int g = lane / 4, t = lane % 4;
+    uint32_t sent[4], own[4];
+    for (int w = 0; w < 4; w++) {
+      const int pw = w & 1;
+      uint32_t lo, hi;
+      dropout_bits_wg_lane(d, bh, r0 + 32 * (w >> 1), n0 + 64 * pw, thr16, lane, lo, hi);
+      sent[w] = pw ? lo : hi;
+      own[w] = pw ? hi : lo;
+    }
+    for (int w = 0; w < 4; w++) {
+      const int pw = w & 1;
+      const uint32_t got = sent[w ^ 1], keep[2] = {pw ? got : own[w], pw ? own[w] : got};
+      for (int i = 0; i < 64; i++) {
+        const int row = r0 + 16 * w + g + ((i & 2) ? 8 : 0), col = n0 + 8 * (i / 4) + 2 * t + (i & 1);
+        if (((keep[i >> 5] >> (i & 31)) & 1) != dropout_keep(d, bh, row, col)) bad++;
+      }
+    }
+  }
+  return bad;
+}
+// The Hopper backward's keep bits (dropout_bits_k_prefix_lane: rounds 0-2 hoisted into the key row's prefix)
+// of a warp's 16-key x 64-query S^T slice, read the way hopper_backward.cu reads them: bit i for accumulator
+// register i, at row key0 + g + 8 ((i >> 1) & 1), column q0 + 8 (i / 4) + 2 t + (i & 1) (warpgroup/mma.cuh).
+int check_k_prefix(const dropout_key &d, int bh, int key0, int q0) {
+  int bad = 0;
+  for (int lane = 0; lane < 32; lane++) {
+    const int g = lane / 4, t = lane % 4;
+    keep_bits<tk::rt<float, 16, 64>> b;
+    dropout_bits_k_prefix_lane(b, d, dropout_prefix_k(d, bh, key0 + g), q0, d.threshold << 16, lane);
+    for (int i = 0; i < 32; i++) {
+      const int key = key0 + g + ((i & 2) ? 8 : 0), q = q0 + 8 * (i / 4) + 2 * t + (i & 1);
+      if (((b.w[0] >> i) & 1) != dropout_keep(d, bh, q, key)) bad++;
+    }
+  }
+  return bad;
+}
 int main() {
   int bad = 0, n = 0;
   for (unsigned thr : {6554u, 13107u, 32768u, 58982u})
@@ -204,7 +262,11 @@ int main() {
           // the forward's slices (32 queries; 16 too)
           bad += check_slice_q<2>(d, bh, r32, c16);
           bad += check_slice_q<1>(d, bh, r16, c16);
-          n += 11;
+          // the Hopper kernels (forward: 32-row bands of 64-row consumers, 128-key tiles; backward: 16 keys of a
+          // warp, 64-query blocks)
+          bad += check_wg(d, bh, 64 * m + 128 * (bh % 3), 128 * m + 256 * (bh % 7));
+          bad += check_k_prefix(d, bh, r16, 64 * m + 128 * (bh % 5));
+          n += 13;
         }
       }
   printf("checked %d tiles, %d wrong bits\n", n, bad);
@@ -216,8 +278,9 @@ int main() {
 def test_tile_keep_bits_match_the_definition(tmp_path):
     """The keep bits every lane draws for the tiles the kernels use (forward, deterministic dQ,
     transposed and split dK / dV kernels; the transposed kernel's raw Philox words with their first
-    rounds hoisted and its pair test; the forward's per-slice keep flags) are exactly dropout_keep at
-    each element's coordinates."""
+    rounds hoisted and its pair test; the forward's per-slice keep flags; the Hopper forward's warp-pair
+    bands with their exchange and the Hopper backward's prefix-hoisted S^T bits, in wgmma accumulator
+    order) are exactly dropout_keep at each element's coordinates."""
     nvcc = _nvcc()
     src = tmp_path / "tiles.cu"
     src.write_text(TILE_CHECK)

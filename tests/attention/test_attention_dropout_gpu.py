@@ -10,6 +10,13 @@ O = (softmax(S) * mask / (1 - p)) V, and its gradients. Tolerances: ours with dr
 of our own error without dropout on the same inputs and, for the gradients, the error inherent to the
 flash backward with this mask (inherent_grads: delta from the stored 16-bit O, 16-bit dS), with the
 dtype floors of test_attention_gpu.py below. Outputs are poisoned (NaN) before each launch.
+
+Both kernel paths: the tests taking the `path` fixture run once on the Hopper kernels (hopper_forward.cu,
+hopper_backward.cu; skipped, with the reason, where the GPU or the build cannot run them) and once on the
+portable ones (forward.cu, backward*.cu), forced with TK_ATTENTION_PATH / TK_ATTENTION_BWD; each checks
+that ops.forward_path / backward_path report the path it asked for. Both paths must apply the same mask
+(the one dropout_mask returns), which the float64 comparisons check for each and
+test_paths_apply_the_same_mask checks across them.
 """
 
 import math
@@ -123,6 +130,27 @@ def row_err(x, ref):
     return (x - ref).reshape(-1, ref.shape[-1]).norm(dim=-1).max().item() / denom
 
 
+PATHS = ("hopper", "portable")
+
+
+@pytest.fixture(params=PATHS)
+def path(request, monkeypatch):
+    """Runs the test with the forward and the (non-deterministic) backward forced onto one kernel path."""
+    if request.param == "hopper":
+        reason = tka.hopper_reason(torch.device("cuda", torch.cuda.current_device()))
+        if reason is not None:
+            pytest.skip(reason)
+    monkeypatch.setenv("TK_ATTENTION_PATH", request.param)
+    monkeypatch.setenv("TK_ATTENTION_BWD", request.param)
+    return request.param
+
+
+def assert_path(path, q, k, v, p):
+    """The ops take `path` for these operands (forward, and the non-deterministic backward)."""
+    assert tka.forward_path(q, p, k, v) == path
+    assert tka.backward_path(q, p, False, k, v) == path
+
+
 def run_ops(q, k, v, causal, scale, p, dout, deterministic=False):
     """Our forward + backward ops, outputs poisoned first: (o, lse, rng_state, (dq, dk, dv))."""
     poison_fwd(q)
@@ -170,10 +198,11 @@ def test_kept_fraction_and_independence(p):
     assert abs(agree - (p * p + (1 - p) ** 2)) < 1e-3
 
 
-def test_same_seed_same_output_and_manual_seed_reproduces():
+def test_same_seed_same_output_and_manual_seed_reproduces(path):
     B, H, T, D = 2, 4, 777, 64
     q, k, v = qkv_split(B, H, T, D, torch.bfloat16, gen(new_seed()))
     dout = randn((B, H, T, D), gen(new_seed()), torch.bfloat16)
+    assert_path(path, q, k, v, 0.2)
     runs = []
     for _ in range(2):
         torch.manual_seed(4321)
@@ -183,9 +212,56 @@ def test_same_seed_same_output_and_manual_seed_reproduces():
     assert torch.equal(o1, o2) and torch.equal(l1, l2)
     for a, b in zip(g1, g2):
         assert not torch.isnan(a).any() and torch.equal(a, b)
+    # the default (atomic dQ) backward of this path: dK, dV bitwise reproducible, dQ to the last bits
+    fast = [torch.ops.tk.attention_bwd(q, k, v, o1, l1, dout, True, 0.125, False, 0.2, r1) for _ in range(2)]
+    assert torch.equal(fast[0][1], fast[1][1]) and torch.equal(fast[0][2], fast[1][2])
+    assert rel_err(fast[0][0], fast[1][0].double()) < 1e-5
+    for a, b in zip(fast[0], g1):  # and close to the deterministic backward's
+        assert rel_err(a, b.double()) < 1e-2
     # the next call (no reseeding) draws another mask
     o3, _, r3, _ = run_ops(q, k, v, True, 0.125, 0.2, dout)
     assert rng_pair(r3) != rng_pair(r1) and not torch.equal(o3, o1)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("D", [64, 128])
+def test_paths_apply_the_same_mask(D, causal, monkeypatch):
+    """The same generator state gives the same rng_state and the same mask on both paths: the Hopper and the
+    portable forwards' outputs agree to rounding (a different mask would differ by O(p) everywhere), each
+    backward fits either forward, and the Hopper outputs are exact for the debug op's mask."""
+    reason = tka.hopper_reason(torch.device("cuda", torch.cuda.current_device()))
+    if reason is not None:
+        pytest.skip(reason)
+    B, H, T, D, p = 2, 3, 700, D, 0.3
+    q, k, v = qkv_split(B, H, T, D, torch.bfloat16, gen(new_seed()))
+    dout = randn((B, H, T, D), gen(new_seed()), torch.bfloat16)
+    outs = {}
+    for name in PATHS:
+        monkeypatch.setenv("TK_ATTENTION_PATH", name)
+        monkeypatch.setenv("TK_ATTENTION_BWD", name)
+        assert_path(name, q, k, v, p)
+        torch.manual_seed(2024)
+        outs[name] = run_ops(q, k, v, causal, 0.125, p, dout)
+    (oh, lh, rh, gh), (op, lp, rp, gp) = outs["hopper"], outs["portable"]
+    assert rng_pair(rh) == rng_pair(rp)
+    keep = tka.dropout_mask(rh, B, H, T, p).bool()
+    o_ref, g_ref = reference(q, k, v, causal, 0.125, p, keep, dout)
+    e_h, e_p, e_hp = rel_err(oh, o_ref), rel_err(op, o_ref), rel_err(oh, op.double())
+    print(f"[same mask D={D} causal={causal}] o: hopper {e_h:.2e} portable {e_p:.2e} hopper-vs-portable {e_hp:.2e}")
+    assert e_h < 1.5 * FLOOR[torch.bfloat16] and e_p < 1.5 * FLOOR[torch.bfloat16] and e_hp < 2 * FLOOR[torch.bfloat16]
+    torch.testing.assert_close(lh, lp, rtol=1e-5, atol=1e-5)
+    # the other path's backward on each forward's outputs
+    for (o, lse, rng), name in (((oh, lh, rh), "portable"), ((op, lp, rp), "hopper")):
+        monkeypatch.setenv("TK_ATTENTION_PATH", name)
+        monkeypatch.setenv("TK_ATTENTION_BWD", name)
+        assert tka.backward_path(q, p, False, k, v) == name
+        poison_bwd(q)
+        grads = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, causal, 0.125, False, p, rng)
+        for gname, g, ref in zip(("dq", "dk", "dv"), grads, g_ref):
+            assert not torch.isnan(g).any(), (name, gname)
+            assert rel_err(g, ref) < 4 * FLOOR[torch.bfloat16], (name, gname, rel_err(g, ref))
+    for gname, a, b in zip(("dq", "dk", "dv"), gh, gp):
+        assert rel_err(a, b.double()) < 4 * FLOOR[torch.bfloat16], (gname, rel_err(a, b.double()))
 
 
 # -----------------------------------------------------------------------------
@@ -199,7 +275,7 @@ def batch_heads(T):
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("T", [1, 17, 255, 1000, 2048])
-def test_forward_backward_vs_float64_with_kernel_mask(T, D, causal, dtype_name):
+def test_forward_backward_vs_float64_with_kernel_mask(T, D, causal, dtype_name, path):
     dtype = DTYPES[dtype_name]
     B, H = batch_heads(T)
     seed = new_seed()
@@ -207,7 +283,9 @@ def test_forward_backward_vs_float64_with_kernel_mask(T, D, causal, dtype_name):
     dout = randn((B, H, T, D), gen(seed + 1), dtype)
     scale = 1.0 / math.sqrt(D)
     p = 0.2 if T != 255 else 0.5
-    label = f"[T={T} D={D} causal={causal} {dtype_name} p={p} seed={seed}]"
+    label = f"[{path} T={T} D={D} causal={causal} {dtype_name} p={p} seed={seed}]"
+    assert_path(path, q, k, v, p)
+    assert_path(path, q, k, v, 0.0)
 
     # calibration: our error without dropout against the same float64 machinery
     ones = torch.ones(B, H, T, T, dtype=torch.bool, device="cuda")
@@ -246,7 +324,10 @@ def test_forward_backward_vs_float64_with_kernel_mask(T, D, causal, dtype_name):
 @pytest.mark.parametrize("D", [64, 128])
 def test_deterministic_backward_with_dropout(D, monkeypatch):
     """The deterministic path (its own dQ kernel) regenerates the same mask: dq/dk/dv match the
-    default path closely and are bitwise reproducible."""
+    default path closely and are bitwise reproducible (portable kernels: the deterministic mode has no
+    Hopper backward; the same dK / dV kernel as the default portable backward)."""
+    monkeypatch.setenv("TK_ATTENTION_PATH", "portable")
+    monkeypatch.setenv("TK_ATTENTION_BWD", "portable")
     B, H, T = 1, 3, 555
     q, k, v = qkv_split(B, H, T, D, torch.bfloat16, gen(new_seed()))
     dout = randn((B, H, T, D), gen(new_seed()), torch.bfloat16)
@@ -262,7 +343,8 @@ def test_deterministic_backward_with_dropout(D, monkeypatch):
 @pytest.mark.parametrize("limit", [101_376, 170_000], ids=["99KB", "A100"])
 @pytest.mark.parametrize("D", [64, 128])
 def test_other_smem_configurations_with_dropout(D, limit, monkeypatch):
-    """The configurations of smaller GPUs (TK_SMEM_LIMIT) regenerate the same mask."""
+    """The configurations of smaller GPUs (TK_SMEM_LIMIT: the portable backward's) regenerate the same mask."""
+    monkeypatch.setenv("TK_ATTENTION_BWD", "portable")
     B, H, T = 1, 3, 300
     q, k, v = qkv_split(B, H, T, D, torch.float16, gen(new_seed()))
     dout = randn((B, H, T, D), gen(new_seed()), torch.float16)
@@ -281,10 +363,11 @@ def test_other_smem_configurations_with_dropout(D, limit, monkeypatch):
 # -----------------------------------------------------------------------------
 # p = 0, eval mode, the public API
 
-def test_p0_is_the_no_dropout_path_and_draws_nothing():
+def test_p0_is_the_no_dropout_path_and_draws_nothing(path):
     B, H, T, D = 2, 3, 333, 128
     q, k, v = (t.detach().requires_grad_() for t in qkv_split(B, H, T, D, torch.bfloat16, gen(new_seed())))
     dout = randn((B, H, T, D), gen(new_seed()), torch.bfloat16)
+    assert_path(path, q, k, v, 0.0)
     state = torch.cuda.get_rng_state()
     o_default = tka.attention(q, k, v, causal=True)
     o_p0 = tka.attention(q, k, v, causal=True, dropout_p=0.0)
@@ -299,13 +382,19 @@ def test_p0_is_the_no_dropout_path_and_draws_nothing():
         torch.use_deterministic_algorithms(False)
     for a, b in zip(g_default, g_p0):
         assert torch.equal(a, b)
+    # the fast backward too (dK, dV bitwise; dQ adds with atomics)
+    g_default = torch.autograd.grad(tka.attention(q, k, v, causal=True), (q, k, v), dout)
+    g_p0 = torch.autograd.grad(tka.attention(q, k, v, causal=True, dropout_p=0.0), (q, k, v), dout)
+    assert torch.equal(g_default[1], g_p0[1]) and torch.equal(g_default[2], g_p0[2])
+    assert rel_err(g_default[0], g_p0[0].double()) < 1e-5
     with pytest.raises(ValueError, match=r"dropout_p in \[0, 1\)"):
         tka.attention(q, k, v, dropout_p=1.0)
 
 
-def test_public_api_dropout_grads_flow():
+def test_public_api_dropout_grads_flow(path):
     B, H, T, D = 2, 2, 100, 64
     q, k, v = (t.detach().requires_grad_() for t in qkv_split(B, H, T, D, torch.bfloat16, gen(new_seed())))
+    assert_path(path, q, k, v, 0.2)
     o = tka.attention(q, k, v, dropout_p=0.2)
     o.float().square().sum().backward()
     for t in (q, k, v):
@@ -416,10 +505,11 @@ def test_compiled_gpt_with_dropout_fullgraph():
     assert abs(losses[0] - losses[1]) < 0.05  # different masks (inductor draws its own for nn.Dropout)
 
 
-def test_cuda_graph_replays_draw_fresh_masks():
+def test_cuda_graph_replays_draw_fresh_masks(path):
     B, H, T, D = 2, 3, 256, 64
     q, k, v = qkv_split(B, H, T, D, torch.bfloat16, gen(new_seed()))
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    assert_path(path, q, k, v, 0.2)
     dout = randn((B, H, T, D), gen(new_seed()), torch.bfloat16)
     scale = 0.125
 

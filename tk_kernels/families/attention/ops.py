@@ -25,14 +25,14 @@ no generator state is drawn then); the backward regenerates the same mask from i
 dropout_mask(rng_state, B, H, T, dropout_p) returns that mask, for tests.
 
 Forward kernel: on an sm_90 GPU (H100, H200) with an extension built for sm_90a (the default there)
-the forward without dropout runs csrc/hopper_forward.cu (wgmma + TMA, warp-specialised); everywhere
-else, and always with dropout, csrc/forward.cu (mma.sync, sm_80+). Both write the same o and lse, and
-the backward (csrc/backward*.cu) is the same for both. TK_ATTENTION_PATH=hopper|portable forces one
-(hopper on a GPU that cannot run it is an error; dropout still runs portable); forward_path() says
-which one a call takes.
+the forward runs csrc/hopper_forward.cu (wgmma + TMA, warp-specialised), with or without dropout;
+everywhere else csrc/forward.cu (mma.sync, sm_80+). Both write the same o and lse, and with dropout
+both apply the same keep mask (the same function of (seed, offset, b * H + h, query, key)), so either
+backward fits either forward. TK_ATTENTION_PATH=hopper|portable forces one (hopper on a GPU that cannot
+run it is an error); forward_path() says which one a call takes.
 
-Backward kernel: csrc/hopper_backward.cu (wgmma + TMA) where the forward takes the Hopper path, without
-dropout and outside the deterministic mode; csrc/backward*.cu (mma.sync) otherwise, or always with
+Backward kernel: csrc/hopper_backward.cu (wgmma + TMA) where the forward takes the Hopper path, with or
+without dropout, outside the deterministic mode; csrc/backward*.cu (mma.sync) otherwise, or always with
 TK_ATTENTION_BWD=portable (backward_path() says which one a call takes).
 
 The backward accumulates dQ with fp32 atomics (fast; dQ may differ in the last bits between runs).
@@ -139,7 +139,7 @@ def _forward_kernel(device: torch.device, dropout_p: float, tma_ok: bool) -> str
     """forward_path's decision, with tma_ok: whether TMA can read every operand (the op computes it once
     for its operands and reuses it for the copies of the forced Hopper path)."""
     choice = _env_choice("TK_ATTENTION_PATH", ATTENTION_PATHS, "auto")
-    if choice == "portable" or dropout_p > 0.0:
+    if choice == "portable":
         return "portable"
     reason = hopper_reason(device)
     if choice == "hopper" and reason is not None:
@@ -151,11 +151,11 @@ def _forward_kernel(device: torch.device, dropout_p: float, tma_ok: bool) -> str
 
 def forward_path(q: Tensor, dropout_p: float = 0.0, *kv: Tensor) -> str:
     """'hopper' or 'portable': the forward kernel a call with this q (and k, v, if given) and dropout_p
-    runs. Default (TK_ATTENTION_PATH unset or 'auto'): hopper where hopper_reason is None, dropout_p == 0
-    and TMA can read every operand as laid out (tma_ready: a head-broadcast k/v takes the portable
-    kernel). TK_ATTENTION_PATH=portable always takes the portable kernel; =hopper takes the Hopper
-    kernel (operands TMA cannot read are copied) and raises RuntimeError where it cannot run
-    (dropout_p > 0 still takes the portable kernel: the Hopper forward has no dropout)."""
+    runs (both kernels have dropout, with the same mask: dropout_p does not change the choice).
+    Default (TK_ATTENTION_PATH unset or 'auto'): hopper where hopper_reason is None and TMA can read
+    every operand as laid out (tma_ready: a head-broadcast k/v takes the portable kernel).
+    TK_ATTENTION_PATH=portable always takes the portable kernel; =hopper takes the Hopper kernel
+    (operands TMA cannot read are copied) and raises RuntimeError where it cannot run."""
     return _forward_kernel(q.device, dropout_p, all(tma_ready(t) for t in (q, *kv)))
 
 
@@ -165,8 +165,8 @@ BACKWARD_PATHS = ("portable", "hopper")
 def backward_path(q: Tensor, dropout_p: float = 0.0, deterministic: bool = False, *kv: Tensor) -> str:
     """'hopper' or 'portable': the backward kernel a call with this q (and k, v, if given) runs.
     Default (TK_ATTENTION_BWD unset or 'hopper'): csrc/hopper_backward.cu wherever forward_path says
-    'hopper' for these operands (TK_ATTENTION_PATH applies), except with dropout or a deterministic
-    backward, which stay on the portable kernels. TK_ATTENTION_BWD=portable always takes csrc/backward*.cu.
+    'hopper' for these operands (TK_ATTENTION_PATH applies), dropout included, except for a deterministic
+    backward, which stays on the portable kernels. TK_ATTENTION_BWD=portable always takes csrc/backward*.cu.
     On the H200 the Hopper backward measured 1.0-1.6x the portable one at every benchmark shape but
     (64,6,256,64) (0.92x causal, 0.98x non-causal; bench/RESULTS.md, session 4)."""
     return _backward_kernel(q.device, dropout_p, deterministic, lambda: all(tma_ready(t) for t in (q, *kv)))
@@ -176,7 +176,7 @@ def _backward_kernel(device: torch.device, dropout_p: float, deterministic: bool
     """backward_path's decision; tma_ok() says whether TMA can read q, k and v (asked only where the
     forward's choice matters)."""
     choice = _env_choice("TK_ATTENTION_BWD", BACKWARD_PATHS, "hopper")
-    if choice == "portable" or dropout_p > 0.0 or deterministic:
+    if choice == "portable" or deterministic:
         return "portable"
     return _forward_kernel(device, dropout_p, tma_ok())
 
@@ -188,7 +188,7 @@ def _forward_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float,
     if _forward_kernel(q.device, dropout_p, tq and tk and tv) == "hopper":
         if not (tq and tk and tv):  # only when forced
             q, k, v = (t if ok else t.contiguous() for t, ok in ((q, tq), (k, tk), (v, tv)))
-        return _ext().attention_forward_hopper(q, k, v, causal, scale)
+        return _ext().attention_forward_hopper(q, k, v, causal, scale, dropout_p)
     return _ext().attention_forward(q, k, v, causal, scale, dropout_p)
 
 
@@ -221,7 +221,7 @@ def _backward_impl(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout
             tma_ok()
         if not all(tma):  # only when forced
             q, k, v, o, dout = (t if ok else t.contiguous() for t, ok in zip((q, k, v, o, dout), tma))
-        return _ext().attention_backward_hopper(q, k, v, o, lse, dout, causal, scale)
+        return _ext().attention_backward_hopper(q, k, v, o, lse, dout, causal, scale, dropout_p, rng_state)
     return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
 
 

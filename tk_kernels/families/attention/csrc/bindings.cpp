@@ -112,7 +112,7 @@ void check_rng_state(const at::Tensor& rng_state, const at::Tensor& q) {
 // (o, lse, rng_state): rng_state is the (2,) int64 (seed, offset) the dropout used when dropout_p > 0
 // (written by the kernel: correct under CUDA-graph replay too), an empty (0,) tensor when dropout_p == 0
 // (no generator state is drawn then).
-// hopper: run the sm_90a kernel (hopper_forward.cu; no dropout) instead of the portable one. ops.py picks.
+// hopper: run the sm_90a kernel (hopper_forward.cu; the same dropout mask) instead of the portable one. ops.py picks.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_impl(const at::Tensor& q, const at::Tensor& k,
                                                             const at::Tensor& v, bool causal, double scale,
                                                             double dropout_p, bool hopper) {
@@ -156,11 +156,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward(const at::Tenso
   return forward_impl(q, k, v, causal, scale, dropout_p, false);
 }
 
-// The sm_90a forward: the same outputs as attention_forward with dropout_p = 0 (rng_state is empty).
+// The sm_90a forward: the same outputs as attention_forward (with dropout: the same keep mask for the same
+// generator state).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward_hopper(const at::Tensor& q, const at::Tensor& k,
                                                                         const at::Tensor& v, bool causal,
-                                                                        double scale) {
-  return forward_impl(q, k, v, causal, scale, 0.0, true);
+                                                                        double scale, double dropout_p) {
+  return forward_impl(q, k, v, causal, scale, dropout_p, true);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
@@ -204,18 +205,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
   return {dq, dk, dv};
 }
 
-// The sm_90a backward (hopper_backward.cu): attention_backward without dropout and without the
-// deterministic mode, with its own padded workspaces (attention.h). ops.py decides when it runs (and
-// hands it q, k, v, dout that TMA can read).
+// The sm_90a backward (hopper_backward.cu): attention_backward without the deterministic mode (dropout
+// included: the forward's mask regenerated from rng_state), with its own padded workspaces (attention.h).
+// ops.py decides when it runs (and hands it q, k, v, dout that TMA can read).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
-    const at::Tensor& dout, bool causal, double scale) {
+    const at::Tensor& dout, bool causal, double scale, double dropout_p, const at::Tensor& rng_state) {
   check_bhtd(q, "q", q);
   check_bhtd(k, "k", q);
   check_bhtd(v, "v", q);
   check_bhtd(o, "o", q);
   check_bhtd(dout, "dout", q);
   check_lse(lse, q);
+  check_dropout_p(dropout_p);
+  if (dropout_p > 0.0) check_rng_state(rng_state, q);
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   TORCH_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
@@ -240,8 +243,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
   p.causal = causal;
   p.deterministic = false;
   p.dtype = dtype_of(q);
-  p.dropout_p = 0.f;
-  p.rng_state = nullptr;
+  p.dropout_p = float(dropout_p);
+  p.rng_state = dropout_p > 0.0 ? rng_state.data_ptr<int64_t>() : nullptr;
   cudaError_t err = tk_attn::attention_backward_hopper(p, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "tk attention backward (Hopper kernel) failed: ", cudaGetErrorString(err));
   return {dq, dk, dv};
@@ -273,20 +276,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("causal"), pybind11::arg("scale"),
         pybind11::arg("dropout_p"));
   m.def("attention_forward_hopper", &attention_forward_hopper,
-        "(q, k, v, causal, scale) -> (o, lse, rng_state): attention_forward without dropout on the sm_90a "
-        "wgmma/TMA kernel (only on an sm_90 GPU with a library built for sm_90a; ops.py checks)",
-        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("causal"), pybind11::arg("scale"));
+        "(q, k, v, causal, scale, dropout_p) -> (o, lse, rng_state): attention_forward on the sm_90a wgmma/TMA "
+        "kernel (the same dropout mask; only on an sm_90 GPU with a library built for sm_90a; ops.py checks)",
+        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("causal"), pybind11::arg("scale"),
+        pybind11::arg("dropout_p"));
   m.def("attention_backward", &attention_backward,
         "(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state) -> (dq, dk, dv)",
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
         pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("deterministic"),
         pybind11::arg("dropout_p"), pybind11::arg("rng_state"));
   m.def("attention_backward_hopper", &attention_backward_hopper,
-        "(q, k, v, o, lse, dout, causal, scale) -> (dq, dk, dv): attention_backward without dropout and not "
+        "(q, k, v, o, lse, dout, causal, scale, dropout_p, rng_state) -> (dq, dk, dv): attention_backward, not "
         "deterministic, on the sm_90a wgmma/TMA kernel (only on an sm_90 GPU with a library built for sm_90a; "
         "ops.py checks)",
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
-        pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"));
+        pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("dropout_p"),
+        pybind11::arg("rng_state"));
   m.def("attention_dropout_mask", &attention_dropout_mask,
         "(rng_state, B, H, T, dropout_p) -> (B, H, T, T) uint8 keep mask (1 = kept) of the dropout with that (seed, "
         "offset)",

@@ -22,7 +22,10 @@
 // not depend on the query hoisted, dropout_prefix_k); the split dK / dV and deterministic dQ kernels draw a
 // tile's keep bits (dropout_bits_k / dropout_bits_q; one bit per element) and apply them (apply_bits). The
 // per-element dropout_keep is the definition, used by the debug mask kernel (dropout_mask.cu); the CPU test
-// checks every lane's flags of every tile shape against it.
+// checks every lane's flags of every tile shape against it. The Hopper kernels (wgmma accumulators, whose
+// per-warp layout is the mma fragment's) use the same groups: the backward's 16-key S^T slices hold whole
+// groups (dropout_bits_k_prefix_lane); the forward's 16-row warps hold half a group each, so a warp pair
+// shares each call (dropout_bits_wg_lane, below).
 //
 // Seed and offset: from PyTorch's CUDA generator (bindings.cpp: philox_cuda_state), passed as a
 // dropout_rng: eager calls carry the values, calls under CUDA-graph capture carry pointers to
@@ -223,6 +226,40 @@ __host__ __device__ __forceinline__ void dropout_slice_q_lane(const dropout_key 
   }
 }
 
+// ---- The Hopper forward (hopper_forward.cu): S in wgmma accumulator layout ----
+// A consumer warpgroup's S tile is 64 queries x 128 keys: warp w holds rows 16 w + g + 8 h (h = 0, 1) and
+// columns 8 n + 2 t + e (n = 0 .. 15, e = 0, 1) in accumulator register 4 n + 2 h + e (warpgroup/mma.cuh,
+// g = lane / 4, t = lane % 4). A group spans rows q + {0, 8, 16, 24} of a 32-row block, so it is split
+// between warps 2 u (its words 0, 1: rows g, g + 8) and 2 u + 1 (words 2, 3: rows g + 16, g + 24) of the
+// same lane, which share its counter. Hence each warp of such a pair draws the groups of one half of the
+// tile's keys and hands the bits of its partner's rows over (shared memory, the kernel's business): 8
+// Philox calls per lane per 128-key tile, no word wasted.
+// dropout_bits_wg_lane: the keep bits of the 32 rows q0 .. q0 + 31 (q0 % 32 == 0) and keys k0 .. k0 + 63
+// (k0 % 16 == 0) that lane `lane` of the two warps holds: bit 4 n + 2 h + e of lo (hi) is element
+// (q0 + g + 8 h (+ 16), k0 + 8 n + 2 t + e), n = 0 .. 7: the accumulator register index of that element
+// (n + 8 for the tile's second 64 keys), so the kernel applies bit i to register i directly.
+__host__ __device__ __forceinline__ void dropout_bits_wg_lane(const dropout_key &d, int bh, int q0, int k0,
+                                                              uint32_t thr16, int lane, uint32_t &lo, uint32_t &hi) {
+  const int g = lane >> 2, t = lane & 3;
+  lo = hi = 0;
+#pragma unroll
+  for (int jj = 0; jj < 4; jj++)
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      const philox4 r = dropout_group(d, bh, q0 + g, k0 + 16 * jj + 2 * t + e);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        // row g + 8 h (+ 16): word h (2 + h); its low / high half: column 16 jj + 2 t + e (+ 8), n = 2 jj (+ 1)
+        const int b0 = 4 * (2 * jj) + 2 * h + e, b1 = b0 + 4;
+        bool k_lo, k_hi;
+        dropout_keep_pair(philox_word(r, h), thr16, k_lo, k_hi);
+        lo |= uint32_t(k_lo) << b0 | uint32_t(k_hi) << b1;
+        dropout_keep_pair(philox_word(r, 2 + h), thr16, k_lo, k_hi);
+        hi |= uint32_t(k_lo) << b0 | uint32_t(k_hi) << b1;
+      }
+    }
+}
+
 // ---- The transposed dK / dV kernel: raw Philox words, first three rounds hoisted ----
 // That kernel's warp owns 16 keys for its whole run, so in its 16-key S^T tiles a lane's groups all
 // have the same counter words 0 (its key row key0 + g), 2 (bh) and 3 (the offset); only word 1 (the
@@ -289,6 +326,38 @@ __host__ __device__ __forceinline__ void dropout_words_k_lane(keep_words<RT> &kw
 // qw = (q0 >> 3) & 2 when C = 16, else 0).
 __host__ __device__ __forceinline__ uint32_t keep_word(const philox4 (&r)[2], int jj, int kh, int e, int qw) {
   return philox_word(r[e], qw + 2 * jj + kh);
+}
+
+// The keep bits (keep_bits / keep_bit order) of a 16-key S^T tile RT (queries q0.., as dropout_bits_k) from the
+// lane's key-row prefix pr: dropout_words_k_col's words (rounds 0-2 hoisted), tested two elements per word
+// (dropout_keep_pair, thr16 = threshold << 16). For the Hopper backward (hopper_backward.cu), whose wgmma
+// accumulator holds a warp's 16-key x 64-query S^T slice in this very order (register 8 j + 2 k + e is
+// pair element e of pair k of 16-column fragment j: rows g + 8 (k & 1), cols 16 j + 8 (k >> 1) + 2 t + e),
+// so bit i of the one word of keep_bits<rt<float, 16, 64>> belongs to accumulator register i.
+template <typename RT>
+__host__ __device__ __forceinline__ void dropout_bits_k_prefix_lane(keep_bits<RT> &b, const dropout_key &d,
+                                                                    const philox_k_prefix &pr, int q0, uint32_t thr16,
+                                                                    int lane) {
+  constexpr int JJ = keep_words<RT>::JJ;
+  const int qw = RT::cols == 16 ? (q0 >> 3) & 2 : 0;
+#pragma unroll
+  for (int x = 0; x < (b.n + 31) / 32; x++) b.w[x] = 0;
+#pragma unroll
+  for (int jp = 0; jp < keep_words<RT>::QG; jp++) {
+    philox4 r[2];
+    dropout_words_k_col(r, d, pr, q0, jp, lane);
+#pragma unroll
+    for (int jj = 0; jj < JJ; jj++)
+#pragma unroll
+      for (int kh = 0; kh < 2; kh++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          bool keep[2];
+          dropout_keep_pair(keep_word(r, jj, kh, e, qw), thr16, keep[0], keep[1]);
+#pragma unroll
+          for (int s = 0; s < 2; s++) b.set(keep_bit<RT>(0, jp * JJ + jj, 2 * kh + s, e), keep[s]);
+        }
+  }
 }
 
 // The dK / dV kernel's element work with dropout, in place on P^T (p) and dP^T (ds) of the lane's key row

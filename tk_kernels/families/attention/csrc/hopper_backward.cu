@@ -1,6 +1,6 @@
 // Flash attention backward for Hopper (sm_90a: wgmma, TMA, mbarriers, setmaxnreg), written with the
-// DSL's warpgroup / thread / host layers. Same inputs, outputs and semantics as backward.cu without
-// dropout and without the deterministic dQ mode (ops.py keeps those on the portable backward):
+// DSL's warpgroup / thread / host layers. Same inputs, outputs and semantics as backward.cu, dropout
+// included, without the deterministic dQ mode (ops.py keeps that on the portable backward):
 //
 //   P = exp(scale Q K^T [+ causal mask] - lse)   dV = P^T dO   dP = dO V^T   dS = P o (dP - Delta)
 //   dQ = scale dS K      dK = scale dS^T Q       Delta_i = rowsum(dO_i o O_i)
@@ -115,6 +115,29 @@
 //   So, per shape, 0.82-0.93x cuDNN at the long sequences (0.86 / 0.82, 0.85 / 0.84, 0.93 / 0.90,
 //   0.86 / 0.90 causal / full) and ahead of it at (64,6,256,64) (1.44 / 1.08).
 //
+// Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
+// diff against the kernel before dropout, 0 lines in all 8 instances and the 4 prep kernels):
+//   FlashAttention-2's dropout backward with the forward's mask regenerated (dropout.cuh, the same keep
+//   function as every other kernel of the family; rng_state read as a captured dropout_rng), as backward.cu:
+//     dV = (P o Z)^T dO     dP~ = Z o dP     dS = P o (dP~ - Delta)     Z = keep / (1 - p)
+//   with P the undropped softmax (from lse) and Delta = rowsum(dO o O) of the dropped output O (the prep
+//   kernel, unchanged). Per element of S^T: P~ = keep ? P : 0 packed into dV's A fragments (dV times
+//   1 / (1 - p) at the end), dS = P ((keep ? dP keep_scale : 0) - Delta) (keep_scale, a kernel parameter, is
+//   a constant operand: no register), dK and dQ as without dropout.
+//   Random bits: a lane's S^T elements are 2 key rows (key0 + 16 w + g + {0, 8}) x 16 queries of the 64-query
+//   block, exactly 4 Philox calls with every word used (the key is the call's fixed part: rounds 0-2 mostly
+//   hoisted into a per-row prefix, dropout_prefix_k, recomputed per block from the key in static shared
+//   memory, hb_drop); dropout_bits_k_prefix_lane packs them into one 32-bit word, bit i for accumulator
+//   register i. The plain loop draws them right after issuing S^T and dP^T. The pipelined loop draws block
+//   j + 1's at the end of block j (after the dQ^T staging, with only dK, dV and S^T(j + 1) live) and parks
+//   the word in the 4 bytes of block j + 1's dS^T buffer that this thread's first dS^T store overwrites later
+//   (read back twice before that store): with the word in a register through the exponentials, or drawn at
+//   the start of the block, the D = 128 instances spilled ~200 bytes.
+//   ptxas -v (CUDA 13): D = 64 instances spill-free; D = 128 (pipelined) STILL SPILLS 16-28 bytes of
+//   loop-invariant scalars (16 B causal, 24-28 B non-causal: ~5 LDL per query block, no spill inside the
+//   element loops). SASS per kernel: D = 64 plain 2312 (p = 0: 1920), D = 64 pipelined 3480 (2600),
+//   D = 128 ~4.5K (3456 / 3520). NOT MEASURED ON A GPU YET (dev/hopper/check_attention_dropout.py).
+//
 // Built for every architecture of the family; the kernel body exists only for sm_90a and traps elsewhere;
 // ops.py calls this only on sm_90 with an extension built for sm_90a (ops.backward_path).
 #include <algorithm>
@@ -183,13 +206,30 @@ struct hb_args {
   void *dk, *dv;
   Strides dk_s, dv_s;
 };
+// The dropout kernels' arguments: the same plus the dropout's (the p = 0 kernels keep hb_args); rng is
+// the forward's rng_state read as a captured dropout_rng (dropout.cuh).
+struct hb_dropout_args : hb_args {
+  dropout_args drop;
+};
+template <bool DROPOUT> using hb_args_t = std::conditional_t<DROPOUT, hb_dropout_args, hb_args>;
 
-template <typename T, int D, bool CAUSAL>
+// The dropout of a DROPOUT kernel's CTA, in (static) shared memory: written by thread 0 before the
+// first barrier (the key) and a second one (the head), re-read per query block, so neither has to stay
+// live in the consumers' registers across the loop (the D = 128 consumers hold 224 accumulator registers
+// of their 240). Only the DROPOUT kernels reference it, so only they allocate it (20 bytes: D = 128
+// pipelined uses 226.5 KB of dynamic shared memory, 512 bytes below the 227 KB limit).
+struct hb_dropout {
+  dropout_key key;
+  int bh;           // the CTA's head
+};
+__shared__ hb_dropout hb_drop;
+
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
 __global__ void __launch_bounds__(HB_THREADS, 1)
 attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
                             const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap delta_map,
-                            const __grid_constant__ hb_args a, const int group) {
+                            const __grid_constant__ hb_args_t<DROPOUT> a, const int group) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool PIPE = hb_pipelined(D, CAUSAL);
   using L = hb_layout<D, PIPE>;
@@ -209,6 +249,12 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       init(qd_empty[s], 2);
     }
     fence_barrier_init();
+  }
+  if constexpr (DROPOUT) {
+    if (threadIdx.x == 0) {
+      uint64_t seed, offset;
+      hb_drop.key = load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset);
+    }
   }
   __syncthreads();
 
@@ -233,6 +279,10 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     bh = CAUSAL ? int(blockIdx.x) % n_bh : int(blockIdx.x) / n_kb;
   }
   const int b = bh / a.heads, h = bh % a.heads;
+  if constexpr (DROPOUT) {  // (one more CTA barrier, dropout kernels only)
+    if (threadIdx.x == 0) hb_drop.bh = bh;
+    __syncthreads();
+  }
   const int n0 = kb * HB_N;
   const int n_mb = (T_ + HB_M - 1) / HB_M;
   const int mb_first = CAUSAL ? n0 / HB_M : 0;
@@ -286,6 +336,58 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   const int dq_k0 = D == 128 ? 0 : 4 * c;         // first k16 slice (16 keys) of the dQ GEMM
   const int dq_block_col = D == 128 ? 2 * c : 0;  // first 32-column xor32 block of the partial
 
+  // Dropout (DROPOUT kernels only): the keep bits of this lane's 32 S^T elements of query block m0, bit i for
+  // register i of the accumulator (dropout_bits_k_prefix_lane: the lane's key row key0 + 16 w + g is fixed,
+  // so its Philox prefix is computed per block from the key in shared memory, then 4 groups), drawn while
+  // the block's GEMMs run.
+  auto draw_keep = [&](int m0) -> uint32_t {
+    if constexpr (DROPOUT) {
+      const dropout_key d = hb_drop.key;
+      const int lane = me & 31;
+      const int bh_ = hb_drop.bh;
+      keep_bits<rt<float, 16, 64>> kb;
+      dropout_bits_k_prefix_lane(kb, d, dropout_prefix_k(d, bh_, key0 + 16 * (me >> 5) + (lane >> 2)), m0,
+                                 d.threshold << 16, lane);
+      return kb.w[0];
+    } else {
+      return 0u;
+    }
+  };
+  // P^T (undropped, st) -> the 16-bit A fragments of dV += P~^T dO: P~ = keep ? P : 0 (DROPOUT; dV is scaled by
+  // 1 / (1 - p) at the end), else P itself.
+  auto p_fragments = [&](wg::a_fragment<T>(&pf)[4], const acc64 &st, uint32_t keep) {
+    if constexpr (DROPOUT) {
+      float pk[acc64::REGS];
+#pragma unroll
+      for (int i = 0; i < acc64::REGS; i++) pk[i] = (keep >> i) & 1u ? st.v[i] : 0.f;
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], pk, kk);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
+    }
+  };
+  // dS^T in place of dP^T: P o (dP - Delta); DROPOUT: P o (dP~ - Delta), dP~ = keep ? dP / (1 - p) : 0 (dropout_ds's
+  // form: one select and one multiply by the kernel parameter keep_scale, read as a constant operand, per
+  // element; the (1 - p) dS form of dropout_bwd_k needs 1 - p and the scaled Delta in registers here, where
+  // the D = 128 kernels have none to spare: it spilled 4-28 bytes).
+  auto ds_in_place = [&](acc64 &dpt, const acc64 &st, const float *delta, uint32_t keep) {
+#pragma unroll
+    for (int g = 0; g < 8; g++) {
+      const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int i = 4 * g + e;
+        if constexpr (DROPOUT) {
+          const float dpk = (keep >> i) & 1u ? dpt.v[i] * a.drop.keep_scale : 0.f;
+          dpt.v[i] = st.v[i] * (dpk - ((e & 1) ? dl.y : dl.x));
+        } else {
+          dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
+        }
+      }
+    }
+  };
+
   if constexpr (PIPE) {
     // dQ^T (rows = head dims, columns = queries m0q..) -> xor32 staging -> two 8 KB bulk reductions
     auto reduce_dq = [&](const acc64 &dqt, int m0q) {
@@ -327,6 +429,25 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     acc64 st;
     wait(qd_full[0], 0);
     issue_st(st, 0);
+    // DROPOUT: the keep bits of the block about to be processed, drawn while its S^T runs (here for block 0,
+    // at the end of block j for block j + 1: after the dQ^T staging, where only dK, dV and S^T(j + 1) are
+    // live; drawn at the start of the block instead, with dP^T in flight, the D = 128 kernels spilled
+    // ~200 bytes).
+    // The bits wait in the block's dS^T buffer, in the 4 bytes this thread's first dS^T store of the block
+    // overwrites later (no other thread writes them; read back twice before that store), not in a
+    // register: one register live through the exponentials made the D = 128 kernels spill (~200 bytes).
+    auto keep_slot = [&](int j) {
+      return reinterpret_cast<uint32_t *>(base + L::DS_OFF + (j & 1) * L::DS_BYTES + 64 * c * 128 +
+                                          wg::swizzle128_offset(acc64::row(0), acc64::col(0)));
+    };
+    auto stash_keep = [&](int j, uint32_t k) {
+      if constexpr (DROPOUT) *keep_slot(j) = k;
+    };
+    auto stashed_keep = [&](int j) -> uint32_t {
+      if constexpr (DROPOUT) return *keep_slot(j);
+      else return 0u;
+    };
+    stash_keep(0, draw_keep(block_of(0) * HB_M));
     wg::mma_wait<0>(st.v);
     auto block = [&](const int j, auto last_tag) __attribute__((always_inline)) {
       constexpr bool LAST = decltype(last_tag)::value;
@@ -363,8 +484,7 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
         }
       }
       wg::a_fragment<T> pf[4], dsf[4];
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
+      p_fragments(pf, st, stashed_keep(j));
       wg::mma_fence(dv.v);
       const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
 #pragma unroll
@@ -373,15 +493,7 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
 
       // dS^T, its fragments and shared copy, dK += dS^T Q (as in the plain loop)
-#pragma unroll
-      for (int g = 0; g < 8; g++) {
-        const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int i = 4 * g + e;
-          dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
-        }
-      }
+      ds_in_place(dpt, st, delta, stashed_keep(j));
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
       char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
@@ -426,7 +538,12 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
         wg::mma_wait<0>(dqt.v);
       }
       reduce_dq(dqt, m0);
-      if constexpr (!LAST) wg::mma_wait<0>(st.v);
+      if constexpr (!LAST) {
+        // block j + 1's buffer was last read by the dQ^T GEMMs of block j - 1, done in both consumers (the
+        // other one finished them before it reached this block's dS^T barrier)
+        stash_keep(j + 1, draw_keep(block_of(j + 1) * HB_M));
+        wg::mma_wait<0>(st.v);
+      }
     };
 #pragma unroll 1
     for (int j = 0; j < count - 1; j++) block(j, std::false_type{});
@@ -456,6 +573,7 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
         wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
       }
       wg::mma_commit();
+      [[maybe_unused]] const uint32_t keep = draw_keep(m0);
       wg::mma_wait<1>(st.v);  // S^T done (dP^T may still run)
 
       // P^T in place (rows = keys key0 + row, columns = queries m0 + col), then dV += P^T dO
@@ -477,8 +595,7 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
         }
       }
       wg::a_fragment<T> pf[4], dsf[4];
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
+      p_fragments(pf, st, keep);
       wg::mma_fence(dv.v);
       const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
 #pragma unroll
@@ -488,15 +605,7 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 
       // dS^T = P^T o (dP^T - Delta) in place, its 16-bit fragments, and a copy in shared memory (this
       // warpgroup's 64 key rows of buffer j % 2), then dK += dS^T Q
-#pragma unroll
-      for (int g = 0; g < 8; g++) {
-        const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int i = 4 * g + e;
-          dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
-        }
-      }
+      ds_in_place(dpt, st, delta, keep);
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
       char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
@@ -556,6 +665,10 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
   // ---- finish: dV, scale * dK from registers (rows = keys key0 + row, columns = head dims) ----
   T *dv_g = static_cast<T *>(a.dv) + int64_t(b) * a.dv_s.b + int64_t(h) * a.dv_s.h;
   T *dk_g = static_cast<T *>(a.dk) + int64_t(b) * a.dk_s.b + int64_t(h) * a.dk_s.h;
+  if constexpr (DROPOUT) {  // dV = P~^T dO / (1 - p)
+#pragma unroll
+    for (int i = 0; i < acc_d::REGS; i++) dv.v[i] *= a.drop.keep_scale;
+  }
 #pragma unroll
   for (int i = 0; i < acc_d::REGS; i += 2) {
     const int key = key0 + acc_d::row(i), col = acc_d::col(i);
@@ -605,7 +718,7 @@ hbwd_prep_kernel(const T *o, Strides o_s, const T *dout, Strides do_s, const flo
   }
 }
 
-template <typename T, int D, bool CAUSAL>
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
 cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
   const int Tp = int(dq_accum_rows(p.T));
   const int64_t rows = int64_t(p.B) * p.H * Tp;
@@ -629,7 +742,14 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
     std::fprintf(stderr, "%s\n", e.what());  // the binding reports only the cudaError_t
     return cudaErrorInvalidValue;
   }
-  hb_args a{p.T, p.H, p.B, Tp, p.scale, p.scale * LOG2E, p.dq_accum, p.dk, p.dv, p.dk_s, p.dv_s};
+  hb_args_t<DROPOUT> a{};
+  static_cast<hb_args &>(a) = hb_args{p.T, p.H, p.B, Tp, p.scale, p.scale * LOG2E, p.dq_accum, p.dk, p.dv, p.dk_s, p.dv_s};
+  if constexpr (DROPOUT) {
+    a.drop.rng = dropout_rng{0, 0, p.rng_state, p.rng_state + 1, 0, true};  // the forward's (seed, offset)
+    a.drop.threshold = dropout_threshold(p.dropout_p);
+    a.drop.keep_scale = 1.f / (1.f - p.dropout_p);
+    a.drop.rng_out = nullptr;
+  }
   // Causal: launch groups of heads whose Q, dO and dq_accum rows (8 T D bytes a head) fill about half the
   // L2 (see the header); non-causal grids ignore it.
   int group = 0;
@@ -642,7 +762,7 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
     group = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(p.B) * p.H, int64_t(l2 / 2) / per_head)));
   }
   constexpr int smem = hb_layout<D, hb_pipelined(D, CAUSAL)>::SMEM_BYTES;
-  auto kernel = attention_bwd_hopper_kernel<T, D, CAUSAL>;
+  auto kernel = attention_bwd_hopper_kernel<T, D, CAUSAL, DROPOUT>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const int64_t n_blocks = int64_t((p.T + HB_N - 1) / HB_N) * p.H * p.B;
@@ -662,10 +782,13 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
   return launch_dq_convert<T>(ac, D, stream);
 }
 
-template <typename T>
+template <typename T, bool DROPOUT>
 cudaError_t dispatch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
-  if (p.D == 64) return p.causal ? launch_hopper_bwd<T, 64, true>(p, stream) : launch_hopper_bwd<T, 64, false>(p, stream);
-  if (p.D == 128) return p.causal ? launch_hopper_bwd<T, 128, true>(p, stream) : launch_hopper_bwd<T, 128, false>(p, stream);
+  if (p.D == 64)
+    return p.causal ? launch_hopper_bwd<T, 64, true, DROPOUT>(p, stream) : launch_hopper_bwd<T, 64, false, DROPOUT>(p, stream);
+  if (p.D == 128)
+    return p.causal ? launch_hopper_bwd<T, 128, true, DROPOUT>(p, stream)
+                    : launch_hopper_bwd<T, 128, false, DROPOUT>(p, stream);
   return cudaErrorInvalidValue;
 }
 
@@ -674,12 +797,15 @@ cudaError_t dispatch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
 cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
-  if (p.dropout_p != 0.f || p.deterministic) return cudaErrorInvalidValue;  // those run on the portable backward
+  if (p.deterministic) return cudaErrorInvalidValue;  // the deterministic mode runs on the portable backward
+  if (!(p.dropout_p >= 0.f && p.dropout_p < 1.f)) return cudaErrorInvalidValue;
+  const bool drop = p.dropout_p > 0.f;
+  if (drop && p.rng_state == nullptr) return cudaErrorInvalidValue;
   if (!p.q || !p.k || !p.v || !p.o || !p.dout || !p.lse || !p.dq || !p.dk || !p.dv || !p.delta || !p.lse_log2 ||
       !p.dq_accum)
     return cudaErrorInvalidValue;
-  if (p.dtype == DType::bf16) return dispatch_hopper_bwd<bf16>(p, stream);
-  if (p.dtype == DType::fp16) return dispatch_hopper_bwd<half>(p, stream);
+  if (p.dtype == DType::bf16) return drop ? dispatch_hopper_bwd<bf16, true>(p, stream) : dispatch_hopper_bwd<bf16, false>(p, stream);
+  if (p.dtype == DType::fp16) return drop ? dispatch_hopper_bwd<half, true>(p, stream) : dispatch_hopper_bwd<half, false>(p, stream);
   return cudaErrorInvalidValue;
 }
 

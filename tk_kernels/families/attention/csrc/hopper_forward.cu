@@ -1,5 +1,5 @@
 // Flash attention forward for Hopper (sm_90a: wgmma, TMA, mbarriers, setmaxnreg), written with the
-// DSL's warpgroup / thread / host layers. Same semantics and outputs as forward.cu (no dropout):
+// DSL's warpgroup / thread / host layers. Same semantics and outputs as forward.cu, dropout included:
 //
 //   O = softmax(scale * Q K^T [+ causal mask]) V,   lse_i = ln sum_j exp(scale * q_i . k_j)
 //   Q, K, V, O: (B, H, T, D), D in {64, 128}, stride 1 along D, any b/h/t strides that are multiples
@@ -65,6 +65,30 @@
 // 412; (8,16,2048,128) causal 372 vs 490, non-causal 502 vs 605; 1.1-1.4x the portable kernel and
 // 1.2-1.5x SDPA's flash backend. The in-warpgroup overlap above is the first thing still missing.
 //
+// Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
+// diff against the kernel before dropout, 0 lines in all 8 instances):
+//   The keep decision of (b, h, query i, key j) is dropout.cuh's (Philox4x32-10 of (seed, offset, b H + h,
+//   i, j): the same mask as forward.cu and the backwards, so either backward fits this forward and
+//   ops.dropout_mask / the float64 reference of the tests validate it). After the row max and row sum of a
+//   tile (m, l and lse are those of the undropped P, as in forward.cu), P~ = keep ? P : 0 in place on the
+//   fp32 accumulator before it is packed into the A fragments of O += P~ V; the finish scales O by
+//   (1 / (1 - p)) / l. CTA 0 writes the (seed, offset) it used (rng_out).
+//   Where the random bits come from: one Philox call covers 8 elements, rows i + {0, 8, 16, 24} x keys
+//   j + {0, 8} of a 32-row block; in the wgmma accumulator a warp holds only 16 rows (16 w + g + {0, 8}), so
+//   a call's words are split between the two warps 2 u, 2 u + 1 of a consumer. Each warp of such a pair
+//   draws the calls of one half of the tile's keys (dropout_bits_wg_lane: 8 calls per lane per 128-key
+//   tile, both words of each call used: 32 keep bits for its rows, 32 for the partner's) and hands the
+//   partner's bits over through a 2 KB static shared buffer (hop_keep_xchg, double-buffered by tile
+//   parity; one 64-thread named barrier per tile, ids 7..10); so per tile a lane holds 2 registers of keep
+//   bits, applied with one shift/test and one select per element. Drawing all 16 calls a lane's elements
+//   touch would waste half of every call (twice the Philox work). The bits are drawn right after the
+//   tile's S = Q K^T (and the previous P V) are issued, before the wait for S, so the integer work can
+//   overlap the tensor cores.
+//   ptxas -v (CUDA 13): every DROPOUT instance spill-free (0 bytes stack, no LDL / STL in the SASS), as the
+//   p = 0 ones. SASS per kernel: D = 64 ~3.8K instructions (p = 0: 1968 / 1992), D = 128 ~4.3K (2440 / 2480).
+//   NOT MEASURED ON A GPU YET: dev/hopper/check_attention_dropout.py checks it against float64 and against
+//   the portable kernels' mask and times p = 0 vs 0.2 (the issue's target: <= 10 % fwd + bwd overhead).
+//
 // Built for every architecture of the family (build.py compiles all csrc/*.cu); the kernel body exists
 // only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL) and traps elsewhere; ops.py dispatches here only on sm_90
 // with an extension built for sm_90a.
@@ -72,8 +96,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attention.h"
+#include "dropout.cuh"
 #include "hopper_maps.cuh"
 #include "host/tensor_map.cuh"
 #include "thread/bulk.cuh"
@@ -92,6 +118,7 @@ constexpr int HBLOCK_N = 128;                 // keys per tile
 constexpr int PANEL_COLS = 64;                // 128 bytes of 16-bit elements: one swizzle row
 constexpr int PRODUCER_REGS = 24;
 constexpr int PINGPONG_BAR = 5;               // named barriers 5.. (1..4: each consumer's own, epilogue)
+constexpr int DROP_PAIR_BAR = 7;              // dropout: 7 + 2 c + u, the warp pair u of consumer c
 
 // Two consumer warpgroups of 64 query rows each, one producer warpgroup.
 constexpr int NC = 2;                          // consumer warpgroups
@@ -120,6 +147,15 @@ struct hop_args {
   float scale_log2;   // softmax scale * log2(e)
   float *lse;
 };
+// The dropout kernels' arguments: the same plus the dropout's (the p = 0 kernels keep hop_args).
+struct hop_dropout_args : hop_args {
+  dropout_args drop;
+};
+template <bool DROPOUT> using hop_args_t = std::conditional_t<DROPOUT, hop_dropout_args, hop_args>;
+
+// Dropout: the keep bits a warp hands its partner warp (dropout_bits_wg_lane), [consumer][tile parity][warp][lane].
+// Only the DROPOUT kernels reference it, so only they allocate it.
+__shared__ uint32_t hop_keep_xchg[2][2][4][32];
 
 struct hop_coord {
   int mb, b, h;
@@ -146,11 +182,11 @@ __device__ __forceinline__ float quad_sum(float x) {
 // Work items are (query block, b, h) in hop_block order; CTA i of the persistent grid (one CTA per SM)
 // takes items i, i + gridDim.x, ..., so the producer loads the next item's Q, K, V while the consumers
 // finish the current one.
-template <typename T, int D, bool CAUSAL>
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
 __global__ void __launch_bounds__(HTHREADS, 1)
 attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
-                            const __grid_constant__ hop_args a) {
+                            const __grid_constant__ hop_args_t<DROPOUT> a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = hop_layout<D>;
   constexpr int STAGES = L::STAGES;
@@ -225,6 +261,37 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 #pragma unroll
   for (int pn = 0; pn < L::PANELS; pn++) dq[pn] = wg::desc_k128(q_panel(pn) + c * 64 * 128);
 
+  // Dropout (DROPOUT kernels only): keep[0] / keep[1] hold this lane's keep bits of the current key tile,
+  // bit i of keep[i >> 5] for register i of s (dropout_bits_wg_lane: warp pair u = w / 2 shares the
+  // Philox groups of rows 32 u.., warp w draws those of keys 64 (w & 1).. of the tile and swaps the
+  // other rows' bits with its partner through hop_keep_xchg, double-buffered by tile parity).
+  [[maybe_unused]] uint32_t keep[2] = {0u, 0u};
+  [[maybe_unused]] dropout_key dkey{};
+  [[maybe_unused]] uint32_t thr16 = 0;
+  if constexpr (DROPOUT) {
+    uint64_t seed, offset;
+    dkey = load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset);
+    thr16 = a.drop.threshold << 16;
+    if (blockIdx.x == 0 && c == 0 && me == 0 && a.drop.rng_out != nullptr) {
+      a.drop.rng_out[0] = int64_t(seed);
+      a.drop.rng_out[1] = int64_t(offset);
+    }
+  }
+  // The keep bits of key tile j (ring index g: the exchange buffer's parity) of rows r0.. of head bh.
+  auto draw_keep = [&](int g, int j, int r0, int bh) {
+    if constexpr (DROPOUT) {
+      const int w = me >> 5, pw = w & 1, lane = me & 31;
+      uint32_t lo, hi;
+      dropout_bits_wg_lane(dkey, bh, r0 + 32 * (w >> 1), j * HBLOCK_N + 64 * pw, thr16, lane, lo, hi);
+      uint32_t(*xb)[32] = hop_keep_xchg[c][g & 1];
+      xb[w][lane] = pw ? lo : hi;                        // the partner's rows
+      wg::named_sync(DROP_PAIR_BAR + 2 * c + (w >> 1), 64);
+      const uint32_t got = xb[w ^ 1][lane], mine = pw ? hi : lo;
+      keep[0] = pw ? got : mine;                         // keys 0..63 of the tile
+      keep[1] = pw ? mine : got;                         // keys 64..127
+    }
+  };
+
   // g: absolute index of a key tile in this CTA's ring (slot g % STAGES, pass g / STAGES)
   auto issue_s = [&](int g) {
     const int st = g % STAGES;
@@ -282,6 +349,10 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       }
       l_run[hr] = l_run[hr] * alpha[hr] + sum;
     }
+    if constexpr (DROPOUT) {  // after the row sums: l (and lse) are those of the undropped P
+#pragma unroll
+      for (int i = 0; i < acc_s::REGS; i++) s.v[i] = (keep[i >> 5] >> (i & 31)) & 1u ? s.v[i] : 0.f;
+    }
   };
   auto release = [&](int g) {
     if (me == 0) arrive(kv_empty[g % STAGES]);
@@ -310,6 +381,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     const auto [mb, b, h] = hop_block<CAUSAL>(a, item);
     const int n_tiles = tiles_of(mb);
     const int r0 = mb * HBLOCK_M + 64 * c;   // first query row of this warpgroup
+    [[maybe_unused]] const int bh = b * a.heads + h;
 #pragma unroll
     for (int i = 0; i < acc_o::REGS; i++) o.v[i] = 0.f;
     m_run[0] = m_run[1] = neg_infty();
@@ -321,6 +393,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     my_turn();
     issue_s(g0);
     their_turn();
+    draw_keep(g0, 0, r0, bh);     // (DROPOUT) while S_0 runs
     wg::mma_wait<0>(s.v);
     softmax(0, r0, alpha);
     to_p();
@@ -330,6 +403,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
       issue_s(g0 + j);            // S_j = Q K_j^T
       issue_pv(g0 + j - 1);       // O += P_{j-1} V_{j-1}, reading p[] from registers
       their_turn();
+      draw_keep(g0 + j, j, r0, bh);  // (DROPOUT) while S_j and P_{j-1} V_{j-1} run
       wg::mma_wait<1>(s.v);       // S_j done (groups complete in order)
       softmax(j, r0, alpha);
       wg::mma_wait<0>(o.v);       // P_{j-1} V_{j-1} done: slot j-1 and p[] are free
@@ -350,7 +424,8 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
       const float l = quad_sum(l_run[hr]);
-      inv_l[hr] = 1.f / l;
+      if constexpr (DROPOUT) inv_l[hr] = a.drop.keep_scale / l;  // kept values scaled by 1 / (1 - p)
+      else inv_l[hr] = 1.f / l;
       lse[hr] = (m_run[hr] * sc + fast_log2(l)) * LN2;
     }
     const int row_lo = r0 + acc_s::row(0);
@@ -386,7 +461,7 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 }
 
 // A persistent grid: one CTA per SM (fewer when there are fewer work items) walking the work items.
-template <typename T, int D, bool CAUSAL>
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
 cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
   CUtensorMap qm, km, vm, om;
   try {
@@ -398,9 +473,20 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
     std::fprintf(stderr, "%s\n", e.what());  // the binding reports only the cudaError_t
     return cudaErrorInvalidValue;
   }
-  hop_args a{p.T, p.H, p.B, p.scale * LOG2E, p.lse};
+  hop_args_t<DROPOUT> a{};
+  a.seq = p.T;
+  a.heads = p.H;
+  a.batch = p.B;
+  a.scale_log2 = p.scale * LOG2E;
+  a.lse = p.lse;
+  if constexpr (DROPOUT) {
+    a.drop.rng = p.rng;
+    a.drop.threshold = dropout_threshold(p.dropout_p);
+    a.drop.keep_scale = 1.f / (1.f - p.dropout_p);
+    a.drop.rng_out = p.rng_state;
+  }
   constexpr int smem = hop_layout<D>::SMEM_BYTES;
-  auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL>;
+  auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL, DROPOUT>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   int64_t n_blocks = int64_t((p.T + HBLOCK_M - 1) / HBLOCK_M) * p.H * p.B;
@@ -413,10 +499,12 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, bool DROPOUT>
 cudaError_t dispatch_hopper(const FwdParams &p, cudaStream_t stream) {
-  if (p.D == 64) return p.causal ? launch_hopper<T, 64, true>(p, stream) : launch_hopper<T, 64, false>(p, stream);
-  if (p.D == 128) return p.causal ? launch_hopper<T, 128, true>(p, stream) : launch_hopper<T, 128, false>(p, stream);
+  if (p.D == 64)
+    return p.causal ? launch_hopper<T, 64, true, DROPOUT>(p, stream) : launch_hopper<T, 64, false, DROPOUT>(p, stream);
+  if (p.D == 128)
+    return p.causal ? launch_hopper<T, 128, true, DROPOUT>(p, stream) : launch_hopper<T, 128, false, DROPOUT>(p, stream);
   return cudaErrorInvalidValue;
 }
 
@@ -425,9 +513,11 @@ cudaError_t dispatch_hopper(const FwdParams &p, cudaStream_t stream) {
 cudaError_t attention_forward_hopper(const FwdParams &p, cudaStream_t stream) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
-  if (p.dropout_p != 0.f) return cudaErrorInvalidValue;  // dropout runs on the portable forward
-  if (p.dtype == DType::bf16) return dispatch_hopper<bf16>(p, stream);
-  if (p.dtype == DType::fp16) return dispatch_hopper<half>(p, stream);
+  if (!(p.dropout_p >= 0.f && p.dropout_p < 1.f)) return cudaErrorInvalidValue;
+  const bool drop = p.dropout_p > 0.f;
+  if (drop && p.rng_state == nullptr) return cudaErrorInvalidValue;
+  if (p.dtype == DType::bf16) return drop ? dispatch_hopper<bf16, true>(p, stream) : dispatch_hopper<bf16, false>(p, stream);
+  if (p.dtype == DType::fp16) return drop ? dispatch_hopper<half, true>(p, stream) : dispatch_hopper<half, false>(p, stream);
   return cudaErrorInvalidValue;
 }
 
