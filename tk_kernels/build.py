@@ -189,9 +189,10 @@ def source_files(family: str = "attention", pkg_dir: Path = PKG_DIR) -> list[Pat
 
 
 def hashed_files(family: str = "attention", pkg_dir: Path = PKG_DIR) -> list[Path]:
-    """Everything that can affect a family's build: all sources and headers under its csrc/ and include/."""
+    """Everything that can affect a family's build: all sources and headers under its csrc/, include/ and
+    families/glue/ (the torch glue shared by the bindings)."""
     files = []
-    for root in (family_csrc(family, pkg_dir), pkg_dir / "include"):
+    for root in (family_csrc(family, pkg_dir), pkg_dir / "include", pkg_dir / "families" / "glue"):
         if root.is_dir():
             files += [p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES]
     return sorted(files)
@@ -352,7 +353,7 @@ def build(family: str = "attention", archs: list[str] | None = None, verbose: bo
             module = cpp_extension.load(
                 name=name, sources=sources,
                 extra_cflags=cflags, extra_cuda_cflags=cuda_flags,
-                extra_include_paths=[str(pkg_dir / "include"), str(csrc)],
+                extra_include_paths=[str(pkg_dir / "include"), str(csrc), str(pkg_dir / "families" / "glue")],
                 build_directory=str(build_dir), verbose=verbose, with_cuda=True,
             )
         except (ImportError, RuntimeError, subprocess.CalledProcessError, OSError):

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "check.h"
 #include "attention.h"
 
 namespace {
@@ -24,24 +25,24 @@ namespace {
 // cp.async, so the base pointer must be 16-byte aligned and every stride a multiple of 8 elements;
 // the family's Python ops make a contiguous copy of inputs that are not (so users never see these).
 void check_bhtd(const at::Tensor& t, const char* name, const at::Tensor& q) {
-  TORCH_CHECK(t.is_cuda(), "tk attention: ", name, " must be a CUDA tensor, got device ", t.device());
-  TORCH_CHECK(t.device() == q.device(), "tk attention: ", name, " is on ", t.device(),
+  TK_CHECK(t.is_cuda(), "tk attention: ", name, " must be a CUDA tensor, got device ", t.device());
+  TK_CHECK(t.device() == q.device(), "tk attention: ", name, " is on ", t.device(),
               " but q is on ", q.device(), "; all tensors must be on the same device");
-  TORCH_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf,
+  TK_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf,
               "tk attention: ", name, " must be bfloat16 or float16, got ", t.scalar_type());
-  TORCH_CHECK(t.scalar_type() == q.scalar_type(), "tk attention: ", name, " has dtype ",
+  TK_CHECK(t.scalar_type() == q.scalar_type(), "tk attention: ", name, " has dtype ",
               t.scalar_type(), " but q has dtype ", q.scalar_type(), "; dtypes must match");
-  TORCH_CHECK(t.dim() == 4, "tk attention: ", name, " must be 4-D (B, H, T, D), got shape ", t.sizes());
-  TORCH_CHECK(t.sizes() == q.sizes(), "tk attention: ", name, " has shape ", t.sizes(),
+  TK_CHECK(t.dim() == 4, "tk attention: ", name, " must be 4-D (B, H, T, D), got shape ", t.sizes());
+  TK_CHECK(t.sizes() == q.sizes(), "tk attention: ", name, " has shape ", t.sizes(),
               " but q has shape ", q.sizes(), "; q, k, v (and o, dout) must have the same (B, H, T, D)");
-  TORCH_CHECK(t.size(3) == 64 || t.size(3) == 128, "tk attention: head dim D must be 64 or 128, got ", t.size(3));
-  TORCH_CHECK(t.size(2) >= 1, "tk attention: sequence length T must be >= 1, got ", t.size(2));
-  TORCH_CHECK(t.stride(3) == 1, "tk attention: ", name, " must have a contiguous last dim (stride 1), got strides ",
+  TK_CHECK(t.size(3) == 64 || t.size(3) == 128, "tk attention: head dim D must be 64 or 128, got ", t.size(3));
+  TK_CHECK(t.size(2) >= 1, "tk attention: sequence length T must be >= 1, got ", t.size(2));
+  TK_CHECK(t.stride(3) == 1, "tk attention: ", name, " must have a contiguous last dim (stride 1), got strides ",
               t.strides());
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "tk attention: ", name,
+  TK_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "tk attention: ", name,
               " data pointer must be 16-byte aligned");
   for (int d = 0; d < 3; ++d) {
-    TORCH_CHECK(t.stride(d) % 8 == 0 || t.size(d) == 1, "tk attention: ", name,
+    TK_CHECK(t.stride(d) % 8 == 0 || t.size(d) == 1, "tk attention: ", name,
                 " strides must be multiples of 8 elements (16 bytes), got strides ", t.strides());
   }
 }
@@ -62,15 +63,15 @@ at::Tensor empty_bthd(const at::Tensor& like) {
 }
 
 void check_lse(const at::Tensor& lse, const at::Tensor& q) {
-  TORCH_CHECK(lse.is_cuda() && lse.device() == q.device(), "tk attention: lse must be on ", q.device());
-  TORCH_CHECK(lse.scalar_type() == at::kFloat, "tk attention: lse must be float32, got ", lse.scalar_type());
-  TORCH_CHECK(lse.dim() == 3 && lse.size(0) == q.size(0) && lse.size(1) == q.size(1) && lse.size(2) == q.size(2),
+  TK_CHECK(lse.is_cuda() && lse.device() == q.device(), "tk attention: lse must be on ", q.device());
+  TK_CHECK(lse.scalar_type() == at::kFloat, "tk attention: lse must be float32, got ", lse.scalar_type());
+  TK_CHECK(lse.dim() == 3 && lse.size(0) == q.size(0) && lse.size(1) == q.size(1) && lse.size(2) == q.size(2),
               "tk attention: lse must have shape (B, H, T) = ", q.sizes().slice(0, 3), ", got ", lse.sizes());
-  TORCH_CHECK(lse.is_contiguous(), "tk attention: lse must be contiguous");
+  TK_CHECK(lse.is_contiguous(), "tk attention: lse must be contiguous");
 }
 
 void check_dropout_p(double p) {
-  TORCH_CHECK(p >= 0.0 && p < 1.0, "tk attention: dropout_p must be in [0, 1), got ", p);
+  TK_CHECK(p >= 0.0 && p < 1.0, "tk attention: dropout_p must be in [0, 1), got ", p);
 }
 
 // Philox offset increment per dropout call: each call only needs an offset no other call shares
@@ -102,8 +103,8 @@ tk_attn::dropout_rng next_dropout_rng(const at::Tensor& q) {
 }
 
 void check_rng_state(const at::Tensor& rng_state, const at::Tensor& q) {
-  TORCH_CHECK(rng_state.is_cuda() && rng_state.device() == q.device(), "tk attention: rng_state must be on ", q.device());
-  TORCH_CHECK(rng_state.scalar_type() == at::kLong && rng_state.dim() == 1 && rng_state.size(0) == 2 &&
+  TK_CHECK(rng_state.is_cuda() && rng_state.device() == q.device(), "tk attention: rng_state must be on ", q.device());
+  TK_CHECK(rng_state.scalar_type() == at::kLong && rng_state.dim() == 1 && rng_state.size(0) == 2 &&
                   rng_state.is_contiguous(),
               "tk attention: rng_state must be a contiguous (2,) int64 tensor (seed, offset), got ",
               rng_state.scalar_type(), " of shape ", rng_state.sizes());
@@ -121,7 +122,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_impl(const at::Tensor& q,
   check_bhtd(v, "v", q);
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
-  TORCH_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
+  TK_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
   check_dropout_p(dropout_p);
   at::Tensor o = empty_bthd(q);
   at::Tensor lse = at::empty({B, H, T}, q.options().dtype(at::kFloat));
@@ -145,7 +146,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_impl(const at::Tensor& q,
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   cudaError_t err = hopper ? tk_attn::attention_forward_hopper(p, stream) : tk_attn::attention_forward(p, stream);
-  TORCH_CHECK(err == cudaSuccess, "tk attention forward", hopper ? " (Hopper kernel)" : "", " failed: ",
+  TK_CHECK(err == cudaSuccess, "tk attention forward", hopper ? " (Hopper kernel)" : "", " failed: ",
               cudaGetErrorString(err));
   return {o, lse, rng_state};
 }
@@ -178,7 +179,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
   if (dropout_p > 0.0) check_rng_state(rng_state, q);
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
-  TORCH_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
+  TK_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
   at::Tensor dq = empty_bthd(q), dk = empty_bthd(k), dv = empty_bthd(v);
   if (B * H == 0) return {dq, dk, dv};
   at::Tensor delta = at::empty({B, H, T}, q.options().dtype(at::kFloat));
@@ -201,7 +202,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
   p.dropout_p = float(dropout_p);
   p.rng_state = dropout_p > 0.0 ? rng_state.data_ptr<int64_t>() : nullptr;
   cudaError_t err = tk_attn::attention_backward(p, c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "tk attention backward failed: ", cudaGetErrorString(err));
+  TK_CHECK(err == cudaSuccess, "tk attention backward failed: ", cudaGetErrorString(err));
   return {dq, dk, dv};
 }
 
@@ -221,7 +222,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
   if (dropout_p > 0.0) check_rng_state(rng_state, q);
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
-  TORCH_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
+  TK_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
   at::Tensor dq = empty_bthd(q), dk = empty_bthd(k), dv = empty_bthd(v);
   if (B * H == 0) return {dq, dk, dv};
   const int64_t Tp = tk_attn::dq_accum_rows(T);
@@ -246,23 +247,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
   p.dropout_p = float(dropout_p);
   p.rng_state = dropout_p > 0.0 ? rng_state.data_ptr<int64_t>() : nullptr;
   cudaError_t err = tk_attn::attention_backward_hopper(p, c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "tk attention backward (Hopper kernel) failed: ", cudaGetErrorString(err));
+  TK_CHECK(err == cudaSuccess, "tk attention backward (Hopper kernel) failed: ", cudaGetErrorString(err));
   return {dq, dk, dv};
 }
 
 // Debug: the (B, H, T, T) uint8 keep mask (1 = kept) of a dropout of probability dropout_p with the
 // (seed, offset) in rng_state, computed by the kernels' own keep function.
 at::Tensor attention_dropout_mask(const at::Tensor& rng_state, int64_t B, int64_t H, int64_t T, double dropout_p) {
-  TORCH_CHECK(rng_state.is_cuda(), "tk attention: rng_state must be a CUDA tensor");
+  TK_CHECK(rng_state.is_cuda(), "tk attention: rng_state must be a CUDA tensor");
   check_rng_state(rng_state, rng_state);
   check_dropout_p(dropout_p);
-  TORCH_CHECK(B >= 1 && H >= 1 && T >= 1 && B * H <= INT32_MAX && T <= INT32_MAX,
+  TK_CHECK(B >= 1 && H >= 1 && T >= 1 && B * H <= INT32_MAX && T <= INT32_MAX,
               "tk attention: dropout mask needs B, H, T >= 1, got ", B, ", ", H, ", ", T);
   const c10::cuda::CUDAGuard guard(rng_state.device());
   at::Tensor mask = at::empty({B, H, T, T}, rng_state.options().dtype(at::kByte));
   cudaError_t err = tk_attn::attention_dropout_mask(mask.data_ptr<uint8_t>(), rng_state.data_ptr<int64_t>(), int(B * H),
                                                     int(T), float(dropout_p), c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "tk attention dropout mask failed: ", cudaGetErrorString(err));
+  TK_CHECK(err == cudaSuccess, "tk attention dropout mask failed: ", cudaGetErrorString(err));
   return mask;
 }
 

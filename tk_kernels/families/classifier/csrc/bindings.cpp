@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/python.h>
 
+#include "check.h"
 #include "classifier.h"
 
 namespace {
@@ -13,22 +14,22 @@ namespace {
 // logits (rows, V) bf16/fp16, contiguous, 16-byte aligned: overwritten in place with
 // softmax - onehot(target) (zeros for ignored rows); row_loss (rows,) fp32 gets each row's loss.
 void softmax_xent_grad_(at::Tensor& logits, const at::Tensor& targets, at::Tensor& row_loss, int64_t ignore_index) {
-  TORCH_CHECK(logits.is_cuda(), "tk classifier: logits must be a CUDA tensor, got device ", logits.device());
-  TORCH_CHECK(logits.scalar_type() == at::kBFloat16 || logits.scalar_type() == at::kHalf,
+  TK_CHECK(logits.is_cuda(), "tk classifier: logits must be a CUDA tensor, got device ", logits.device());
+  TK_CHECK(logits.scalar_type() == at::kBFloat16 || logits.scalar_type() == at::kHalf,
               "tk classifier: logits must be bfloat16 or float16, got ", logits.scalar_type());
-  TORCH_CHECK(logits.dim() == 2 && logits.is_contiguous(), "tk classifier: logits must be a contiguous (rows, V) "
+  TK_CHECK(logits.dim() == 2 && logits.is_contiguous(), "tk classifier: logits must be a contiguous (rows, V) "
               "tensor, got shape ", logits.sizes(), " strides ", logits.strides());
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(logits.data_ptr()) % 16 == 0,
+  TK_CHECK(reinterpret_cast<uintptr_t>(logits.data_ptr()) % 16 == 0,
               "tk classifier: logits data pointer must be 16-byte aligned");
   const int64_t rows = logits.size(0), V = logits.size(1);
-  TORCH_CHECK(V >= 1 && V <= tk_cls::max_vocab(), "tk classifier: vocabulary size must be in [1, ",
+  TK_CHECK(V >= 1 && V <= tk_cls::max_vocab(), "tk classifier: vocabulary size must be in [1, ",
               tk_cls::max_vocab(), "], got ", V);
-  TORCH_CHECK(rows <= INT32_MAX, "tk classifier: too many rows: ", rows);
-  TORCH_CHECK(targets.device() == logits.device() && targets.scalar_type() == at::kLong && targets.dim() == 1 &&
+  TK_CHECK(rows <= INT32_MAX, "tk classifier: too many rows: ", rows);
+  TK_CHECK(targets.device() == logits.device() && targets.scalar_type() == at::kLong && targets.dim() == 1 &&
               targets.size(0) == rows && targets.is_contiguous(),
               "tk classifier: targets must be a contiguous int64 (rows,) tensor on ", logits.device(),
               ", got ", targets.scalar_type(), " of shape ", targets.sizes(), " on ", targets.device());
-  TORCH_CHECK(row_loss.device() == logits.device() && row_loss.scalar_type() == at::kFloat && row_loss.dim() == 1 &&
+  TK_CHECK(row_loss.device() == logits.device() && row_loss.scalar_type() == at::kFloat && row_loss.dim() == 1 &&
               row_loss.size(0) == rows && row_loss.is_contiguous(),
               "tk classifier: row_loss must be a contiguous float32 (rows,) tensor on ", logits.device());
   const c10::cuda::CUDAGuard guard(logits.device());
@@ -41,7 +42,7 @@ void softmax_xent_grad_(at::Tensor& logits, const at::Tensor& targets, at::Tenso
   p.ignore_index = ignore_index;
   p.dtype = logits.scalar_type() == at::kBFloat16 ? tk_cls::DType::bf16 : tk_cls::DType::fp16;
   const cudaError_t err = tk_cls::softmax_xent_grad(p, c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "tk classifier kernel failed: ", cudaGetErrorString(err));
+  TK_CHECK(err == cudaSuccess, "tk classifier kernel failed: ", cudaGetErrorString(err));
 }
 
 }  // namespace

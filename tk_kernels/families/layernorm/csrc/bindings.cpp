@@ -13,6 +13,7 @@
 #include <optional>
 #include <tuple>
 
+#include "check.h"
 #include "layernorm.h"
 
 namespace {
@@ -22,26 +23,26 @@ tk_ln::DType dtype_of(at::ScalarType t) {
     case at::kFloat: return tk_ln::DType::f32;
     case at::kBFloat16: return tk_ln::DType::bf16;
     case at::kHalf: return tk_ln::DType::f16;
-    default: TORCH_CHECK(false, "tk layer_norm: dtype must be float32, bfloat16 or float16, got ", t);
+    default: TK_CHECK(false, "tk layer_norm: dtype must be float32, bfloat16 or float16, got ", t);
   }
 }
 
 // A contiguous, 16-byte aligned CUDA tensor of `numel` elements on `like`'s device.
 void check_tensor(const at::Tensor &t, const char *name, const at::Tensor &like, int64_t numel) {
-  TORCH_CHECK(t.is_cuda(), "tk layer_norm: ", name, " must be a CUDA tensor, got one on ", t.device());
-  TORCH_CHECK(t.device() == like.device(), "tk layer_norm: ", name, " must be on ", like.device(), ", got ",
+  TK_CHECK(t.is_cuda(), "tk layer_norm: ", name, " must be a CUDA tensor, got one on ", t.device());
+  TK_CHECK(t.device() == like.device(), "tk layer_norm: ", name, " must be on ", like.device(), ", got ",
               t.device());
-  TORCH_CHECK(t.is_contiguous(), "tk layer_norm: ", name, " must be contiguous");
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "tk layer_norm: ", name,
+  TK_CHECK(t.is_contiguous(), "tk layer_norm: ", name, " must be contiguous");
+  TK_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "tk layer_norm: ", name,
               " data pointer must be 16-byte aligned");
-  TORCH_CHECK(t.numel() == numel, "tk layer_norm: ", name, " has ", t.numel(), " elements, expected ", numel,
+  TK_CHECK(t.numel() == numel, "tk layer_norm: ", name, " has ", t.numel(), " elements, expected ", numel,
               " (shape ", t.sizes(), ")");
 }
 
 int check_cols(const at::Tensor &x) {
-  TORCH_CHECK(x.dim() >= 1, "tk layer_norm: x must have at least 1 dimension");
+  TK_CHECK(x.dim() >= 1, "tk layer_norm: x must have at least 1 dimension");
   const int64_t C = x.size(-1);
-  TORCH_CHECK(C % tk_ln::VEC == 0 && C >= tk_ln::MIN_COLS && C <= tk_ln::MAX_COLS,
+  TK_CHECK(C % tk_ln::VEC == 0 && C >= tk_ln::MIN_COLS && C <= tk_ln::MAX_COLS,
               "tk layer_norm: the width (last dim) must be a multiple of 8 in [", tk_ln::MIN_COLS, ", ",
               tk_ln::MAX_COLS, "], got ", C);
   return int(C);
@@ -49,7 +50,7 @@ int check_cols(const at::Tensor &x) {
 
 void check_params(const at::Tensor &w, const char *name, const at::Tensor &x, int C) {
   check_tensor(w, name, x, C);
-  TORCH_CHECK(w.scalar_type() == at::kFloat, "tk layer_norm: ", name, " must be float32, got ", w.scalar_type());
+  TK_CHECK(w.scalar_type() == at::kFloat, "tk layer_norm: ", name, " must be float32, got ", w.scalar_type());
 }
 
 // (y, s, mean, rstd); s is empty without delta
@@ -66,11 +67,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward_op(const at::
   tk_ln::DType dt = xt;
   if (delta) {
     check_tensor(*delta, "delta", x, x.numel());
-    TORCH_CHECK(delta->sizes() == x.sizes(), "tk layer_norm: delta has shape ", delta->sizes(), ", x has ",
+    TK_CHECK(delta->sizes() == x.sizes(), "tk layer_norm: delta has shape ", delta->sizes(), ", x has ",
                 x.sizes());
     dt = dtype_of(delta->scalar_type());
   }
-  TORCH_CHECK(tk_ln::supported_dtypes(xt, dt, yt), "tk layer_norm: unsupported dtypes x=", x.scalar_type(),
+  TK_CHECK(tk_ln::supported_dtypes(xt, dt, yt), "tk layer_norm: unsupported dtypes x=", x.scalar_type(),
               " delta=", delta ? delta->scalar_type() : x.scalar_type(), " out=", out_dtype);
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t rows = x.numel() / C;
@@ -94,7 +95,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward_op(const at::
   p.eps = float(eps);
   p.x_t = xt; p.delta_t = dt; p.y_t = yt;
   const cudaError_t err = tk_ln::layer_norm_forward(p, c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "tk layer_norm forward failed: ", cudaGetErrorString(err));
+  TK_CHECK(err == cudaSuccess, "tk layer_norm forward failed: ", cudaGetErrorString(err));
   return {y, s, mean, rstd};
 }
 
@@ -110,14 +111,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_op(
   const int64_t rows = s.numel() / C;
   check_tensor(mean, "mean", s, rows);
   check_tensor(rstd, "rstd", s, rows);
-  TORCH_CHECK(mean.scalar_type() == at::kFloat && rstd.scalar_type() == at::kFloat,
+  TK_CHECK(mean.scalar_type() == at::kFloat && rstd.scalar_type() == at::kFloat,
               "tk layer_norm: mean and rstd must be float32");
   check_params(weight, "weight", s, C);
   const tk_ln::DType xt = dtype_of(s.scalar_type()), yt = dtype_of(dy.scalar_type());
   const tk_ln::DType dt = delta_dtype ? dtype_of(*delta_dtype) : xt;
-  TORCH_CHECK(!ds || ds->scalar_type() == s.scalar_type(), "tk layer_norm: ds has dtype ", ds->scalar_type(),
+  TK_CHECK(!ds || ds->scalar_type() == s.scalar_type(), "tk layer_norm: ds has dtype ", ds->scalar_type(),
               ", expected ", s.scalar_type());
-  TORCH_CHECK(tk_ln::supported_dtypes(xt, dt, yt), "tk layer_norm: unsupported dtypes s=", s.scalar_type(),
+  TK_CHECK(tk_ln::supported_dtypes(xt, dt, yt), "tk layer_norm: unsupported dtypes s=", s.scalar_type(),
               " dy=", dy.scalar_type());
   const c10::cuda::CUDAGuard guard(s.device());
   at::Tensor dx = at::empty(s.sizes(), s.options());
@@ -140,11 +141,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_op(
   p.cols = C;
   p.x_t = xt; p.dy_t = yt; p.delta_t = dt;
   const int64_t ws = tk_ln::backward_workspace_floats(p);
-  TORCH_CHECK(ws >= 0, "tk layer_norm backward: cannot size the workspace: ", cudaGetErrorString(cudaGetLastError()));
+  TK_CHECK(ws >= 0, "tk layer_norm backward: cannot size the workspace: ", cudaGetErrorString(cudaGetLastError()));
   at::Tensor partial = at::empty({std::max<int64_t>(ws, 1)}, weight.options());
   p.partial = partial.data_ptr<float>();
   const cudaError_t err = tk_ln::layer_norm_backward(p, c10::cuda::getCurrentCUDAStream().stream());
-  TORCH_CHECK(err == cudaSuccess, "tk layer_norm backward failed: ", cudaGetErrorString(err));
+  TK_CHECK(err == cudaSuccess, "tk layer_norm backward failed: ", cudaGetErrorString(err));
   return {dx, ddelta, dweight, dbias};
 }
 

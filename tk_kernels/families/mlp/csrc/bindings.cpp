@@ -8,27 +8,12 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/python.h>
 
+#include "check.h"
 #include "mlp.h"
 
 namespace {
 
-// Error messages are assembled here from strings (std::to_string for numbers) instead of being streamed
-// by TORCH_CHECK: on the H200 machine (torch 2.11) every check whose message streamed an integer crashed
-// the process with SIGSEGV when it failed (tests/mlp's bad-shape test, dev/hopper/check_mlp_dw.py), while
-// the integer-free ones raised RuntimeError as they should. Not understood (the CPU machine, torch 2.14,
-// raises all of them); this sidesteps the streaming of numbers altogether. Unverified on a GPU yet.
-std::string piece(const char *s) { return s; }
-std::string piece(const std::string &s) { return s; }
-std::string piece(int64_t v) { return std::to_string(v); }
-std::string piece(int v) { return std::to_string(v); }
-std::string piece(at::ScalarType t) { return c10::toString(t); }
-std::string piece(const c10::Device &d) { return d.str(); }
-template <typename... A>
-std::string msg(const A &...a) {
-  std::string out;
-  ((out += piece(a)), ...);
-  return out;
-}
+using tk_glue::msg;  // TORCH_CHECK(cond, msg(...)): messages from strings (families/glue/check.h says why)
 
 tk_mlp::DType dtype_of(const at::Tensor &t) {
   TORCH_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf,
@@ -36,17 +21,10 @@ tk_mlp::DType dtype_of(const at::Tensor &t) {
   return t.scalar_type() == at::kBFloat16 ? tk_mlp::DType::bf16 : tk_mlp::DType::fp16;
 }
 
-// "(16, 64)": a tensor's sizes or strides for error messages, formatted as plain integers
-std::string dims_str(at::IntArrayRef dims) {
-  std::string out = "(";
-  for (size_t i = 0; i < dims.size(); i++) out += (i ? ", " : "") + std::to_string(dims[i]);
-  return out + ")";
-}
-
 void check_matrix(const at::Tensor &t, const char *name, const at::Tensor &like) {
   TORCH_CHECK(t.is_cuda() && t.device() == like.device(), msg("tk mlp: ", name, " must be a CUDA tensor on ", like.device(), ", got ", t.device()));
   TORCH_CHECK(t.dim() == 2 && t.stride(1) == 1, msg("tk mlp: ", name, " must be a 2-d tensor with contiguous rows, "
-              "got shape ", dims_str(t.sizes()), " strides ", dims_str(t.strides())));
+              "got shape ", t.sizes(), " strides ", t.strides()));
   TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && (t.stride(0) * t.element_size()) % 16 == 0,
               msg("tk mlp: ", name, " must start 16-byte aligned with a row stride of a multiple of 16 bytes"));
 }
@@ -67,7 +45,7 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
   const int64_t M = a_mn ? a.size(1) : a.size(0), K = a_mn ? a.size(0) : a.size(1);
   const int64_t N = b_mn ? b.size(1) : b.size(0), Kb = b_mn ? b.size(0) : b.size(1);
   TORCH_CHECK(K == Kb, msg("tk mlp: a and b disagree on K: ", K, " vs ", Kb));
-  TORCH_CHECK(c.size(0) == M && c.size(1) == N, msg("tk mlp: c must be (", M, ", ", N, "), got ", dims_str(c.sizes())));
+  TORCH_CHECK(c.size(0) == M && c.size(1) == N, msg("tk mlp: c must be (", M, ", ", N, "), got ", c.sizes()));
   TORCH_CHECK(M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX, msg("tk mlp: dimensions beyond int32"));
   const bool f32_out = epi == tk_mlp::Epilogue::store_f32;
   TORCH_CHECK(c.scalar_type() == (f32_out ? at::kFloat : a.scalar_type()), msg("tk mlp: c must be ", f32_out ? "float32 (store_f32)" : "in the operands' dtype", ", got ", c.scalar_type()));
@@ -135,7 +113,7 @@ void gemm_dw_(const at::Tensor &a0, const at::Tensor &b0, at::Tensor &c0, const 
                 msg("tk mlp gemm_dw_: all operands must have one dtype"));
     TORCH_CHECK(c.scalar_type() == at::kFloat, msg("tk mlp gemm_dw_: c must be float32, got ", c.scalar_type()));
     TORCH_CHECK(a.size(0) == b.size(0), msg("tk mlp gemm_dw_: a and b disagree on K: ", a.size(0), " vs ", b.size(0)));
-    TORCH_CHECK(c.size(0) == a.size(1) && c.size(1) == b.size(1), msg("tk mlp gemm_dw_: c must be (", a.size(1), ", ", b.size(1), "), got ", dims_str(c.sizes())));
+    TORCH_CHECK(c.size(0) == a.size(1) && c.size(1) == b.size(1), msg("tk mlp gemm_dw_: c must be (", a.size(1), ", ", b.size(1), "), got ", c.sizes()));
     TORCH_CHECK(a.size(0) <= INT32_MAX && a.size(1) <= INT32_MAX && b.size(1) <= INT32_MAX,
                 msg("tk mlp: dimensions beyond int32"));
     tk_mlp::DwProblemParams &q = p.p[i];
