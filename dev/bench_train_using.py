@@ -1,7 +1,6 @@
 """
-bench/bench_train.py with kernel families switched on that the model does not use yet, or not under
-torch.compile (their registry entry's not_used and compiled_not_used cleared), to time a family's effect
-on the whole train step before turning it on:
+bench/bench_train.py with kernel families switched on that the model does not use yet (their registry
+entry's not_used cleared), to time a family's effect on the whole train step before turning it on:
 
     python dev/bench_train_using.py mlp -- --models gpt2 --kernels tk --compile compile
 """
@@ -21,8 +20,7 @@ if __name__ == "__main__":
     for f in families:
         if f not in dispatch.FAMILIES:
             sys.exit(f"unknown family {f!r}; families: {', '.join(dispatch.FAMILIES)}")
-        dispatch.FAMILIES[f] = dispatch.dataclasses.replace(dispatch.FAMILIES[f], not_used=None,
-                                                                compiled_not_used=None)
+        dispatch.FAMILIES[f] = dispatch.dataclasses.replace(dispatch.FAMILIES[f], not_used=None)
         print(f"bench_train_using: {f} on")
     import bench_train
     sys.exit(bench_train.main(rest))

@@ -74,10 +74,6 @@ class Family:
     # why the model does not use this TK kernel yet although it runs (it measured slower than the
     # PyTorch op it replaces); None: used wherever it is supported
     not_used: str | None = None
-    # why, while torch.compile traces, the model leaves this family to the compiler's own fused kernels
-    # (measured at least as fast there, with less host time per step); None: the TK op runs under
-    # torch.compile too. Eager mode runs the TK op either way.
-    compiled_not_used: str | None = None
 
 
 # THE switch of issue 9: whether the model trains on the TK attention kernels' own dropout
@@ -99,10 +95,7 @@ FAMILIES: dict[str, Family] = {
                            "1024, 0.95x at 2048 (bench/RESULTS.md, session 4)"),
     # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype]) -> (x + delta, LayerNorm(x + delta))
     "layer_norm": Family("layer_norm", reference.add_layer_norm, layernorm_ops.add_layer_norm_op,
-                         layernorm_ops.unsupported_reason,
-                         compiled_not_used="inductor fuses the residual add and LayerNorm as fast on the GPU "
-                                           "(GPT-2 124M step: 2.54 vs our 2.57 ms) without our 50 op calls' "
-                                           "host time (bench/RESULTS.md, session 5)"),
+                         layernorm_ops.unsupported_reason),
     "classifier": Family("classifier", reference.linear_cross_entropy,
                          classifier_ops.linear_cross_entropy_op, classifier_ops.unsupported_reason),
 }
@@ -198,8 +191,6 @@ class Plan:
                 text = f"tk in eval, {fallback} while training ({why(name, c.train_reason)})"
             else:
                 text = "tk"
-            if c.tk and c.family.compiled_not_used is not None and self.kernels != "torch":
-                text += f" (torch under torch.compile: {c.family.compiled_not_used})"
             parts.append(f"{name}={text}")
         return f"kernels={self.kernels}: " + "; ".join(parts)
 
@@ -386,7 +377,7 @@ def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weig
     the TK kernel computes the same s and returns y in the plan's dtype (under autocast the
     autocast dtype, which the next GEMM reads as is, where F.layer_norm returns float32)."""
     choice = plan.choices["layer_norm"]
-    if choice.tk and not (choice.family.compiled_not_used and torch.compiler.is_compiling()):
+    if choice.tk:
         if x.device != plan.device:
             reason = (f"the plan is for {plan.device}, the inputs are on {x.device} (make a plan for "
                       "them: dispatch.plan or GPT.plan_kernels)")

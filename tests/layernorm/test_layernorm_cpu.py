@@ -370,26 +370,3 @@ def test_auto_without_gpu_keeps_nanogpt_blocks():
         warnings.simplefilter("ignore")
         m(torch.randint(64, (1, 8)))
     assert m.kernel_plan.path("layer_norm") == "torch"
-
-
-def test_compiled_model_leaves_layer_norm_to_inductor(stand_in):
-    """Under torch.compile the registry's compiled_not_used sends LayerNorm to the reference (inductor
-    fuses it); eager calls keep the TK op, and the plan says both."""
-    plan = dispatch.plan("tk", "cpu", F32, 16, n_embd=64)
-    assert dispatch.FAMILIES["layer_norm"].compiled_not_used is not None
-    assert "layer_norm=tk (torch under torch.compile: " in plan.describe()
-    x, d, w, b = torch.randn(5, 64), torch.randn(5, 64), torch.randn(64), torch.randn(64)
-
-    def f(x, d):
-        return dispatch.add_layer_norm(plan, x, d, w, b)
-
-    s, y = torch.compile(f, backend="eager", fullgraph=True)(x, d)
-    assert stand_in.calls == []
-    torch.testing.assert_close(y, torch.nn.functional.layer_norm(x + d, (64,), w, b, 1e-5))
-    f(x, d)
-    assert len(stand_in.calls) == 1
-    with dispatch.override("layer_norm", compiled_not_used=None):
-        plan = dispatch.plan("tk", "cpu", F32, 16, n_embd=64)
-        torch._dynamo.reset()
-        torch.compile(f, backend="eager", fullgraph=True)(x, d)
-    assert len(stand_in.calls) == 2
