@@ -63,11 +63,11 @@ o, lse, rng = torch.ops.tk.attention_fwd(q, k, v, True, sc, 0.0)
 print(f"attention (B,H,T,D)=({B},{H},{T},{D}) causal, bf16 qkv views; forward path {attn.forward_path(q, 0.0, k, v)}, "
       f"backward path {attn.backward_path(q, 0.0, False, k, v)}")
 row("floor: a custom op that allocates the 3 outputs", lambda: torch.ops.tkhost.empty2(q, k, v, True, sc, 0.0))
-row("ext.attention_forward_hopper (C++ only)", lambda: ext.attention_forward_hopper(q, k, v, True, sc))
+row("ext.attention_forward_hopper (C++ only)", lambda: ext.attention_forward_hopper(q, k, v, True, sc, 0.0))
 row("ext.attention_forward (portable, C++ only)", lambda: ext.attention_forward(q, k, v, True, sc, 0.0))
 row("attn._forward_impl (Python + C++)", lambda: attn._forward_impl(q, k, v, True, sc, 0.0))
 row("torch.ops.tk.attention_fwd (as a compiled graph calls it)", lambda: torch.ops.tk.attention_fwd(q, k, v, True, sc, 0.0))
-row("ext.attention_backward_hopper (C++ only)", lambda: ext.attention_backward_hopper(q, k, v, o, lse, dout, True, sc))
+row("ext.attention_backward_hopper (C++ only)", lambda: ext.attention_backward_hopper(q, k, v, o, lse, dout, True, sc, 0.0, rng))
 row("ext.attention_backward (portable, C++ only)",
     lambda: ext.attention_backward(q, k, v, o, lse, dout, True, sc, False, 0.0, rng))
 row("torch.ops.tk.attention_bwd (as a compiled graph calls it)",

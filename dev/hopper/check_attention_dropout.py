@@ -36,6 +36,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from check_attention import progress, watchdog  # noqa: E402
+sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "attention")]
+from test_attention_dropout_gpu import inherent_grads  # noqa: E402
 
 FLOOR = {torch.bfloat16: 6e-3, torch.float16: 1e-3}
 CASES = [  # (B, H, T, D, causal, dtype)
@@ -103,11 +105,15 @@ def check_accuracy(tka) -> int:
         o, lse, rng, grads = fwd_bwd(q, k, v, dout, causal, scale, p)
         keep = tka.dropout_mask(rng, B, H, T, p).bool()
         o_ref, g_ref = reference(q, k, v, dout, causal, scale, p, keep)
+        # the error any flash backward has with this mask from our stored (rounded) O, as the GPU tests
+        # allow: e.g. at T = 1 the exact dq, dk are 0 and Delta = dO . O of the rounded O leaves ~1e-3
+        inherent = (None, *inherent_grads(q, k, v, causal, scale, p, keep, dout, o))
         cols, ok = [], True
-        for name, x, ref, x0, ref0 in zip(("o", "dq", "dk", "dv"), (o, *grads), (o_ref, *g_ref), (o0, *g0),
-                                          (o0_ref, *g0_ref)):
+        for name, x, ref, x0, ref0, inh in zip(("o", "dq", "dk", "dv"), (o, *grads), (o_ref, *g_ref), (o0, *g0),
+                                               (o0_ref, *g0_ref), inherent):
             e, e0 = rel_err(x, ref), rel_err(x0, ref0)
-            good = not torch.isnan(x).any().item() and e <= max(2 * e0, FLOOR[dtype])
+            ei = rel_err(inh, ref) if inh is not None else 0.0
+            good = not torch.isnan(x).any().item() and e <= max(2 * e0, 2 * ei, FLOOR[dtype])
             ok &= good
             cols.append(f"{name} {e:.1e} ({e0:.1e}){'' if good else ' FAIL'}")
         lse_ok = torch.allclose(lse, lse0, rtol=1e-6, atol=1e-6)

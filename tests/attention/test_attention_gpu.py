@@ -34,7 +34,9 @@ from gpu_test_utils import attention_reference, attention_reference_grads, new_s
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # floors of the relative L2 error (a correct kernel is ~ the output rounding, 1e-3 bf16 / 1.5e-4 fp16)
 FLOOR = {torch.bfloat16: 4e-3, torch.float16: 6e-4}
-ROW_FLOOR_FACTOR = 4.0  # worst-row errors get this times the floor
+ROW_FLOOR_FACTOR = 6.0  # worst-row errors get this times the floor: at (3,5,255,128) bf16 non-causal the worst dk
+# row over 16 seeds (dev/attention_row_errors.py, H200) averaged 1.05e-2 on every path (SDPA 9.8e-3) and reached
+# 1.76e-2, over the former 4x floor (1.6e-2) whenever SDPA's own worst row happened to be small
 
 
 @pytest.fixture(scope="module", autouse=True)
