@@ -23,4 +23,11 @@ timeout -s SIGABRT $(rem 210) python bench/bench_train.py --models gpt2,gpt2-med
   --warmup 3 --iters 15 --out $O/train > $O/bench_train.log 2>&1
 echo "bench_train rc=$? $((SECONDS - t0)) s"; grep -vE "^\s*$|Warning|_warn_once|wrote|cached" $O/bench_train.log | tail -8
 timeout $(rem 40) python dev/host_costs.py > $O/host_costs.log 2>&1; echo "host_costs rc=$?"; cat $O/host_costs.log
+# the CUDA-graphs train test's failure (call 3): its train.py run with graph-break and recompile logs
+python data/shakespeare_char/prepare.py --input .gpu_data/input.txt --out_dir $O/char > /dev/null 2>&1
+TORCH_LOGS=graph_breaks,recompiles timeout -s SIGABRT $(rem 70) python train.py config/train_shakespeare_char.py \
+  --data_dir=$O/char --out_dir=$O/cg --max_iters=4 --eval_interval=2 --eval_iters=2 --log_interval=1 --warmup_iters=1 \
+  --n_layer=2 --n_embd=128 --n_head=4 --batch_size=16 --gradient_accumulation_steps=2 --dropout=0.0 --kernels=torch \
+  --compile=True --compile_mode=reduce-overhead --overwrite=True > $O/cudagraph_train.log 2>&1
+echo "cudagraph train rc=$?"; grep -iE "graph break|recompil|Error|reason" $O/cudagraph_train.log | head -20
 cd $O && tar czf logs.tgz --exclude logs.tgz *.log train 2>/dev/null
