@@ -41,6 +41,7 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
+from ...support import device_reason
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 APPROXIMATIONS = ("none", "tanh")
@@ -227,22 +228,24 @@ def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> 
     return environment_reason(device)
 
 
+def gpu_reason(major: int, minor: int, name: str) -> str | None:
+    """Why the kernel cannot run on GPU `name` of compute capability major.minor, or None. No GPU query."""
+    if major != 9:
+        return f"tk mlp runs on Hopper GPUs (compute capability 9.0: H100, H200) only, got {name} with {major}.{minor}"
+    return None
+
+
+def build_reason(major: int, minor: int) -> str | None:
+    """Why the extension cannot run on this compute capability (build, load, no sm_90a code), or None."""
+    from tk_kernels.build import arch_reason, load_reason  # not at import (python -m tk_kernels.build)
+    return load_reason("mlp", major, minor) or arch_reason(_ext(), "mlp", "sm_90a", "the tk mlp GEMM")
+
+
 _env_reasons: dict[int, str | None] = {}  # device index -> environment_reason
 
 def environment_reason(device: torch.device) -> str | None:
     """Why the kernel cannot run on this CUDA device (GPU generation, build), or None; once per device."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _env_reasons:
-        major, minor = torch.cuda.get_device_capability(index)
-        name = torch.cuda.get_device_name(index)
-        if major != 9:
-            reason = (f"tk mlp runs on Hopper GPUs (compute capability 9.0: H100, H200) only, got {name} "
-                      f"with {major}.{minor}")
-        else:
-            from tk_kernels.build import arch_reason, load_reason
-            reason = load_reason("mlp", major, minor) or arch_reason(_ext(), "mlp", "sm_90a", "the tk mlp GEMM")
-        _env_reasons[index] = reason
-    return _env_reasons[index]
+    return device_reason(_env_reasons, device, gpu_reason, build_reason)
 
 
 def tensor_reason(x, *weights) -> str | None:
