@@ -165,53 +165,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward_hopper(const at
   return forward_impl(q, k, v, causal, scale, dropout_p, true);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
+// (dq, dk, dv). hopper: run the sm_90a kernel (hopper_backward.cu: dropout included, the forward's mask
+// regenerated from rng_state; never deterministic), with its own padded workspaces (attention.h), instead of
+// the portable one (csrc/backward*.cu). ops.py decides when it runs (and hands it q, k, v, dout that TMA can read).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
     const at::Tensor& dout, bool causal, double scale, bool deterministic, double dropout_p,
-    const at::Tensor& rng_state) {
-  check_bhtd(q, "q", q);
-  check_bhtd(k, "k", q);
-  check_bhtd(v, "v", q);
-  check_bhtd(o, "o", q);
-  check_bhtd(dout, "dout", q);
-  check_lse(lse, q);
-  check_dropout_p(dropout_p);
-  if (dropout_p > 0.0) check_rng_state(rng_state, q);
-  const c10::cuda::CUDAGuard guard(q.device());
-  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
-  TK_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
-  at::Tensor dq = empty_bthd(q), dk = empty_bthd(k), dv = empty_bthd(v);
-  if (B * H == 0) return {dq, dk, dv};
-  at::Tensor delta = at::empty({B, H, T}, q.options().dtype(at::kFloat));
-  at::Tensor dq_accum;
-  if (!deterministic) dq_accum = at::zeros({B, H, tk_attn::dq_accum_rows(T), D}, q.options().dtype(at::kFloat));
-
-  tk_attn::BwdParams p{};
-  p.q = q.data_ptr(); p.k = k.data_ptr(); p.v = v.data_ptr(); p.o = o.data_ptr(); p.dout = dout.data_ptr();
-  p.lse = lse.data_ptr<float>();
-  p.dq = dq.data_ptr(); p.dk = dk.data_ptr(); p.dv = dv.data_ptr();
-  p.delta = delta.data_ptr<float>();
-  p.dq_accum = deterministic ? nullptr : dq_accum.data_ptr<float>();
-  p.q_s = strides_of(q); p.k_s = strides_of(k); p.v_s = strides_of(v); p.o_s = strides_of(o);
-  p.do_s = strides_of(dout); p.dq_s = strides_of(dq); p.dk_s = strides_of(dk); p.dv_s = strides_of(dv);
-  p.B = int(B); p.H = int(H); p.T = int(T); p.D = int(D);
-  p.scale = float(scale);
-  p.causal = causal;
-  p.deterministic = deterministic;
-  p.dtype = dtype_of(q);
-  p.dropout_p = float(dropout_p);
-  p.rng_state = dropout_p > 0.0 ? rng_state.data_ptr<int64_t>() : nullptr;
-  cudaError_t err = tk_attn::attention_backward(p, c10::cuda::getCurrentCUDAStream().stream());
-  TK_CHECK(err == cudaSuccess, "tk attention backward failed: ", cudaGetErrorString(err));
-  return {dq, dk, dv};
-}
-
-// The sm_90a backward (hopper_backward.cu): attention_backward without the deterministic mode (dropout
-// included: the forward's mask regenerated from rng_state), with its own padded workspaces (attention.h).
-// ops.py decides when it runs (and hands it q, k, v, dout that TMA can read).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
-    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
-    const at::Tensor& dout, bool causal, double scale, double dropout_p, const at::Tensor& rng_state) {
+    const at::Tensor& rng_state, bool hopper) {
   check_bhtd(q, "q", q);
   check_bhtd(k, "k", q);
   check_bhtd(v, "v", q);
@@ -226,29 +186,46 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
   at::Tensor dq = empty_bthd(q), dk = empty_bthd(k), dv = empty_bthd(v);
   if (B * H == 0) return {dq, dk, dv};
   const int64_t Tp = tk_attn::dq_accum_rows(T);
-  at::Tensor delta = at::empty({B, H, Tp}, q.options().dtype(at::kFloat));
-  at::Tensor lse_log2 = at::empty({B, H, Tp}, q.options().dtype(at::kFloat));
-  at::Tensor dq_accum = at::zeros({B, H, Tp, D}, q.options().dtype(at::kFloat));
+  const auto f32 = q.options().dtype(at::kFloat);
+  at::Tensor delta = at::empty({B, H, hopper ? Tp : T}, f32);
+  at::Tensor lse_log2 = hopper ? at::empty({B, H, Tp}, f32) : at::Tensor();
+  at::Tensor dq_accum = deterministic ? at::Tensor() : at::zeros({B, H, Tp, D}, f32);
 
   tk_attn::BwdParams p{};
   p.q = q.data_ptr(); p.k = k.data_ptr(); p.v = v.data_ptr(); p.o = o.data_ptr(); p.dout = dout.data_ptr();
   p.lse = lse.data_ptr<float>();
   p.dq = dq.data_ptr(); p.dk = dk.data_ptr(); p.dv = dv.data_ptr();
   p.delta = delta.data_ptr<float>();
-  p.lse_log2 = lse_log2.data_ptr<float>();
-  p.dq_accum = dq_accum.data_ptr<float>();
+  p.lse_log2 = hopper ? lse_log2.data_ptr<float>() : nullptr;
+  p.dq_accum = deterministic ? nullptr : dq_accum.data_ptr<float>();
   p.q_s = strides_of(q); p.k_s = strides_of(k); p.v_s = strides_of(v); p.o_s = strides_of(o);
   p.do_s = strides_of(dout); p.dq_s = strides_of(dq); p.dk_s = strides_of(dk); p.dv_s = strides_of(dv);
   p.B = int(B); p.H = int(H); p.T = int(T); p.D = int(D);
   p.scale = float(scale);
   p.causal = causal;
-  p.deterministic = false;
+  p.deterministic = deterministic;
   p.dtype = dtype_of(q);
   p.dropout_p = float(dropout_p);
   p.rng_state = dropout_p > 0.0 ? rng_state.data_ptr<int64_t>() : nullptr;
-  cudaError_t err = tk_attn::attention_backward_hopper(p, c10::cuda::getCurrentCUDAStream().stream());
-  TK_CHECK(err == cudaSuccess, "tk attention backward (Hopper kernel) failed: ", cudaGetErrorString(err));
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  cudaError_t err = hopper ? tk_attn::attention_backward_hopper(p, stream) : tk_attn::attention_backward(p, stream);
+  TK_CHECK(err == cudaSuccess, "tk attention backward", hopper ? " (Hopper kernel)" : "", " failed: ",
+           cudaGetErrorString(err));
   return {dq, dk, dv};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
+    const at::Tensor& dout, bool causal, double scale, bool deterministic, double dropout_p,
+    const at::Tensor& rng_state) {
+  return backward_impl(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state, false);
+}
+
+// The sm_90a backward: attention_backward without the deterministic mode.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
+    const at::Tensor& dout, bool causal, double scale, double dropout_p, const at::Tensor& rng_state) {
+  return backward_impl(q, k, v, o, lse, dout, causal, scale, false, dropout_p, rng_state, true);
 }
 
 // Debug: the (B, H, T, T) uint8 keep mask (1 = kept) of a dropout of probability dropout_p with the
