@@ -161,8 +161,7 @@ def test_hopper_kernels_on_a_fresh_thread():
     import threading
     B, H, T, D = 2, 3, 300, 64
     g = torch.Generator(device="cuda").manual_seed(new_seed())
-    qkv = torch.randn(B, T, 3, H, D, generator=g, device="cuda").bfloat16()
-    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    q, k, v = nanogpt_qkv(B, H, T, D, torch.bfloat16, g)
     dout = torch.randn(B, H, T, D, generator=g, device="cuda").bfloat16()
     assert tka.forward_path(q, 0.0, k, v) == "hopper"
     sc = D ** -0.5
