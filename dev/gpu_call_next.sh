@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Prepared at the end of session 5 for the next session's first GPU call: what main has that no GPU ran yet.
-# The Hopper backward's spill-free dropout instances (check_attention_dropout.py, the dropout GPU matrix), the
+# The attention bindings' one backward_impl for both backward kernels (every attention GPU test), the
 # shared support checks (tk_kernels/support.py: every family's GPU tests go through environment_reason), the
 # stream-K removal (the MLP tests), train.py's stable .grad buffers under CUDA graphs with gradient accumulation
 # (tests/train/test_cuda_graphs_gpu.py), the torchrun test (never finished on a GPU), and the attention matrix
-# with both portable kernels forced (not re-run since its worst-row tolerance changed). Then merge branch
-# s5-attn-pipeline (the Hopper forward on the pipeline template) and run dev/hopper/check_attention.py,
-# check_attention_dropout.py and pytest -m gpu tests/attention on it before anything else.
+# with both portable kernels forced (not re-run since its worst-row tolerance changed). Then the unmerged branches,
+# each merged and checked on its own: s5-bwd-spill (the spill-free D=128 dropout backward:
+# check_attention_dropout.py, the dropout GPU matrix), s5-attn-pipeline (the Hopper forward on the pipeline
+# template: dev/hopper/check_attention.py, check_attention_dropout.py, pytest -m gpu tests/attention) and
+# s5-bwd-pipeline (the backward on it, built on s5-bwd-spill: bring that back first with `git revert 81e3126`;
+# dev/hopper/check_attention_bwd.py too).
 export SHAKESPEARE_INPUT=$PWD/.gpu_data/input.txt PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions PYTHONFAULTHANDLER=1
 O=${OUT:-out}; mkdir -p $O
 t0=$SECONDS
