@@ -56,6 +56,11 @@
 //                                after the last item all pieces in a row. UNROLL_PIECES = true unrolls the
 //                                piece loop (compile-time piece indices, e.g. registers picked by piece).
 //     consumer::last()           after the last item (e.g. wait for outstanding TMA stores)
+//     consumer::PEEL_FIRST       true: the item's first slot is issued apart from the slot loop, so
+//                                compute(.., 0) and compute(.., i > 0) compile separately (the loop is
+//                                told i > 0) and a consumer whose first slot differs (attention: no P V
+//                                yet) branches on i at compile time only. ptxas serialises wgmmas whose
+//                                accumulators cross a runtime branch (C7518 / C7515). Not with DEFERRED_PIECES.
 //
 // Slot i of an item is ring slot g % STAGES of the CTA-wide slot count g, used for the (g / STAGES)-th
 // time: its full barrier completes phase (g / STAGES) & 1. Barriers: full[s][f] one arrival (the
@@ -117,6 +122,10 @@ template <typename C> constexpr int deferred_pieces() {
   if constexpr (requires { C::DEFERRED_PIECES; }) return int(C::DEFERRED_PIECES);
   else return 0;
 }
+template <typename C> constexpr bool peel_first() {
+  if constexpr (requires { C::PEEL_FIRST; }) return bool(C::PEEL_FIRST);
+  else return false;
+}
 template <typename C> constexpr bool unroll_pieces() {
   if constexpr (requires { C::UNROLL_PIECES; }) return bool(C::UNROLL_PIECES);
   else return false;
@@ -158,6 +167,7 @@ struct kernel {
   static constexpr int SHARED_BYTES = SCRATCH_OFFSET + detail::scratch_bytes<P>() + 1024;  // + alignment slack
   static constexpr int PIECES = detail::deferred_pieces<consumer>();
   static constexpr bool UNROLL = detail::unroll_pieces<consumer>();
+  static constexpr bool PEEL = detail::peel_first<consumer>();
   using slot_t = slot<stage, FULL>;
 
   // the description's readable compile-time checks
@@ -174,6 +184,7 @@ struct kernel {
   static_assert(P::PRODUCER_REGS <= P::CONSUMER_REGS, "pipeline: the producer gives registers to the consumers");
   static_assert(PIECES >= 0 && PIECES <= 64, "pipeline: DEFERRED_PIECES must be 0..64");
   static_assert(!UNROLL || PIECES > 0, "pipeline: UNROLL_PIECES without DEFERRED_PIECES");
+  static_assert(!PEEL || PIECES == 0, "pipeline: PEEL_FIRST with DEFERRED_PIECES (the pieces' runs separate the first slot already)");
   static_assert(requires(typename P::scheduler s, work w) { { s.next(w) } -> std::same_as<bool>; },
                 "pipeline: P::scheduler needs bool next(work &)");
   static_assert(requires(const globals &g, const work &w) { { P::iterations(g, w) } -> std::convertible_to<int>; },
@@ -220,6 +231,18 @@ struct kernel {
     return slot_t{ring[n % STAGES], full + (n % STAGES) * FULL, (n / STAGES) & 1};
   }
 
+  // the bytes of full barriers F.. of a slot, as compile-time constants (P::FULL_BYTES is a host
+  // constant: read at a runtime index in device code it is undefined, and the compiler made the
+  // producer trap)
+  template <int F = 0>
+  __device__ static __forceinline__ void announce(const slot_t &s) {
+    if constexpr (F < FULL) {
+      constexpr uint32_t bytes = detail::full_bytes<P>(F);
+      expect_bytes(s.full(F), bytes);
+      announce<F + 1>(s);
+    }
+  }
+
   // one thread: keep the ring full across all of this CTA's items
   __device__ static __forceinline__ void produce(const globals &g, stage *ring, barrier *full, barrier *empty,
                                                  barrier *item_bar, char *base) {
@@ -236,8 +259,7 @@ struct kernel {
       for (int i = 0; i < iters; i++, n++) {
         const slot_t s = slot_at(ring, full, n);
         wait(empty[n % STAGES], s.parity ^ 1);  // the first pass finds every slot free (parity 1)
-#pragma unroll
-        for (int f = 0; f < FULL; f++) expect_bytes(s.full(f), detail::full_bytes<P>(f));
+        announce(s);
         P::load(s, g, w, i);
       }
     }
@@ -294,7 +316,13 @@ struct kernel {
           for (int piece = 0; piece < PIECES; piece++) piece_run(piece);
         }
       }
+      if constexpr (PEEL) {
+        issue(n, 0);
+        retire(n, 0);
+        i++, n++;
+      }
       for (; i < iters; i++, n++) {
+        if constexpr (PEEL) __builtin_assume(i > 0);
         issue(n, i);
         retire(n, i);
       }

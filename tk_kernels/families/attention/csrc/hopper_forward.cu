@@ -227,6 +227,7 @@ struct HopConsumer {
   using L = hop_layout<D>;
   using acc_s = wg::accumulator<HBLOCK_N>;
   using acc_o = wg::accumulator<D>;
+  static constexpr bool PEEL_FIRST = true;  // compute(.., 0) has no P V: its own code, no runtime branch on j
   const HopGlobals<DROPOUT> &g;
   const int c, me;
   char *const o_stage;        // this warpgroup's 64 rows of the O staging buffer (scratch)
