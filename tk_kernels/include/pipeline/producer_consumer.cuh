@@ -33,6 +33,10 @@
 //   struct consumer            one per consumer warpgroup, its registers live across items:
 //     consumer(const globals &, const consumer_ctx &)   once, after setmaxnreg (ctx: id, scratch, item)
 //     void compute(const slot &, int i)    the item's i-th slot has landed (full barrier 0): issue its work
+//       or compute(const slot &s, const slot &prev, int i)   the same, with the item's slot i - 1 (prev
+//                                is s when i == 0): for work that reads a slot one step late (attention's
+//                                P V of the previous key tile). The template derives it from its slot
+//                                count, so a consumer keeps no pointers into the ring across slots.
 //   optional (detected; absent = nothing to do):
 //     P::FULL_BYTES[F]           F full barriers per slot and the bytes each completes on (e.g. K and V
 //                                tiles of attention, so that S = Q K^T may start before V lands); the
@@ -47,6 +51,7 @@
 //     consumer::retire()         after compute(i): every slot but the newest has been read (wgmma: wait<1>);
 //                                the template then frees slot i - 1
 //     consumer::drain()          after the item's last slot: every slot has been read (wgmma: wait<0>);
+//       or drain(const slot &last)   the same, with the item's last slot (the late work's final step)
 //                                the template then frees the last slot
 //     consumer::finish(work)     per item, after drain (the epilogue, or staging it for the deferred pieces)
 //     consumer::DEFERRED_PIECES, deferred(int piece), UNROLL_PIECES
@@ -137,8 +142,9 @@ template <typename C, typename W> __device__ __forceinline__ void start(C &c, co
 template <typename C> __device__ __forceinline__ void retire(C &c) {
   if constexpr (requires { c.retire(); }) c.retire();
 }
-template <typename C> __device__ __forceinline__ void drain(C &c) {
-  if constexpr (requires { c.drain(); }) c.drain();
+template <typename C, typename S> __device__ __forceinline__ void drain(C &c, const S &last) {
+  if constexpr (requires { c.drain(last); }) c.drain(last);
+  else if constexpr (requires { c.drain(); }) c.drain();
 }
 template <typename C, typename W> __device__ __forceinline__ void finish(C &c, const W &w) {
   if constexpr (requires { c.finish(w); }) c.finish(w);
@@ -191,8 +197,9 @@ struct kernel {
                 "pipeline: P needs static int iterations(const globals &, const work &)");
   static_assert(requires(const slot_t &s, const globals &g, const work &w) { P::load(s, g, w, 0); },
                 "pipeline: P needs static void load(const slot &, const globals &, const work &, int i)");
-  static_assert(requires(consumer &c, const slot_t &s) { c.compute(s, 0); },
-                "pipeline: P::consumer needs void compute(const slot &, int i)");
+  static constexpr bool WITH_PREV = requires(consumer &c, const slot_t &s) { c.compute(s, s, 0); };
+  static_assert(WITH_PREV || requires(consumer &c, const slot_t &s) { c.compute(s, 0); },
+                "pipeline: P::consumer needs void compute(const slot &, int i) or compute(const slot &, const slot &prev, int i)");
   static_assert(PIECES == 0 || requires(consumer &c) { c.deferred(0); },
                 "pipeline: a consumer with DEFERRED_PIECES needs void deferred(int piece)");
   static_assert(!HAS_ITEM || requires(const item_slot<item_stage> &s, const globals &g, const work &w) {
@@ -276,7 +283,8 @@ struct kernel {
     auto issue = [&](int n, int i) {
       const slot_t s = slot_at(ring, full, n);
       wait(s.full(0), s.parity);
-      c.compute(s, i);
+      if constexpr (WITH_PREV) c.compute(s, i > 0 ? slot_at(ring, full, n - 1) : s, i);
+      else c.compute(s, i);
     };
     auto retire = [&](int n, int i) {
       detail::retire(c);
@@ -329,7 +337,7 @@ struct kernel {
       if constexpr (HAS_ITEM) {
         if (leader) arrive(item_bar[1]);
       }
-      detail::drain(c);
+      detail::drain(c, slot_at(ring, full, n - 1));
       if (leader) arrive(empty[(n - 1) % STAGES]);
       detail::finish(c, w);
       pending = true;

@@ -239,9 +239,6 @@ struct HopConsumer {
   float m_run[2], l_run[2];   // l: this thread's columns only (summed over the quad at the end)
   float alpha[2];             // the rescale factors of O for the last softmax'ed tile
   int r0 = 0, bh = 0;         // the item's first query row of this warpgroup, its head b H + h
-  const char *v_prev = nullptr;  // the previous key tile's V and its full barrier
-  barrier *v_full = nullptr;
-  int v_parity = 0;
   // Dropout (DROPOUT kernels only): keep[0] / keep[1] hold this lane's keep bits of the current key tile,
   // bit i of keep[i >> 5] for register i of s (dropout_bits_wg_lane: warp pair u = w / 2 shares the
   // Philox groups of rows 32 u.., warp w draws those of keys 64 (w & 1).. of the tile and swaps the
@@ -284,11 +281,11 @@ struct HopConsumer {
 
   // Key tile j (its K has landed): O += P_{j-1} V_{j-1} with the previous tile's P (j > 0), S_j = Q K_j^T,
   // the softmax of S_j into p[]. The group of S_j is issued first: the softmax waits only for it.
-  __device__ void compute(const KVSlot<D> &sl, int j) {
+  __device__ void compute(const KVSlot<D> &sl, const KVSlot<D> &prev, int j) {
     if (j > 0) rescale_o();       // by the factor of tile j-1 (O is not in flight here)
     my_turn();
     issue_s(sl.tiles.k);
-    if (j > 0) issue_pv();        // reading p[] from registers
+    if (j > 0) issue_pv(prev);    // reading p[] from registers
     their_turn();
     draw_keep(j);                 // (DROPOUT) while S_j and P_{j-1} V_{j-1} run
     if (j > 0) wg::mma_wait<1>(s.v);  // S_j done (groups complete in order)
@@ -296,16 +293,13 @@ struct HopConsumer {
     softmax(j);
     if (j > 0) wg::mma_wait<0>(o.v);  // P_{j-1} V_{j-1} done: slot j-1 (the pipeline frees it) and p[]
     to_p();
-    v_prev = sl.tiles.v;
-    v_full = &sl.full(1);
-    v_parity = sl.parity;
   }
 
   // After the last tile (the pipeline has released Q: every S of the item is done): its P V.
-  __device__ void drain() {
+  __device__ void drain(const KVSlot<D> &last) {
     rescale_o();
     my_turn();
-    issue_pv();
+    issue_pv(last);
     if (c != NC - 1) their_turn();
     wg::mma_wait<0>(o.v);
   }
@@ -361,10 +355,10 @@ struct HopConsumer {
     }
     wg::mma_commit();
   }
-  __device__ void issue_pv() {
-    wait(*v_full, v_parity);      // the previous tile's V has landed
+  __device__ void issue_pv(const KVSlot<D> &sl) {
+    sl.wait(1);                   // its V has landed
     wg::mma_fence(o.v);
-    const uint64_t dv = wg::desc_mn128(v_prev, L::KV_PANEL);
+    const uint64_t dv = wg::desc_mn128(sl.tiles.v, L::KV_PANEL);
 #pragma unroll
     for (int kk = 0; kk < HBLOCK_N / 16; kk++)
       wg::wgmma_rs<T, D, true>(o.v, p[kk].r, wg::desc_advance_k_mn(dv, kk), 1);
