@@ -10,7 +10,9 @@
 //
 // Zero overhead is the point: everything inlines into the kernel, phases are the same arithmetic a
 // hand-written kernel does, optional hooks cost nothing when absent. The MLP GEMMs ported onto it kept
-// their registers, HGMMA / TMA counts and no spills (families/mlp/csrc/gemm.cu). Keep tensor maps as
+// their registers, HGMMA / TMA counts and no spills (families/mlp/csrc/gemm.cu), and so did the Hopper
+// attention forward (families/attention/csrc/hopper_forward.cu: FULL_BYTES, item_stage, PEEL_FIRST,
+// compute with the previous slot, drain with the last). Keep tensor maps as
 // references to the kernel's __grid_constant__ parameters in `globals` (the GEMM with one by-value
 // __grid_constant__ struct of maps and shapes instead spilled twice as much in an intermediate version).
 //
@@ -29,7 +31,7 @@
 //   void load(const slot &, const globals &, const work &, int i)
 //                              producer, one thread: issue the TMA loads of the item's i-th slot. The
 //                              template has waited for the slot to be free and announced its bytes
-//                              (sizeof(stage), or FULL_BYTES) on its full barrier(s).
+//                              (sizeof(stage), or FULL_BYTES) on all its full barriers before any load.
 //   struct consumer            one per consumer warpgroup, its registers live across items:
 //     consumer(const globals &, const consumer_ctx &)   once, after setmaxnreg (ctx: id, scratch, item)
 //     void compute(const slot &, int i)    the item's i-th slot has landed (full barrier 0): issue its work
@@ -51,8 +53,8 @@
 //     consumer::retire()         after compute(i): every slot but the newest has been read (wgmma: wait<1>);
 //                                the template then frees slot i - 1
 //     consumer::drain()          after the item's last slot: every slot has been read (wgmma: wait<0>);
-//       or drain(const slot &last)   the same, with the item's last slot (the late work's final step)
 //                                the template then frees the last slot
+//       or drain(const slot &last)   the same, with the item's last slot (the late work's final step)
 //     consumer::finish(work)     per item, after drain (the epilogue, or staging it for the deferred pieces)
 //     consumer::DEFERRED_PIECES, deferred(int piece), UNROLL_PIECES
 //                                a deferred epilogue: the previous item's finish continues in PIECES pieces,

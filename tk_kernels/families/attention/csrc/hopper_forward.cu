@@ -6,6 +6,16 @@
 //   of 16 bytes; lse: (B, H, T) contiguous fp32, natural log, exactly forward.cu's layout and units,
 //   so both backwards (backward*.cu, hopper_backward.cu) consume it unchanged.
 //
+// Structure: a tk::pipeline description (include/pipeline/producer_consumer.cuh owns the K / V ring, its
+// mbarriers and phases, the Q buffer's barriers, setmaxnreg, the producer's TMA loop and the persistent
+// item loop); this file states the tile logic, top to bottom: the tiles (KVTile: one ring slot, QBlock:
+// the per-item buffer), the walk over work items, the consumer (start: zero O, m, l; compute(j): S_j and
+// P_{j-1} V_{j-1}, the softmax of S_j; drain: the last P V; finish: lse and the O store), the description
+// HopPipe and the kernel. Ported from the hand-written kernel with the same SASS budget (cuobjdump, sm_90a,
+// all 16 instances: no stack, no LDL / STL, the same HGMMA / UTMALDG / UTMASTG / SYNCS / BAR counts;
+// instructions -1.3% to +2.0% for p = 0, -9% to -12% for dropout, whose Philox round keys now stay in
+// registers instead of being re-added from uniform registers per round).
+//
 // Algorithm (FlashAttention-3 style warp specialisation, online softmax in base 2):
 //   A work item is a 128-query block of one (b, h). The grid is persistent: one CTA per SM walks the
 //   items, so the producer loads the next item's Q, K, V while the consumers finish the current one.
@@ -36,9 +46,9 @@
 //     S GEMM done) lets the producer load the next item's Q during the finish.
 //
 // Tiling and data movement:
-//   * Shared memory (128B swizzle; a 64-column panel per 128 bytes of row): Q 128 x D, O staging
-//     128 x D, then STAGES x (K 128 x D + V 128 x D). D = 64: 3 stages, 128 KB; D = 128: 2 stages,
-//     192 KB (3 would not fit in 227 KB). 1 CTA per SM (the 240-register consumers use the whole
+//   * Shared memory (128B swizzle; a 64-column panel per 128 bytes of row): the ring, STAGES x (K 128 x D
+//     + V 128 x D), then Q 128 x D and the O staging buffer 128 x D. D = 64: 3 stages, 128 KB; D = 128:
+//     2 stages, 192 KB (3 would not fit in 227 KB). 1 CTA per SM (the 240-register consumers use the whole
 //     register file).
 //   * Strided views: every operand is a rank-4 TMA tensor map over (D, T, H, B) with the tensor's own
 //     strides (nanoGPT's q/k/v views of one (B, T, 3C) tensor, no copies), built on the host per call
@@ -65,8 +75,8 @@
 // 412; (8,16,2048,128) causal 372 vs 490, non-causal 502 vs 605; 1.1-1.4x the portable kernel and
 // 1.2-1.5x SDPA's flash backend. The in-warpgroup overlap above is the first thing still missing.
 //
-// Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
-// diff against the kernel before dropout, 0 lines in all 8 instances):
+// Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, whose SASS adding dropout left
+// unchanged: normalized cuobjdump diff against the kernel before dropout, 0 lines in all 8 instances):
 //   The keep decision of (b, h, query i, key j) is dropout.cuh's (Philox4x32-10 of (seed, offset, b H + h,
 //   i, j): the same mask as forward.cu and the backwards, so either backward fits this forward and
 //   ops.dropout_mask / the float64 reference of the tests validate it). After the row max and row sum of a
@@ -85,7 +95,8 @@
 //   tile's S = Q K^T (and the previous P V) are issued, before the wait for S, so the integer work can
 //   overlap the tensor cores.
 //   ptxas -v (CUDA 13): every DROPOUT instance spill-free (0 bytes stack, no LDL / STL in the SASS), as the
-//   p = 0 ones. SASS per kernel: D = 64 ~3.8K instructions (p = 0: 1968 / 1992), D = 128 ~4.3K (2440 / 2480).
+//   p = 0 ones. SASS per kernel (on the pipeline template): D = 64 ~3.4K instructions (p = 0: 1944 / 2032,
+//   non-causal / causal), D = 128 ~3.8-3.9K (2408 / 2488).
 //   NOT MEASURED ON A GPU YET: dev/hopper/check_attention_dropout.py checks it against float64 and against
 //   the portable kernels' mask and times p = 0 vs 0.2 (the issue's target: <= 10 % fwd + bwd overhead).
 //
@@ -221,7 +232,8 @@ struct ItemWalk {
 
 // One consumer warpgroup: 64 query rows of every item, key tile by key tile (compute), the last P V
 // (drain), then O and lse (finish). Its registers live across items: S / P (s, p), O (o), the running
-// max and sum, and the slot whose V the next P V reads (the previous key tile's).
+// max and sum. The P V of a tile runs one step late, on the slot the pipeline passes as prev (drain: the
+// item's last slot), so the consumer keeps no pointers into the ring.
 template <typename T, int D, bool CAUSAL, bool DROPOUT>
 struct HopConsumer {
   using L = hop_layout<D>;
@@ -279,8 +291,9 @@ struct HopConsumer {
     if (c == NC - 1) their_turn();
   }
 
-  // Key tile j (its K has landed): O += P_{j-1} V_{j-1} with the previous tile's P (j > 0), S_j = Q K_j^T,
-  // the softmax of S_j into p[]. The group of S_j is issued first: the softmax waits only for it.
+  // Key tile j (the pipeline has waited for its K; the hand-written kernel waited for it after my_turn):
+  // S_j = Q K_j^T, then O += P_{j-1} V_{j-1} with the previous tile's P (j > 0), the softmax of S_j into
+  // p[]. The group of S_j is issued first: the softmax waits only for it.
   __device__ void compute(const KVSlot<D> &sl, const KVSlot<D> &prev, int j) {
     if (j > 0) rescale_o();       // by the factor of tile j-1 (O is not in flight here)
     my_turn();
