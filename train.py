@@ -410,6 +410,17 @@ def new_graph_step():
     if cuda_graphs:
         torch.compiler.cudagraph_mark_step_begin()
 
+# Under CUDA graphs the compiled backward's gradients live in the graphs' memory, which the next micro
+# step's replay reuses; a parameter whose .grad is None keeps that tensor itself, so with gradient
+# accumulation the second micro step would add to overwritten memory (torch raises "accessing tensor
+# output of CUDAGraphs that has been overwritten"). Stable zeroed .grad buffers, made here outside the
+# graphs and zeroed in place each step, take the gradients instead.
+keep_grads = cuda_graphs and gradient_accumulation_steps > 1
+if keep_grads:
+    for p in raw_model.parameters():
+        if p.requires_grad:
+            p.grad = torch.zeros_like(p)
+
 # wrap model into DDP container
 if ddp:
     model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None)
@@ -637,7 +648,7 @@ while True:
     scaler.step(optimizer)
     scaler.update()
     # flush the gradients as soon as we can, no need for this memory anymore
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad(set_to_none=not keep_grads)
 
     # timing and logging
     t1 = time.time()

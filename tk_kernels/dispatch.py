@@ -91,8 +91,8 @@ FAMILIES: dict[str, Family] = {
                         has_dropout=not ATTENTION_DROPOUT_ON_TK),
     # tk and reference: (x, w_fc, b_fc, w_proj, b_proj) -> c_proj(gelu(c_fc(x)))
     "mlp": Family("mlp", reference.mlp, mlp_ops.mlp_op, mlp_ops.unsupported_reason,
-                  not_used="slower than cuBLAS + eager PyTorch on an H200: MLP fwd+bwd 0.83x at C=768, 1.00x at "
-                           "1024, 0.95x at 2048 (bench/RESULTS.md, session 4)"),
+                  not_used="not faster than cuBLAS + eager PyTorch at every width on an H200: MLP fwd+bwd 1.02x at "
+                           "C=768, 0.98x at 1024, 0.95x at 2048 (bench/RESULTS.md, session 5)"),
     # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype]) -> (x + delta, LayerNorm(x + delta))
     "layer_norm": Family("layer_norm", reference.add_layer_norm, layernorm_ops.add_layer_norm_op,
                          layernorm_ops.unsupported_reason),

@@ -146,13 +146,3 @@ def test_kernels_torch_mlp_is_nanogpt_exactly():
     expect = mlp.c_proj(F.gelu(mlp.c_fc(x)))
     torch.testing.assert_close(mlp(x, plan), expect, rtol=0, atol=0)
     torch.testing.assert_close(mlp(x), expect, rtol=0, atol=0)
-
-
-def test_dw_path_from_the_environment(monkeypatch):
-    monkeypatch.delenv("TK_MLP_DW", raising=False)
-    assert ops.dw_path() == "splitk"  # the shipped default
-    monkeypatch.setenv("TK_MLP_DW", "streamk")
-    assert ops.dw_path() == "streamk"
-    monkeypatch.setenv("TK_MLP_DW", "fast")
-    with pytest.raises(ValueError, match="TK_MLP_DW must be one of splitk, streamk, got 'fast'"):
-        ops.dw_path()

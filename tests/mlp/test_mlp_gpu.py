@@ -114,17 +114,6 @@ def test_gemm_layouts(M, N, K, dtype):
         dw = torch.zeros((N, K), device="cuda", dtype=torch.float32)
         ext.gemm_(dy, True, x, True, dw, ops.STORE_F32, splits=splits)
         check(f"dy^T x (splits={splits})", dw, (dy.T @ x), dy.double().T @ x.double(), dtype)
-    # the same on the stream-K kernel (it zeroes its poisoned output itself), alone and paired with a
-    # second problem of another shape in one launch
-    poison()
-    dw = torch.empty((N, K), device="cuda", dtype=torch.float32)
-    ext.gemm_dw_(dy, x, dw)
-    check("dy^T x (stream-K)", dw, (dy.T @ x), dy.double().T @ x.double(), dtype)
-    poison()
-    dw, dw2 = torch.empty((N, K), device="cuda", dtype=torch.float32), torch.empty((K, N), device="cuda", dtype=torch.float32)
-    ext.gemm_dw_(dy, x, dw, x, dy, dw2)
-    check("dy^T x (stream-K pair, 1st)", dw, (dy.T @ x), dy.double().T @ x.double(), dtype)
-    check("x^T dy (stream-K pair, 2nd)", dw2, (x.T @ dy), x.double().T @ dy.double(), dtype)
 
 
 BAD_SHAPES = r"""
@@ -176,13 +165,9 @@ def reference_mlp(x, w_fc, b_fc, w_proj, b_proj, approximate):
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize("N,C", [(1, 768), (7, 1024), (1000, 1600), (16384, 768), (333, 2048), (64, 64)])
-@pytest.mark.parametrize("dw", ops.DW_PATHS)
-def test_mlp_forward_backward(N, C, dtype, bias, approximate, dw, monkeypatch):
+def test_mlp_forward_backward(N, C, dtype, bias, approximate):
     if approximate == "tanh" and (N, C) not in ((7, 1024), (1000, 1600)):
         pytest.skip("the tanh form is checked at two shapes")
-    if dw != "splitk" and (approximate != "none" or not bias):
-        pytest.skip("the stream-K weight gradients are checked with biases and the erf form")
-    monkeypatch.setenv("TK_MLP_DW", dw)
     seed = new_seed()
     g = torch.Generator(device="cuda").manual_seed(seed)
     print(f"\n[mlp N={N} C={C} {dtype} bias={bias} {approximate} seed={seed}]")
@@ -220,9 +205,7 @@ def test_mlp_forward_backward(N, C, dtype, bias, approximate, dw, monkeypatch):
         check(name, a.grad, b.grad, c.grad, dtype)
 
 
-@pytest.mark.parametrize("dw", ops.DW_PATHS)
-def test_linear_forward_backward(dw, monkeypatch):
-    monkeypatch.setenv("TK_MLP_DW", dw)
+def test_linear_forward_backward():
     seed = new_seed()
     g = torch.Generator(device="cuda").manual_seed(seed)
     x = randn((1000, 768), g, torch.bfloat16).requires_grad_()

@@ -48,6 +48,7 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
+from ...support import device_reason
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -100,20 +101,22 @@ ATTENTION_PATHS = ("auto", "hopper", "portable")
 _hopper_reasons: dict[int, str | None] = {}  # device index -> hopper_reason
 
 
+def _hopper_gpu_reason(major: int, minor: int, name: str) -> str | None:
+    if (major, minor) != (9, 0):
+        return (f"the Hopper attention forward needs an sm_90 GPU (H100, H200); {name} is compute capability "
+                f"{major}.{minor}")
+    return None
+
+
+def _hopper_build_reason(major: int, minor: int) -> str | None:
+    from tk_kernels.build import arch_reason  # not at import: `python -m tk_kernels.build` imports this file
+    return arch_reason(_ext(), "attention", "sm_90a", "the Hopper forward")
+
+
 def hopper_reason(device: torch.device) -> str | None:
     """Why the sm_90a forward cannot run on this CUDA device (not an sm_90 GPU, or an extension built
     without sm_90a), or None if it can; computed once per device (may build the extension)."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _hopper_reasons:
-        major, minor = torch.cuda.get_device_capability(index)
-        if (major, minor) != (9, 0):
-            reason = (f"the Hopper attention forward needs an sm_90 GPU (H100, H200); "
-                      f"{torch.cuda.get_device_name(index)} is compute capability {major}.{minor}")
-        else:
-            from tk_kernels.build import arch_reason
-            reason = arch_reason(_ext(), "attention", "sm_90a", "the Hopper forward")
-        _hopper_reasons[index] = reason
-    return _hopper_reasons[index]
+    return device_reason(_hopper_reasons, device, _hopper_gpu_reason, _hopper_build_reason)
 
 
 def tma_ready(t: Tensor) -> bool:
@@ -322,13 +325,10 @@ _env_reasons: dict[int, str | None] = {}  # device index -> environment_reason (
 def environment_reason(device: torch.device) -> str | None:
     """Why the kernels cannot run on this CUDA device (GPU generation, shared memory, build), or
     None if they can; computed once per device."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _env_reasons:
-        capability = torch.cuda.get_device_capability(index)
-        smem = getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", None)
-        reason = gpu_reason(capability, smem, torch.cuda.get_device_name(index))
-        _env_reasons[index] = reason if reason is not None else build_reason(*capability)
-    return _env_reasons[index]
+    def gpu_here(major: int, minor: int, name: str) -> str | None:
+        smem = getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", None)
+        return gpu_reason((major, minor), smem, name)
+    return device_reason(_env_reasons, device, gpu_here, build_reason)
 
 
 def tensor_reason(q, k, v, causal=True, scale=None, dropout_p=0.0) -> str | None:

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
+from ...support import device_reason
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 MAX_VOCAB = 65536      # the kernel keeps a row in registers: 512 threads x 16 vectors of 8 elements
@@ -138,22 +139,25 @@ def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> 
     return environment_reason(device)
 
 
+def gpu_reason(major: int, minor: int, name: str) -> str | None:
+    """Why the kernel cannot run on GPU `name` of compute capability major.minor, or None. No GPU query."""
+    if (major, minor) < (8, 0):
+        return (f"tk classifier needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
+                f"got {name} with {major}.{minor}")
+    return None
+
+
+def build_reason(major: int, minor: int) -> str | None:
+    """Why the extension cannot run on this compute capability (it does not build / load, other archs)."""
+    from tk_kernels.build import load_reason  # not at import (python -m tk_kernels.build)
+    return load_reason("classifier", major, minor)
+
+
 _env_reasons: dict[int, str | None] = {}  # device index -> environment_reason
 
 def environment_reason(device: torch.device) -> str | None:
     """Why the kernel cannot run on this CUDA device (GPU generation, build), or None; once per device."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _env_reasons:
-        major, minor = torch.cuda.get_device_capability(index)
-        name = torch.cuda.get_device_name(index)
-        if (major, minor) < (8, 0):
-            reason = (f"tk classifier needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
-                      f"got {name} with {major}.{minor}")
-        else:
-            from tk_kernels.build import load_reason
-            reason = load_reason("classifier", major, minor)
-        _env_reasons[index] = reason
-    return _env_reasons[index]
+    return device_reason(_env_reasons, device, gpu_reason, build_reason)
 
 
 def tensor_reason(x, weight, targets, ignore_index=-1) -> str | None:

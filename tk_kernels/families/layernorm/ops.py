@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
+from ...support import device_reason
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MIN_WIDTH, MAX_WIDTH, WIDTH_MULTIPLE = 64, 8192, 8
@@ -200,22 +201,25 @@ def tensor_reason(x, delta, weight, bias, out_dtype) -> str | None:
     return dtypes_reason(x.dtype, None if delta is None else delta.dtype, out_dtype)
 
 
+def gpu_reason(major: int, minor: int, name: str) -> str | None:
+    """Why the kernels cannot run on GPU `name` of compute capability major.minor, or None. No GPU query."""
+    if (major, minor) < MIN_CAPABILITY:
+        return f"tk layer_norm needs a GPU of compute capability >= 8.0, got {name} with {major}.{minor}"
+    return None
+
+
+def build_reason(major: int, minor: int) -> str | None:
+    """Why the extension cannot run on this compute capability (it does not build / load, other archs)."""
+    from tk_kernels.build import load_reason  # not at import (python -m tk_kernels.build)
+    return load_reason("layernorm", major, minor, label="tk layer_norm")
+
+
 _env_reasons: dict[int, str | None] = {}  # device index -> environment_reason
 
 
 def environment_reason(device: torch.device) -> str | None:
     """Why the kernels cannot run on this CUDA device (GPU generation, build), or None; once per device."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _env_reasons:
-        major, minor = torch.cuda.get_device_capability(index)
-        if (major, minor) < MIN_CAPABILITY:
-            reason = (f"tk layer_norm needs a GPU of compute capability >= 8.0, got "
-                      f"{torch.cuda.get_device_name(index)} with {major}.{minor}")
-        else:
-            from tk_kernels.build import load_reason
-            reason = load_reason("layernorm", major, minor, label="tk layer_norm")
-        _env_reasons[index] = reason
-    return _env_reasons[index]
+    return device_reason(_env_reasons, device, gpu_reason, build_reason)
 
 
 def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> str | None:

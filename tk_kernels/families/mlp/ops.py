@@ -12,8 +12,7 @@ Forward (two GEMMs, csrc/gemm.cu):
 Backward (four GEMMs and two column sums):
     dh      = (dy W_proj) * gelu'(pre)    GELU' fused into the GEMM's epilogue (pre saved by the forward)
     dW_proj = dy^T g,   dW_fc = dh^T x    fp32 straight from the accumulators (K = tokens, split to
-                                           fill the GPU), in the weights' dtype; TK_MLP_DW=streamk
-                                           computes both in one stream-K launch (dw_path)
+                                           fill the GPU), in the weights' dtype
     dx      = dh W_fc
     db_fc   = sum_rows dh             the GELU' GEMM also writes dh's column sums per 64-row block (fp32,
                                       (N / 64, 4C)); a torch sum over those blocks finishes it
@@ -38,12 +37,11 @@ the PyTorch reference (kernels=auto).
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
+from ...support import device_reason
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 APPROXIMATIONS = ("none", "tanh")
@@ -64,43 +62,12 @@ def _f32(b: Tensor | None) -> Tensor | None:
     return None if b is None else b.float().contiguous()
 
 
-DW_PATHS = ("splitk", "streamk")
-
-
-def dw_path() -> str:
-    """The weight-gradient kernel: "splitk" (gemm_ with the store_f32 epilogue, K split into equal
-    units; the default) or "streamk" (gemm_dw_: one wave of equal contiguous K ranges, an MLP's two
-    weight gradients in one launch), from the environment variable TK_MLP_DW, read at each call
-    (dev/hopper/check_mlp_dw.py times both in one process)."""
-    path = os.environ.get("TK_MLP_DW", "splitk") or "splitk"
-    if path not in DW_PATHS:
-        raise ValueError(f"TK_MLP_DW must be one of {', '.join(DW_PATHS)}, got {path!r}")
-    return path
-
-
 def _weight_grad(a: Tensor, b: Tensor, shape, dtype: torch.dtype) -> Tensor:
-    """a^T b for a (K, M), b (K, N): the weight gradient (M, N) in fp32 from the GEMM, then `dtype`."""
-    ext = _ext()
-    if dw_path() == "streamk":
-        out = torch.empty(shape, device=a.device, dtype=torch.float32)  # zeroed by the launcher
-        ext.gemm_dw_(a, b, out)
-    else:
-        out = torch.zeros(shape, device=a.device, dtype=torch.float32)  # split-K adds into it
-        ext.gemm_(a, True, b, True, out, STORE_F32)
+    """a^T b for a (K, M), b (K, N): the weight gradient (M, N) in fp32 from the GEMM (K split to fill
+    the GPU, the parts added into the zeroed output), then `dtype`."""
+    out = torch.zeros(shape, device=a.device, dtype=torch.float32)
+    _ext().gemm_(a, True, b, True, out, STORE_F32)
     return out if dtype == torch.float32 else out.to(dtype)
-
-
-def _weight_grads(a0: Tensor, b0: Tensor, shape0, a1: Tensor, b1: Tensor, shape1,
-                  dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """(a0^T b0, a1^T b1) as _weight_grad computes them; on the stream-K path in one launch."""
-    if dw_path() != "streamk":
-        return _weight_grad(a0, b0, shape0, dtype), _weight_grad(a1, b1, shape1, dtype)
-    out0 = torch.empty(shape0, device=a0.device, dtype=torch.float32)
-    out1 = torch.empty(shape1, device=a0.device, dtype=torch.float32)
-    _ext().gemm_dw_(a0, b0, out0, a1, b1, out1)
-    if dtype != torch.float32:
-        out0, out1 = out0.to(dtype), out1.to(dtype)
-    return out0, out1
 
 
 # -----------------------------------------------------------------------------
@@ -146,7 +113,8 @@ def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g:
     ext.gemm_(dy, False, wp, True, dh, DGELU, None, pre, approximate == "tanh", 0, dh_sums)
     dx = torch.empty_like(x)
     ext.gemm_(dh, False, wf, True, dx, STORE)                                    # dh W_fc
-    dw_proj, dw_fc = _weight_grads(dy, g, tuple(wp.shape), dh, x, tuple(wf.shape), wdt)  # dy^T g, dh^T x
+    dw_proj = _weight_grad(dy, g, tuple(wp.shape), wdt)                          # dy^T g
+    dw_fc = _weight_grad(dh, x, tuple(wf.shape), wdt)                            # dh^T x
     empty = x.new_empty((0,), dtype=bdt)
     db_proj = dy.sum(0, dtype=torch.float32).to(bdt) if has_b_proj else empty
     db_fc = dh_sums.sum(0).to(bdt) if has_b_fc else empty.clone()
@@ -260,22 +228,24 @@ def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> 
     return environment_reason(device)
 
 
+def gpu_reason(major: int, minor: int, name: str) -> str | None:
+    """Why the kernel cannot run on GPU `name` of compute capability major.minor, or None. No GPU query."""
+    if major != 9:
+        return f"tk mlp runs on Hopper GPUs (compute capability 9.0: H100, H200) only, got {name} with {major}.{minor}"
+    return None
+
+
+def build_reason(major: int, minor: int) -> str | None:
+    """Why the extension cannot run on this compute capability (build, load, no sm_90a code), or None."""
+    from tk_kernels.build import arch_reason, load_reason  # not at import (python -m tk_kernels.build)
+    return load_reason("mlp", major, minor) or arch_reason(_ext(), "mlp", "sm_90a", "the tk mlp GEMM")
+
+
 _env_reasons: dict[int, str | None] = {}  # device index -> environment_reason
 
 def environment_reason(device: torch.device) -> str | None:
     """Why the kernel cannot run on this CUDA device (GPU generation, build), or None; once per device."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _env_reasons:
-        major, minor = torch.cuda.get_device_capability(index)
-        name = torch.cuda.get_device_name(index)
-        if major != 9:
-            reason = (f"tk mlp runs on Hopper GPUs (compute capability 9.0: H100, H200) only, got {name} "
-                      f"with {major}.{minor}")
-        else:
-            from tk_kernels.build import arch_reason, load_reason
-            reason = load_reason("mlp", major, minor) or arch_reason(_ext(), "mlp", "sm_90a", "the tk mlp GEMM")
-        _env_reasons[index] = reason
-    return _env_reasons[index]
+    return device_reason(_env_reasons, device, gpu_reason, build_reason)
 
 
 def tensor_reason(x, *weights) -> str | None:

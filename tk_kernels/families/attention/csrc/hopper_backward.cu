@@ -133,10 +133,18 @@
 //   the word in the 4 bytes of block j + 1's dS^T buffer that this thread's first dS^T store overwrites later
 //   (read back twice before that store): with the word in a register through the exponentials, or drawn at
 //   the start of the block, the D = 128 instances spilled ~200 bytes.
-//   ptxas -v (CUDA 13): D = 64 instances spill-free; D = 128 (pipelined) STILL SPILLS 16-28 bytes of
-//   loop-invariant scalars (16 B causal, 24-28 B non-causal: ~5 LDL per query block, no spill inside the
-//   element loops). SASS per kernel: D = 64 plain 2312 (p = 0: 1920), D = 64 pipelined 3480 (2600),
-//   D = 128 ~4.5K (3456 / 3520). NOT MEASURED ON A GPU YET (dev/hopper/check_attention_dropout.py).
+//   The consumer index c is taken through a warp reduction in these instances (__reduce_max_sync: REDUX,
+//   whose result is a uniform register), so ptxas keeps c and what derives from it (the K / V / dQ^T
+//   descriptors, the K tile, dS^T and keep-word offsets) in uniform registers instead of 64-bit pairs of
+//   vector registers: with c from threadIdx the D = 128 instances spilled 16 B (causal) / 24 B (non-causal) of
+//   those loop invariants (the pad of the 1024-aligned base, the K tile offset, a K descriptor, 2 dS^T
+//   offsets; 7-9 LDL per CTA, ~5 per query block), now none. (The p = 0 kernels keep c from threadIdx, their
+//   SASS unchanged; the same change there gives 4-6 % fewer instructions, 3456 -> 3264 at D = 128
+//   non-causal, not timed.)
+//   ptxas -v (CUDA 13.0): every instance spill-free, no stack, no C75xx warnings. SASS per kernel (bf16;
+//   p = 0 in parentheses): D = 64 plain 2368 (1920), D = 64 pipelined 3408 (2600), D = 128 4352 / 4400
+//   non-causal / causal (3456 / 3520); with c from threadIdx they were 2432, 3544, 4576 / 4624.
+//   NOT MEASURED ON A GPU YET (dev/hopper/check_attention_dropout.py).
 //
 // Built for every architecture of the family; the kernel body exists only for sm_90a and traps elsewhere;
 // ops.py calls this only on sm_90 with an extension built for sm_90a (ops.backward_path).
@@ -319,7 +327,10 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 
   // ---- consumers ----
   wg::set_max_registers<HB_CONSUMER_REGS>();
-  const int c = wg::warpgroupid() - 1;
+  // DROPOUT: c through a warp reduction, a uniform register for ptxas (REDUX), so that c's descriptors and
+  // offsets stay in the uniform datapath (the D = 128 dropout instances spilled them otherwise; header). The
+  // p = 0 kernels keep the plain form (their SASS is the measured one).
+  const int c = DROPOUT ? int(__reduce_max_sync(0xffffffffu, unsigned(wg::warpgroupid() - 1))) : wg::warpgroupid() - 1;
   const int me = wg::warpgroup_thread();
   const int key0 = n0 + 64 * c;  // this warpgroup's first key
   const float sc = a.scale_log2;

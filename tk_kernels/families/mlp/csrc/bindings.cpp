@@ -94,45 +94,6 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
   TORCH_CHECK(err == cudaSuccess, msg(why ? why : "tk mlp gemm failed", " (", cudaGetErrorString(err), ")"));
 }
 
-// Weight gradients on the stream-K kernel: c0 (M0, N0) fp32 <- a0^T b0 for a0 (K0, M0), b0 (K0, N0), and
-// in the same launch c1 <- a1^T b1 when given. The outputs are zeroed by the launcher (any contents).
-void gemm_dw_(const at::Tensor &a0, const at::Tensor &b0, at::Tensor &c0, const c10::optional<at::Tensor> &a1,
-              const c10::optional<at::Tensor> &b1, const c10::optional<at::Tensor> &c1) {
-  const bool two = a1.has_value() && a1->defined();
-  TORCH_CHECK(two == (b1.has_value() && b1->defined()) && two == (c1.has_value() && c1->defined()),
-              msg("tk mlp gemm_dw_: give all of a1, b1, c1 or none"));
-  tk_mlp::DwParams p{};
-  p.dtype = dtype_of(a0);
-  p.count = two ? 2 : 1;
-  for (int i = 0; i < p.count; i++) {
-    const at::Tensor &a = i ? *a1 : a0, &b = i ? *b1 : b0, &c = i ? *c1 : c0;
-    check_matrix(a, "a", a0);
-    check_matrix(b, "b", a0);
-    check_matrix(c, "c", a0);
-    TORCH_CHECK(a.scalar_type() == a0.scalar_type() && b.scalar_type() == a0.scalar_type(),
-                msg("tk mlp gemm_dw_: all operands must have one dtype"));
-    TORCH_CHECK(c.scalar_type() == at::kFloat, msg("tk mlp gemm_dw_: c must be float32, got ", c.scalar_type()));
-    TORCH_CHECK(a.size(0) == b.size(0), msg("tk mlp gemm_dw_: a and b disagree on K: ", a.size(0), " vs ", b.size(0)));
-    TORCH_CHECK(c.size(0) == a.size(1) && c.size(1) == b.size(1), msg("tk mlp gemm_dw_: c must be (", a.size(1), ", ", b.size(1), "), got ", c.sizes()));
-    TORCH_CHECK(a.size(0) <= INT32_MAX && a.size(1) <= INT32_MAX && b.size(1) <= INT32_MAX,
-                msg("tk mlp: dimensions beyond int32"));
-    tk_mlp::DwProblemParams &q = p.p[i];
-    q.M = static_cast<int>(a.size(1));
-    q.N = static_cast<int>(b.size(1));
-    q.K = static_cast<int>(a.size(0));
-    q.a = a.data_ptr();
-    q.lda = a.stride(0);
-    q.b = b.data_ptr();
-    q.ldb = b.stride(0);
-    q.c = c.data_ptr<float>();
-    q.ldc = c.stride(0);
-  }
-  const c10::cuda::CUDAGuard guard(a0.device());
-  const char *why = nullptr;
-  const cudaError_t err = tk_mlp::gemm_dw(p, c10::cuda::getCurrentCUDAStream().stream(), &why);
-  TORCH_CHECK(err == cudaSuccess, msg(why ? why : "tk mlp gemm_dw failed", " (", cudaGetErrorString(err), ")"));
-}
-
 int64_t splits(int64_t M, int64_t N, int64_t K, int64_t sms) {
   return tk_mlp::gemm_splits(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<int>(sms));
 }
@@ -144,8 +105,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("a_mn"), pybind11::arg("b"), pybind11::arg("b_mn"), pybind11::arg("c"),
         pybind11::arg("epilogue"), pybind11::arg("bias") = pybind11::none(), pybind11::arg("aux") = pybind11::none(),
         pybind11::arg("tanh_gelu") = false, pybind11::arg("splits") = 0, pybind11::arg("colsum") = pybind11::none());
-  m.def("gemm_dw_", &gemm_dw_, "weight gradients c <- a^T b (fp32) on the stream-K kernel, one or two problems",
-        pybind11::arg("a0"), pybind11::arg("b0"), pybind11::arg("c0"), pybind11::arg("a1") = pybind11::none(),
-        pybind11::arg("b1") = pybind11::none(), pybind11::arg("c1") = pybind11::none());
   m.def("splits", &splits, "K splits the weight-gradient GEMM takes for (M, N, K) on a GPU of `sms` SMs");
 }

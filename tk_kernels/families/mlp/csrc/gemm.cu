@@ -8,7 +8,7 @@
 // load_slice, mma_slice, the walks over work units and the epilogues. Ported from the hand-written
 // version with the same SASS budget (cuobjdump, sm_90a, every instantiation: 168 registers, no stack,
 // no LDL / STL, the same HGMMA / UTMALDG / UTMASTG / BAR counts; instructions -0.2% to -6% for the 16-bit
-// epilogues, -11% for the fp32 store (its address arithmetic), -1% for dw_kernel).
+// epilogues, -11% for the fp32 store (its address arithmetic)).
 //
 // Algorithm (grown from dev/hopper/gemm.cu, whose version 2 measured 0.99-1.03x cuBLAS at the GPT-2
 // shapes on an H200): a persistent grid of min(#SMs, #work units) CTAs of three warpgroups.
@@ -32,8 +32,10 @@
 //     write the column sums of its output per 64-row block (the MLP's bias gradient); GELU writes the
 //     pre-activation with TMA stores of the staged tile.
 //   - fp32 outputs (weight gradients) are written from registers after their tile, atomically added
-//     when K is split. gemm_dw (section "weight gradients, stream-K") is the alternative under test:
-//     one wave of equal contiguous K ranges, two problems per launch.
+//     when K is split. A stream-K alternative (one wave of equal contiguous K ranges, an MLP's two weight
+//     gradients per launch) measured no faster on the H200 (dW 1.03x / 1.01x of split-K at C = 768, 0.88x /
+//     0.85x at C = 1024; bench/RESULTS.md session 5) and was removed (git show
+//     466c0a1:tk_kernels/families/mlp/csrc/gemm.cu, with dev/hopper/check_mlp_dw.py).
 //   - the producer runs ahead into the next work unit, so the loads of one tile overlap the end of the
 //     one before.
 // Work units: tiles of 128 x 256 (n fastest: neighbouring CTAs share A's rows); for weight gradients
@@ -523,142 +525,6 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
 }
 
 // ------------------------------------------------------------------------------------------------
-// weight gradients, stream-K (gemm_dw; not yet the ops' default: dev/hopper/check_mlp_dw.py times it
-// beside the split-K store_f32 path above and cuBLAS)
-//
-// C_p[M_p x N_p] = A_p^T B_p for one or two problems p (an MLP's dW_proj = dy^T g and dW_fc = dh^T x in
-// one launch), both operands MN-major (K = tokens). The split-K path above cuts every tile's K into
-// `splits` equal units and deals them round-robin: at C = 768 that is 72 tiles x 5 = 360 units of 51
-// K slices on 132 SMs, 3 waves of which the last is 73% full (the busiest CTAs do 153 slices where the
-// average is 140) and 2-3 fp32 atomic epilogues per CTA. Here all problems' (tile, K slice) pairs
-// form one sequence, tile-major, and CTA b of G takes the contiguous range [b T / G, (b + 1) T / G) of
-// its T slices: every CTA does the same number of slices (+-1), one wave, and a CTA's range covers
-// parts of at most ceil(T / (G * k_tiles)) + 1 tiles (2 at C = 768, alone and as the pair), each an
-// accumulation in registers ending in one epilogue: fp32 reductions (red.global.add.v2.f32, fire and
-// forget) into C, which the launcher zeroes first (cudaMemset2DAsync), or plain stores for a tile one
-// CTA covers whole. Tile raster per problem: the longer of the two tile dimensions fastest, so that
-// tiles that share the larger operand's K slices lie a multiple of the raster's length apart; with
-// T / G slices per CTA, tiles t and t + P (P = tiles / gcd(tiles, G): 6 at 72 tiles, 12 for the pair
-// of 144) are at the same K position at the same time, and at C = 768 the larger operand's sharers are
-// 12 (dW_proj, tiles_n) or 24 (dW_fc, tiles_m) apart: each slice of it is read from DRAM once while all
-// its readers use it (the other operand, 25 MB, can stay in the 50 MB L2). Mainloop, ring, producer and
-// consumer warpgroups are those of gemm_kernel (4 stages, 128 x 256 x 64 slices). 168 registers, no
-// spills. On the H200 every float64 check of dev/hopper/check_mlp_dw.py passed (ragged K, grouped pairs,
-// strided outputs); its timing did not run (the script's bad-call checks crashed the process first, see
-// bench/RESULTS.md session 4), so it is not timed yet.
-struct DwProblem {
-  int M, N, k_tiles, tiles_m, tiles_n;
-  bool m_fast;      // tile raster: m index fastest
-  float *c;         // fp32 (M, N), row stride ldc
-  int64_t ldc;
-  int64_t slices;   // tiles * k_tiles
-};
-struct DwShape {
-  DwProblem p0, p1;  // p1 used when count == 2
-  int count;
-  int64_t total;     // slices of all problems
-};
-
-// A CTA's part of one tile: [k_begin, k_end) of the tile (m0, n0) of problem prob.
-struct Segment {
-  int prob, m0, n0, k_begin, k_end;
-  bool whole;
-};
-__device__ __forceinline__ Segment segment_at(const DwShape &s, int64_t pos, int64_t end) {
-  const int prob = s.count > 1 && pos >= s.p0.slices ? 1 : 0;
-  const int64_t local = prob ? pos - s.p0.slices : pos;
-  const int k_tiles = prob ? s.p1.k_tiles : s.p0.k_tiles;
-  const int tiles_m = prob ? s.p1.tiles_m : s.p0.tiles_m, tiles_n = prob ? s.p1.tiles_n : s.p0.tiles_n;
-  const bool m_fast = prob ? s.p1.m_fast : s.p0.m_fast;
-  const int tile = int(local / k_tiles), kt = int(local - int64_t(tile) * k_tiles);
-  const int len = int(min(end - pos, int64_t(k_tiles - kt)));
-  const int mi = m_fast ? tile % tiles_m : tile / tiles_n, ni = m_fast ? tile / tiles_m : tile % tiles_n;
-  return {prob, mi * BM, ni * BN, kt, kt + len, len == k_tiles};
-}
-__device__ __forceinline__ int64_t range_begin(const DwShape &s, int b) { return int64_t(b) * s.total / gridDim.x; }
-
-// The segment's fp32 partial sums of this warpgroup's 64 rows into C: reductions, or stores when whole.
-// (The problem's fields are selected one by one: a select between the two param structs as a whole
-// made ptxas copy them into a stack frame.)
-__device__ __forceinline__ void store_dw(const tk::wg::accumulator<BN> &acc, int row0, const Segment &w,
-                                         const DwShape &s, bool whole) {
-  const int M = w.prob ? s.p1.M : s.p0.M, N = w.prob ? s.p1.N : s.p0.N;
-  float *c = w.prob ? s.p1.c : s.p0.c;
-  const int64_t ldc = w.prob ? s.p1.ldc : s.p0.ldc;
-#pragma unroll
-  for (int i = 0; i < acc.REGS; i += 2) {
-    const int row = row0 + acc.row(i), col = w.n0 + acc.col(i);
-    if (row < M && col < N) {
-      float2 *p = reinterpret_cast<float2 *>(c + int64_t(row) * ldc + col);
-      const float2 v = make_float2(acc.v[i], acc.v[i + 1]);
-      if (whole) {
-        *p = v;
-      } else {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        atomicAdd(p, v);  // one 8-byte reduction (sm_90)
-#else
-        atomicAdd(&p->x, v.x), atomicAdd(&p->y, v.y);  // (never runs: the kernel needs sm_90a)
-#endif
-      }
-    }
-  }
-}
-
-struct DwGlobals {
-  const CUtensorMap &a0, &b0, &a1, &b1;
-  const DwShape &s;
-};
-
-// The stream-K walk: CTA b's slices [b T / G, (b + 1) T / G), one segment (a tile's K range) at a time.
-struct SegmentWalk {
-  const DwShape &s;
-  int64_t pos, end;
-  __device__ SegmentWalk(const DwGlobals &g)
-      : s(g.s), pos(range_begin(g.s, blockIdx.x)), end(range_begin(g.s, blockIdx.x + 1)) {}
-  __device__ bool next(Segment &w) {
-    if (pos >= end) return false;
-    w = segment_at(s, pos, end);
-    pos += w.k_end - w.k_begin;
-    return true;
-  }
-};
-
-template <typename T>
-struct DwConsumer {
-  const DwGlobals &g;
-  const int id;
-  tk::wg::accumulator<BN> acc;
-  __device__ DwConsumer(const DwGlobals &g, const tk::pipeline::consumer_ctx<> &ctx) : g(g), id(ctx.id) {}
-  __device__ void compute(const Slot &s, int i) { mma_slice<T, Major::MN, Major::MN>(acc, id, s.tiles, i == 0); }
-  __device__ void retire() { tk::wg::mma_wait<1>(acc.v); }
-  __device__ void drain() { tk::wg::mma_wait<0>(acc.v); }
-  __device__ void finish(const Segment &w) { store_dw(acc, w.m0 + id * 64, w, g.s, w.whole); }
-};
-
-template <typename T>
-struct DwPipe {
-  using globals = DwGlobals;
-  using stage = Stage;
-  using work = Segment;
-  using scheduler = SegmentWalk;
-  using consumer = DwConsumer<T>;
-  static constexpr int STAGES = 4, CONSUMERS = 2, PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-  __device__ static int iterations(const DwGlobals &, const Segment &w) { return w.k_end - w.k_begin; }
-  __device__ static void load(const Slot &s, const DwGlobals &g, const Segment &w, int i) {
-    load_slice<Major::MN, Major::MN>(s, w.prob ? g.a1 : g.a0, w.prob ? g.b1 : g.b0, w.m0, w.n0, w.k_begin + i);
-  }
-};
-template <typename T>
-using DwPipeline = tk::pipeline::kernel<DwPipe<T>>;
-
-template <typename T>
-__global__ void __launch_bounds__(THREADS, 1)
-dw_kernel(const __grid_constant__ CUtensorMap a0, const __grid_constant__ CUtensorMap b0,
-          const __grid_constant__ CUtensorMap a1, const __grid_constant__ CUtensorMap b1, const DwShape s) {
-  DwPipeline<T>::run(DwGlobals{a0, b0, a1, b1, s});
-}
-
-// ------------------------------------------------------------------------------------------------
 // host side
 
 int sm_count() {
@@ -752,59 +618,6 @@ cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
   } catch (const std::exception &ex) {  // a tensor map the driver rejects (alignment, strides)
     static thread_local std::string reason;
     reason = std::string("tk mlp gemm: ") + ex.what();
-    return fail(reason.c_str());
-  }
-}
-
-
-cudaError_t gemm_dw(const DwParams &p, cudaStream_t stream, const char **why) {
-  auto fail = [&](const char *reason) {
-    if (why) *why = reason;
-    return cudaErrorInvalidValue;
-  };
-  if (p.count < 1 || p.count > 2) return fail("tk mlp gemm_dw: one or two problems");
-  DwShape s{};
-  s.count = p.count;
-  for (int i = 0; i < p.count; i++) {
-    const DwProblemParams &q = p.p[i];
-    if (q.M <= 0 || q.N <= 0 || q.K <= 0) return fail("tk mlp gemm_dw: M, N and K must be positive");
-    if (q.M % 8 || q.N % 8) return fail("tk mlp gemm_dw: M and N must be multiples of 8");
-    DwProblem &d = i ? s.p1 : s.p0;
-    d.M = q.M, d.N = q.N, d.k_tiles = (q.K + BK - 1) / BK;
-    d.tiles_m = (q.M + BM - 1) / BM, d.tiles_n = (q.N + BN - 1) / BN;
-    d.m_fast = d.tiles_m > d.tiles_n;
-    d.c = q.c, d.ldc = q.ldc;
-    d.slices = int64_t(d.tiles_m) * d.tiles_n * d.k_tiles;
-    s.total += d.slices;
-  }
-  // zero the outputs the reductions add into (every element: this also clears what a tile covered
-  // whole would overwrite anyway)
-  for (int i = 0; i < p.count; i++) {
-    const DwProblemParams &q = p.p[i];
-    cudaError_t err = cudaMemset2DAsync(q.c, size_t(q.ldc) * 4, 0, size_t(q.N) * 4, size_t(q.M), stream);
-    if (err != cudaSuccess) return err;
-  }
-  try {
-    auto go = [&](auto tag) -> cudaError_t {
-      using T = decltype(tag);
-      const DwProblemParams &q0 = p.p[0], &q1 = p.p[p.count - 1];
-      const CUtensorMap a0 = operand_map<T>(q0.a, Major::MN, q0.M, q0.K, q0.lda, BM);
-      const CUtensorMap b0 = operand_map<T>(q0.b, Major::MN, q0.N, q0.K, q0.ldb, BN);
-      const CUtensorMap a1 = operand_map<T>(q1.a, Major::MN, q1.M, q1.K, q1.lda, BM);
-      const CUtensorMap b1 = operand_map<T>(q1.b, Major::MN, q1.N, q1.K, q1.ldb, BN);
-      auto kernel = dw_kernel<T>;
-      constexpr int smem = DwPipeline<T>::SHARED_BYTES;
-      static_assert(DwPipeline<T>::THREADS == THREADS);
-      cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-      if (err != cudaSuccess) return err;
-      const int grid = int(std::min<int64_t>(sm_count(), s.total));
-      kernel<<<grid, THREADS, smem, stream>>>(a0, b0, a1, b1, s);
-      return cudaGetLastError();
-    };
-    return p.dtype == DType::bf16 ? go(__nv_bfloat16{}) : go(__half{});
-  } catch (const std::exception &ex) {  // a tensor map the driver rejects (alignment, strides)
-    static thread_local std::string reason;
-    reason = std::string("tk mlp gemm_dw: ") + ex.what();
     return fail(reason.c_str());
   }
 }

@@ -52,25 +52,4 @@ int gemm_splits(int M, int N, int K, int sms);
 // reason in *why when given). Needs an sm_90a build and an sm_90 GPU.
 cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why = nullptr);
 
-
-// Weight gradients, stream-K (gemm.cu, "weight gradients, stream-K"): for each of `count` (1 or 2)
-// problems, c (M, N) fp32 = a^T b with a (K, M) and b (K, N) row-major 16-bit (row strides lda, ldb,
-// multiples of 8 elements), both problems in one launch; c is zeroed by the launcher (its previous
-// contents do not matter). M and N multiples of 8, any K.
-struct DwProblemParams {
-  int M, N, K;
-  const void *a;
-  int64_t lda;
-  const void *b;
-  int64_t ldb;
-  float *c;
-  int64_t ldc;
-};
-struct DwParams {
-  DType dtype;
-  int count;
-  DwProblemParams p[2];
-};
-cudaError_t gemm_dw(const DwParams &p, cudaStream_t stream, const char **why = nullptr);
-
 }  // namespace tk_mlp

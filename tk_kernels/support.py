@@ -1,0 +1,26 @@
+"""
+The families' support checks' shared part: why a family's kernels cannot run on a CUDA device, asked
+once per device (tk_kernels/families/*/ops.py: environment_reason, attention's hopper_reason).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+
+def device_reason(cache: dict[int, str | None], device: torch.device,
+                  gpu_reason: Callable[[int, int, str], str | None],
+                  build_reason: Callable[[int, int], str | None]) -> str | None:
+    """Why a family's kernels cannot run on CUDA device `device` (index None: the current device), or
+    None if they can; computed once per device index and kept in the family's `cache` (index -> reason).
+    gpu_reason(major, minor, name) judges the GPU alone (its compute capability; no build), and only where
+    it finds nothing build_reason(major, minor) judges the family's extension on it
+    (tk_kernels.build.load_reason / arch_reason: may build it). A check that raises caches nothing."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in cache:
+        major, minor = torch.cuda.get_device_capability(index)
+        reason = gpu_reason(major, minor, torch.cuda.get_device_name(index))
+        cache[index] = reason if reason is not None else build_reason(major, minor)
+    return cache[index]
