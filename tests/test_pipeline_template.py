@@ -1,7 +1,9 @@
 """Compile tests of tk_kernels/include/pipeline/producer_consumer.cuh (nvcc, sm_90a, no GPU needed).
 
 A toy description uses every optional hook the MLP GEMM does not (two full barriers per slot, a
-per-item buffer, start(), a rolled deferred epilogue), so that they compile and stay spill-free; bad
+per-item buffer, start(), compute with the previous slot, drain with the last one, a rolled deferred
+epilogue, or PEEL_FIRST without one), so that they compile, stay spill-free and trap-free (a host
+constant read in device code is undefined: ptxas turned the producer into a trap once); bad
 descriptions must stop at the template's static_assert with its readable message."""
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ struct Walk {
 };
 struct Consumer {
   static constexpr int DEFERRED_PIECES = PIECES_;
+  static constexpr bool PEEL_FIRST = PIECES_ == 0;
   const G &g;
   int id;
   float acc = 0.f;
   KV *prev = nullptr;
   __device__ Consumer(const G &g, const tk::pipeline::consumer_ctx<Q> &ctx) : g(g), id(ctx.id) {}
   __device__ void start(const int &) { acc = 0.f; }
-  __device__ void compute(const Slot &s, int i) {
-    s.wait(1);  // the V tile of this slot
+  __device__ void compute(const Slot &s, const Slot &prev, int i) {
+    s.wait(1);  // the V tile of this slot (and of prev: waited on in the step before)
     acc += float(s.tiles.k[threadIdx.x]) * float(s.tiles.v[threadIdx.x]) + float(i);
+    if (i > 0) acc += float(prev.tiles.v[threadIdx.x]);
   }
+  __device__ void drain(const Slot &last) { acc += float(last.tiles.v[threadIdx.x]); }
   __device__ void finish(const int &w) { g.out[w * 256 + threadIdx.x - 128] = acc; }
   __device__ void deferred(int piece) { acc += float(piece); }
   __device__ void last() { if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>(); }
@@ -72,22 +77,31 @@ static_assert(tk::pipeline::kernel<Toy>::SHARED_BYTES == STAGES_ * 16384 + 16384
 """
 
 
-def _compile(tmp_path, stages: int = 3, pieces: int = 4) -> subprocess.CompletedProcess:
+def _compile(tmp_path, stages: int = 3, pieces: int = 4, ptx: bool = False) -> subprocess.CompletedProcess:
     cuda_home = tkb.find_cuda_home()
     if cuda_home is None:
         pytest.skip("no CUDA toolkit (nvcc) found: set CUDA_HOME or put nvcc on PATH to run build tests")
     src = tmp_path / "toy.cu"
     src.write_text(TOY)
-    cmd = [os.path.join(cuda_home, "bin", "nvcc"), "-cubin", "-O3", "-std=c++20", "--expt-relaxed-constexpr",
+    out = tmp_path / ("toy.ptx" if ptx else "toy.cubin")
+    cmd = [os.path.join(cuda_home, "bin", "nvcc"), "-ptx" if ptx else "-cubin", "-O3", "-std=c++20", "--expt-relaxed-constexpr",
            "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", f"-I{tkb.INCLUDE_DIR}",
-           f"-DSTAGES_={stages}", f"-DPIECES_={pieces}", str(src), "-o", str(tmp_path / "toy.cubin")]
+           f"-DSTAGES_={stages}", f"-DPIECES_={pieces}", str(src), "-o", str(out)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
-def test_every_hook_compiles_without_spills(tmp_path):
-    r = _compile(tmp_path)
+@pytest.mark.parametrize("pieces", [4, 0])  # a deferred epilogue; PEEL_FIRST
+def test_every_hook_compiles_without_spills(tmp_path, pieces):
+    r = _compile(tmp_path, pieces=pieces)
     assert r.returncode == 0, r.stderr[-4000:]
     assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr[-4000:]
+    assert "Performance Loss" not in r.stderr, r.stderr[-4000:]
+
+
+def test_every_hook_compiles_without_traps(tmp_path):
+    r = _compile(tmp_path, ptx=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "trap;" not in (tmp_path / "toy.ptx").read_text()
 
 
 def test_bad_description_stops_at_a_readable_message(tmp_path):

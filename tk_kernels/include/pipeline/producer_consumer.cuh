@@ -10,7 +10,9 @@
 //
 // Zero overhead is the point: everything inlines into the kernel, phases are the same arithmetic a
 // hand-written kernel does, optional hooks cost nothing when absent. The MLP GEMMs ported onto it kept
-// their registers, HGMMA / TMA counts and no spills (families/mlp/csrc/gemm.cu). Keep tensor maps as
+// their registers, HGMMA / TMA counts and no spills (families/mlp/csrc/gemm.cu), and so did the Hopper
+// attention forward (families/attention/csrc/hopper_forward.cu: FULL_BYTES, item_stage, PEEL_FIRST,
+// compute with the previous slot, drain with the last). Keep tensor maps as
 // references to the kernel's __grid_constant__ parameters in `globals` (the GEMM with one by-value
 // __grid_constant__ struct of maps and shapes instead spilled twice as much in an intermediate version).
 //
@@ -29,10 +31,14 @@
 //   void load(const slot &, const globals &, const work &, int i)
 //                              producer, one thread: issue the TMA loads of the item's i-th slot. The
 //                              template has waited for the slot to be free and announced its bytes
-//                              (sizeof(stage), or FULL_BYTES) on its full barrier(s).
+//                              (sizeof(stage), or FULL_BYTES) on all its full barriers before any load.
 //   struct consumer            one per consumer warpgroup, its registers live across items:
 //     consumer(const globals &, const consumer_ctx &)   once, after setmaxnreg (ctx: id, scratch, item)
 //     void compute(const slot &, int i)    the item's i-th slot has landed (full barrier 0): issue its work
+//       or compute(const slot &s, const slot &prev, int i)   the same, with the item's slot i - 1 (prev
+//                                is s when i == 0): for work that reads a slot one step late (attention's
+//                                P V of the previous key tile). The template derives it from its slot
+//                                count, so a consumer keeps no pointers into the ring across slots.
 //   optional (detected; absent = nothing to do):
 //     P::FULL_BYTES[F]           F full barriers per slot and the bytes each completes on (e.g. K and V
 //                                tiles of attention, so that S = Q K^T may start before V lands); the
@@ -48,6 +54,7 @@
 //                                the template then frees slot i - 1
 //     consumer::drain()          after the item's last slot: every slot has been read (wgmma: wait<0>);
 //                                the template then frees the last slot
+//       or drain(const slot &last)   the same, with the item's last slot (the late work's final step)
 //     consumer::finish(work)     per item, after drain (the epilogue, or staging it for the deferred pieces)
 //     consumer::DEFERRED_PIECES, deferred(int piece), UNROLL_PIECES
 //                                a deferred epilogue: the previous item's finish continues in PIECES pieces,
@@ -56,6 +63,11 @@
 //                                after the last item all pieces in a row. UNROLL_PIECES = true unrolls the
 //                                piece loop (compile-time piece indices, e.g. registers picked by piece).
 //     consumer::last()           after the last item (e.g. wait for outstanding TMA stores)
+//     consumer::PEEL_FIRST       true: the item's first slot is issued apart from the slot loop, so
+//                                compute(.., 0) and compute(.., i > 0) compile separately (the loop is
+//                                told i > 0) and a consumer whose first slot differs (attention: no P V
+//                                yet) branches on i at compile time only. ptxas serialises wgmmas whose
+//                                accumulators cross a runtime branch (C7518 / C7515). Not with DEFERRED_PIECES.
 //
 // Slot i of an item is ring slot g % STAGES of the CTA-wide slot count g, used for the (g / STAGES)-th
 // time: its full barrier completes phase (g / STAGES) & 1. Barriers: full[s][f] one arrival (the
@@ -117,6 +129,10 @@ template <typename C> constexpr int deferred_pieces() {
   if constexpr (requires { C::DEFERRED_PIECES; }) return int(C::DEFERRED_PIECES);
   else return 0;
 }
+template <typename C> constexpr bool peel_first() {
+  if constexpr (requires { C::PEEL_FIRST; }) return bool(C::PEEL_FIRST);
+  else return false;
+}
 template <typename C> constexpr bool unroll_pieces() {
   if constexpr (requires { C::UNROLL_PIECES; }) return bool(C::UNROLL_PIECES);
   else return false;
@@ -128,8 +144,9 @@ template <typename C, typename W> __device__ __forceinline__ void start(C &c, co
 template <typename C> __device__ __forceinline__ void retire(C &c) {
   if constexpr (requires { c.retire(); }) c.retire();
 }
-template <typename C> __device__ __forceinline__ void drain(C &c) {
-  if constexpr (requires { c.drain(); }) c.drain();
+template <typename C, typename S> __device__ __forceinline__ void drain(C &c, const S &last) {
+  if constexpr (requires { c.drain(last); }) c.drain(last);
+  else if constexpr (requires { c.drain(); }) c.drain();
 }
 template <typename C, typename W> __device__ __forceinline__ void finish(C &c, const W &w) {
   if constexpr (requires { c.finish(w); }) c.finish(w);
@@ -158,6 +175,7 @@ struct kernel {
   static constexpr int SHARED_BYTES = SCRATCH_OFFSET + detail::scratch_bytes<P>() + 1024;  // + alignment slack
   static constexpr int PIECES = detail::deferred_pieces<consumer>();
   static constexpr bool UNROLL = detail::unroll_pieces<consumer>();
+  static constexpr bool PEEL = detail::peel_first<consumer>();
   using slot_t = slot<stage, FULL>;
 
   // the description's readable compile-time checks
@@ -174,14 +192,16 @@ struct kernel {
   static_assert(P::PRODUCER_REGS <= P::CONSUMER_REGS, "pipeline: the producer gives registers to the consumers");
   static_assert(PIECES >= 0 && PIECES <= 64, "pipeline: DEFERRED_PIECES must be 0..64");
   static_assert(!UNROLL || PIECES > 0, "pipeline: UNROLL_PIECES without DEFERRED_PIECES");
+  static_assert(!PEEL || PIECES == 0, "pipeline: PEEL_FIRST with DEFERRED_PIECES (the pieces' runs separate the first slot already)");
   static_assert(requires(typename P::scheduler s, work w) { { s.next(w) } -> std::same_as<bool>; },
                 "pipeline: P::scheduler needs bool next(work &)");
   static_assert(requires(const globals &g, const work &w) { { P::iterations(g, w) } -> std::convertible_to<int>; },
                 "pipeline: P needs static int iterations(const globals &, const work &)");
   static_assert(requires(const slot_t &s, const globals &g, const work &w) { P::load(s, g, w, 0); },
                 "pipeline: P needs static void load(const slot &, const globals &, const work &, int i)");
-  static_assert(requires(consumer &c, const slot_t &s) { c.compute(s, 0); },
-                "pipeline: P::consumer needs void compute(const slot &, int i)");
+  static constexpr bool WITH_PREV = requires(consumer &c, const slot_t &s) { c.compute(s, s, 0); };
+  static_assert(WITH_PREV || requires(consumer &c, const slot_t &s) { c.compute(s, 0); },
+                "pipeline: P::consumer needs void compute(const slot &, int i) or compute(const slot &, const slot &prev, int i)");
   static_assert(PIECES == 0 || requires(consumer &c) { c.deferred(0); },
                 "pipeline: a consumer with DEFERRED_PIECES needs void deferred(int piece)");
   static_assert(!HAS_ITEM || requires(const item_slot<item_stage> &s, const globals &g, const work &w) {
@@ -220,6 +240,18 @@ struct kernel {
     return slot_t{ring[n % STAGES], full + (n % STAGES) * FULL, (n / STAGES) & 1};
   }
 
+  // the bytes of full barriers F.. of a slot, as compile-time constants (P::FULL_BYTES is a host
+  // constant: read at a runtime index in device code it is undefined, and the compiler made the
+  // producer trap)
+  template <int F = 0>
+  __device__ static __forceinline__ void announce(const slot_t &s) {
+    if constexpr (F < FULL) {
+      constexpr uint32_t bytes = detail::full_bytes<P>(F);
+      expect_bytes(s.full(F), bytes);
+      announce<F + 1>(s);
+    }
+  }
+
   // one thread: keep the ring full across all of this CTA's items
   __device__ static __forceinline__ void produce(const globals &g, stage *ring, barrier *full, barrier *empty,
                                                  barrier *item_bar, char *base) {
@@ -236,8 +268,7 @@ struct kernel {
       for (int i = 0; i < iters; i++, n++) {
         const slot_t s = slot_at(ring, full, n);
         wait(empty[n % STAGES], s.parity ^ 1);  // the first pass finds every slot free (parity 1)
-#pragma unroll
-        for (int f = 0; f < FULL; f++) expect_bytes(s.full(f), detail::full_bytes<P>(f));
+        announce(s);
         P::load(s, g, w, i);
       }
     }
@@ -254,7 +285,8 @@ struct kernel {
     auto issue = [&](int n, int i) {
       const slot_t s = slot_at(ring, full, n);
       wait(s.full(0), s.parity);
-      c.compute(s, i);
+      if constexpr (WITH_PREV) c.compute(s, i > 0 ? slot_at(ring, full, n - 1) : s, i);
+      else c.compute(s, i);
     };
     auto retire = [&](int n, int i) {
       detail::retire(c);
@@ -294,14 +326,20 @@ struct kernel {
           for (int piece = 0; piece < PIECES; piece++) piece_run(piece);
         }
       }
+      if constexpr (PEEL) {
+        issue(n, 0);
+        retire(n, 0);
+        i++, n++;
+      }
       for (; i < iters; i++, n++) {
+        if constexpr (PEEL) __builtin_assume(i > 0);
         issue(n, i);
         retire(n, i);
       }
       if constexpr (HAS_ITEM) {
         if (leader) arrive(item_bar[1]);
       }
-      detail::drain(c);
+      detail::drain(c, slot_at(ring, full, n - 1));
       if (leader) arrive(empty[(n - 1) % STAGES]);
       detail::finish(c, w);
       pending = true;

@@ -6,6 +6,16 @@
 //   of 16 bytes; lse: (B, H, T) contiguous fp32, natural log, exactly forward.cu's layout and units,
 //   so both backwards (backward*.cu, hopper_backward.cu) consume it unchanged.
 //
+// Structure: a tk::pipeline description (include/pipeline/producer_consumer.cuh owns the K / V ring, its
+// mbarriers and phases, the Q buffer's barriers, setmaxnreg, the producer's TMA loop and the persistent
+// item loop); this file states the tile logic, top to bottom: the tiles (KVTile: one ring slot, QBlock:
+// the per-item buffer), the walk over work items, the consumer (start: zero O, m, l; compute(j): S_j and
+// P_{j-1} V_{j-1}, the softmax of S_j; drain: the last P V; finish: lse and the O store), the description
+// HopPipe and the kernel. Ported from the hand-written kernel with the same SASS budget (cuobjdump, sm_90a,
+// all 16 instances: no stack, no LDL / STL, the same HGMMA / UTMALDG / UTMASTG / SYNCS / BAR counts;
+// instructions -1.3% to +2.0% for p = 0, -9% to -12% for dropout, whose Philox round keys now stay in
+// registers instead of being re-added from uniform registers per round).
+//
 // Algorithm (FlashAttention-3 style warp specialisation, online softmax in base 2):
 //   A work item is a 128-query block of one (b, h). The grid is persistent: one CTA per SM walks the
 //   items, so the producer loads the next item's Q, K, V while the consumers finish the current one.
@@ -36,9 +46,9 @@
 //     S GEMM done) lets the producer load the next item's Q during the finish.
 //
 // Tiling and data movement:
-//   * Shared memory (128B swizzle; a 64-column panel per 128 bytes of row): Q 128 x D, O staging
-//     128 x D, then STAGES x (K 128 x D + V 128 x D). D = 64: 3 stages, 128 KB; D = 128: 2 stages,
-//     192 KB (3 would not fit in 227 KB). 1 CTA per SM (the 240-register consumers use the whole
+//   * Shared memory (128B swizzle; a 64-column panel per 128 bytes of row): the ring, STAGES x (K 128 x D
+//     + V 128 x D), then Q 128 x D and the O staging buffer 128 x D. D = 64: 3 stages, 128 KB; D = 128:
+//     2 stages, 192 KB (3 would not fit in 227 KB). 1 CTA per SM (the 240-register consumers use the whole
 //     register file).
 //   * Strided views: every operand is a rank-4 TMA tensor map over (D, T, H, B) with the tensor's own
 //     strides (nanoGPT's q/k/v views of one (B, T, 3C) tensor, no copies), built on the host per call
@@ -65,8 +75,8 @@
 // 412; (8,16,2048,128) causal 372 vs 490, non-causal 502 vs 605; 1.1-1.4x the portable kernel and
 // 1.2-1.5x SDPA's flash backend. The in-warpgroup overlap above is the first thing still missing.
 //
-// Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
-// diff against the kernel before dropout, 0 lines in all 8 instances):
+// Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, whose SASS adding dropout left
+// unchanged: normalized cuobjdump diff against the kernel before dropout, 0 lines in all 8 instances):
 //   The keep decision of (b, h, query i, key j) is dropout.cuh's (Philox4x32-10 of (seed, offset, b H + h,
 //   i, j): the same mask as forward.cu and the backwards, so either backward fits this forward and
 //   ops.dropout_mask / the float64 reference of the tests validate it). After the row max and row sum of a
@@ -85,7 +95,8 @@
 //   tile's S = Q K^T (and the previous P V) are issued, before the wait for S, so the integer work can
 //   overlap the tensor cores.
 //   ptxas -v (CUDA 13): every DROPOUT instance spill-free (0 bytes stack, no LDL / STL in the SASS), as the
-//   p = 0 ones. SASS per kernel: D = 64 ~3.8K instructions (p = 0: 1968 / 1992), D = 128 ~4.3K (2440 / 2480).
+//   p = 0 ones. SASS per kernel (on the pipeline template): D = 64 ~3.4K instructions (p = 0: 1944 / 2032,
+//   non-causal / causal), D = 128 ~3.8-3.9K (2408 / 2488).
 //   NOT MEASURED ON A GPU YET: dev/hopper/check_attention_dropout.py checks it against float64 and against
 //   the portable kernels' mask and times p = 0 vs 0.2 (the issue's target: <= 10 % fwd + bwd overhead).
 //
@@ -102,6 +113,7 @@
 #include "dropout.cuh"
 #include "hopper_maps.cuh"
 #include "host/tensor_map.cuh"
+#include "pipeline/producer_consumer.cuh"
 #include "thread/bulk.cuh"
 #include "thread/mbarrier.cuh"
 #include "thread/tma.cuh"
@@ -116,15 +128,12 @@ using namespace tk;
 
 constexpr int HBLOCK_N = 128;                 // keys per tile
 constexpr int PANEL_COLS = 64;                // 128 bytes of 16-bit elements: one swizzle row
-constexpr int PRODUCER_REGS = 24;
 constexpr int PINGPONG_BAR = 5;               // named barriers 5.. (1..4: each consumer's own, epilogue)
 constexpr int DROP_PAIR_BAR = 7;              // dropout: 7 + 2 c + u, the warp pair u of consumer c
 
 // Two consumer warpgroups of 64 query rows each, one producer warpgroup.
 constexpr int NC = 2;                          // consumer warpgroups
 constexpr int HBLOCK_M = 64 * NC;              // query rows per work item
-constexpr int HTHREADS = (NC + 1) * wg::WARPGROUP_THREADS;
-constexpr int CONSUMER_REGS = 240;             // 128 x 24 + 2 x 128 x 240 <= 64K registers
 
 template <int D>
 struct hop_layout {
@@ -134,13 +143,21 @@ struct hop_layout {
   static constexpr int KV_PANEL = HBLOCK_N * PANEL_COLS * 2;   // 16 KB
   static constexpr int Q_BYTES = PANELS * Q_PANEL;
   static constexpr int KV_BYTES = PANELS * KV_PANEL;           // one K (or V) tile
-  static constexpr int Q_OFF = 0;
-  static constexpr int O_OFF = Q_BYTES;                        // O staging for the TMA store, Q's layout
-  static constexpr int K_OFF = O_OFF + Q_BYTES;
-  static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
-  static constexpr int SMEM_BYTES = V_OFF + STAGES * KV_BYTES + 1024;  // + 1024-byte alignment slack
-  static_assert(SMEM_BYTES <= 227 * 1024, "Hopper attention: shared memory over 227 KB");
 };
+
+// Shared memory, 128B-swizzled 64-column panels: the ring's slot is one key tile's K and V (a full
+// barrier each), the per-item buffer is the Q block, the consumers' scratch the O staging buffer
+// (Q's layout: consumer c's 64 rows at c * 64 * 128 bytes of each panel).
+template <int D>
+struct alignas(1024) KVTile {
+  char k[hop_layout<D>::KV_BYTES];
+  char v[hop_layout<D>::KV_BYTES];
+};
+template <int D>
+struct alignas(1024) QBlock {
+  char q[hop_layout<D>::Q_BYTES];
+};
+template <int D> using KVSlot = pipeline::slot<KVTile<D>, 2>;
 
 struct hop_args {
   int seq, heads, batch;
@@ -157,6 +174,7 @@ template <bool DROPOUT> using hop_args_t = std::conditional_t<DROPOUT, hop_dropo
 // Only the DROPOUT kernels reference it, so only they allocate it.
 __shared__ uint32_t hop_keep_xchg[2][2][4][32];
 
+// A work item: query block mb of head (b, h).
 struct hop_coord {
   int mb, b, h;
 };
@@ -167,6 +185,12 @@ __device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx) {
   const int mb = CAUSAL ? n_mblocks - 1 - idx / n_heads : idx % n_mblocks;
   const int bh = CAUSAL ? idx % n_heads : idx / n_mblocks;
   return {mb, bh / a.heads, bh % a.heads};
+}
+// Key tiles query block mb sees (causal: up to the diagonal tile).
+template <bool CAUSAL>
+__device__ __forceinline__ int hop_tiles(const hop_args &a, int mb) {
+  const int rows_seen = CAUSAL ? min(mb * HBLOCK_M + HBLOCK_M, a.seq) : a.seq;
+  return (rows_seen + HBLOCK_N - 1) / HBLOCK_N;
 }
 
 // Max / sum over the 4 lanes (one quad) that hold the columns of one accumulator row.
@@ -179,145 +203,199 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Work items are (query block, b, h) in hop_block order; CTA i of the persistent grid (one CTA per SM)
-// takes items i, i + gridDim.x, ..., so the producer loads the next item's Q, K, V while the consumers
-// finish the current one.
+// ------------------------------------------------------------------------------------------------
+// the kernel: a tk::pipeline description (pipeline/producer_consumer.cuh), read top to bottom
+
+template <bool DROPOUT>
+struct HopGlobals {
+  const CUtensorMap &q_map, &k_map, &v_map, &o_map;
+  const hop_args_t<DROPOUT> &a;
+};
+
+// The persistent walk: CTA i takes work items i, i + gridDim.x, ... in hop_block order (causal: the
+// heaviest query blocks first).
+template <bool CAUSAL>
+struct ItemWalk {
+  const hop_args &a;
+  int item, n_items;
+  __device__ ItemWalk(const hop_args &a)
+      : a(a), item(blockIdx.x), n_items(((a.seq + HBLOCK_M - 1) / HBLOCK_M) * a.heads * a.batch) {}
+  template <bool DROPOUT>
+  __device__ ItemWalk(const HopGlobals<DROPOUT> &g) : ItemWalk(static_cast<const hop_args &>(g.a)) {}
+  __device__ bool next(hop_coord &w) {
+    if (item >= n_items) return false;
+    w = hop_block<CAUSAL>(a, item);
+    item += gridDim.x;
+    return true;
+  }
+};
+
+// One consumer warpgroup: 64 query rows of every item, key tile by key tile (compute), the last P V
+// (drain), then O and lse (finish). Its registers live across items: S / P (s, p), O (o), the running
+// max and sum. The P V of a tile runs one step late, on the slot the pipeline passes as prev (drain: the
+// item's last slot), so the consumer keeps no pointers into the ring.
 template <typename T, int D, bool CAUSAL, bool DROPOUT>
-__global__ void __launch_bounds__(HTHREADS, 1)
-attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                            const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
-                            const __grid_constant__ hop_args_t<DROPOUT> a) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+struct HopConsumer {
   using L = hop_layout<D>;
-  constexpr int STAGES = L::STAGES;
-  extern __shared__ char smem_raw[];
-  char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-  __shared__ barrier q_full, q_empty, k_full[STAGES], v_full[STAGES], kv_empty[STAGES];
-  auto q_panel = [&](int p) { return base + L::Q_OFF + p * L::Q_PANEL; };
-  auto o_panel = [&](int p) { return base + L::O_OFF + p * L::Q_PANEL; };
-  auto k_tile = [&](int s) { return base + L::K_OFF + s * L::KV_BYTES; };
-  auto v_tile = [&](int s) { return base + L::V_OFF + s * L::KV_BYTES; };
-
-  if (threadIdx.x == 0) {
-    init(q_full, 1);
-    init(q_empty, NC);
-    for (int s = 0; s < STAGES; s++) {
-      init(k_full[s], 1);
-      init(v_full[s], 1);
-      init(kv_empty[s], NC);
-    }
-    fence_barrier_init();
-  }
-  __syncthreads();
-
-  const int T_ = a.seq;
-  const int n_items = ((T_ + HBLOCK_M - 1) / HBLOCK_M) * a.heads * a.batch;
-  auto tiles_of = [&](int mb) {
-    const int rows_seen = CAUSAL ? min(mb * HBLOCK_M + HBLOCK_M, T_) : T_;
-    return (rows_seen + HBLOCK_N - 1) / HBLOCK_N;
-  };
-
-  if (wg::warpgroupid() == 0) {
-    // ---- producer ----
-    wg::set_max_registers<PRODUCER_REGS>();
-    if (wg::warpgroup_thread() == 0) {
-      int g = 0;  // key tiles loaded so far: ring slot g % STAGES, pass g / STAGES
-      int it = 0;
-      for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
-        const auto [mb, b, h] = hop_block<CAUSAL>(a, item);
-        const int n_tiles = tiles_of(mb);
-        wait(q_empty, (it & 1) ^ 1);  // both consumers are done with the previous item's Q
-        expect_bytes(q_full, L::Q_BYTES);
-        for (int p = 0; p < L::PANELS; p++)
-          tma::load_async(q_panel(p), q_map, q_full, p * PANEL_COLS, mb * HBLOCK_M, h, b);
-        for (int j = 0; j < n_tiles; j++, g++) {
-          const int s = g % STAGES;
-          wait(kv_empty[s], ((g / STAGES) & 1) ^ 1);
-          expect_bytes(k_full[s], L::KV_BYTES);
-          for (int p = 0; p < L::PANELS; p++)
-            tma::load_async(k_tile(s) + p * L::KV_PANEL, k_map, k_full[s], p * PANEL_COLS, j * HBLOCK_N, h, b);
-          expect_bytes(v_full[s], L::KV_BYTES);
-          for (int p = 0; p < L::PANELS; p++)
-            tma::load_async(v_tile(s) + p * L::KV_PANEL, v_map, v_full[s], p * PANEL_COLS, j * HBLOCK_N, h, b);
-        }
-      }
-    }
-    return;
-  }
-
-  // ---- consumers ----
-  wg::set_max_registers<CONSUMER_REGS>();
-  const int c = wg::warpgroupid() - 1;
-  const int me = wg::warpgroup_thread();
-  const float sc = a.scale_log2;
   using acc_s = wg::accumulator<HBLOCK_N>;
   using acc_o = wg::accumulator<D>;
+  static constexpr bool PEEL_FIRST = true;  // compute(.., 0) has no P V: its own code, no runtime branch on j
+  const HopGlobals<DROPOUT> &g;
+  const int c, me;
+  char *const o_stage;        // this warpgroup's 64 rows of the O staging buffer (scratch)
+  uint64_t dq[L::PANELS];     // its 64 rows of the Q block
   acc_s s;
   acc_o o;
   wg::a_fragment<T> p[HBLOCK_N / 16];
   // This thread's two rows: acc row(0) (values 4j, 4j+1) and row(0) + 8 (values 4j+2, 4j+3).
-  float m_run[2], l_run[2];  // l: this thread's columns only (summed over the quad at the end)
-  uint64_t dq[L::PANELS];
-#pragma unroll
-  for (int pn = 0; pn < L::PANELS; pn++) dq[pn] = wg::desc_k128(q_panel(pn) + c * 64 * 128);
-
+  float m_run[2], l_run[2];   // l: this thread's columns only (summed over the quad at the end)
+  float alpha[2];             // the rescale factors of O for the last softmax'ed tile
+  int r0 = 0, bh = 0;         // the item's first query row of this warpgroup, its head b H + h
   // Dropout (DROPOUT kernels only): keep[0] / keep[1] hold this lane's keep bits of the current key tile,
   // bit i of keep[i >> 5] for register i of s (dropout_bits_wg_lane: warp pair u = w / 2 shares the
   // Philox groups of rows 32 u.., warp w draws those of keys 64 (w & 1).. of the tile and swaps the
   // other rows' bits with its partner through hop_keep_xchg, double-buffered by tile parity).
-  [[maybe_unused]] uint32_t keep[2] = {0u, 0u};
-  [[maybe_unused]] dropout_key dkey{};
-  [[maybe_unused]] uint32_t thr16 = 0;
-  if constexpr (DROPOUT) {
-    uint64_t seed, offset;
-    dkey = load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset);
-    thr16 = a.drop.threshold << 16;
-    if (blockIdx.x == 0 && c == 0 && me == 0 && a.drop.rng_out != nullptr) {
-      a.drop.rng_out[0] = int64_t(seed);
-      a.drop.rng_out[1] = int64_t(offset);
+  uint32_t keep[2] = {0u, 0u};
+  dropout_key dkey{};
+  uint32_t thr16 = 0;
+
+  __device__ HopConsumer(const HopGlobals<DROPOUT> &g, const pipeline::consumer_ctx<QBlock<D>> &ctx)
+      : g(g), c(ctx.id), me(wg::warpgroup_thread()), o_stage(ctx.scratch + ctx.id * 64 * 128) {
+#pragma unroll
+    for (int pn = 0; pn < L::PANELS; pn++) dq[pn] = wg::desc_k128(ctx.item->q + pn * L::Q_PANEL + c * 64 * 128);
+    if constexpr (DROPOUT) {
+      uint64_t seed, offset;
+      dkey = load_dropout_key(g.a.drop.rng, g.a.drop.threshold, seed, offset);
+      thr16 = g.a.drop.threshold << 16;
+      if (blockIdx.x == 0 && c == 0 && me == 0 && g.a.drop.rng_out != nullptr) {
+        g.a.drop.rng_out[0] = int64_t(seed);
+        g.a.drop.rng_out[1] = int64_t(offset);
+      }
     }
   }
-  // The keep bits of key tile j (ring index g: the exchange buffer's parity) of rows r0.. of head bh.
-  auto draw_keep = [&](int g, int j, int r0, int bh) {
+
+  // Ping-pong: the consumers take turns issuing their wgmmas (named barriers PINGPONG_BAR + c), so one's
+  // softmax runs while the other's GEMMs occupy the tensor cores. Consumer 0 goes first in every item
+  // (start: consumer 1 hands it the first turn); the last hand-off of consumer 1 in an item is skipped
+  // (drain) so that arrivals and syncs balance.
+  __device__ void my_turn() { wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS); }
+  __device__ void their_turn() { wg::named_arrive(PINGPONG_BAR + (c + 1) % NC, 2 * wg::WARPGROUP_THREADS); }
+
+  __device__ void start(const hop_coord &w) {
+#pragma unroll
+    for (int i = 0; i < acc_o::REGS; i++) o.v[i] = 0.f;
+    m_run[0] = m_run[1] = neg_infty();
+    l_run[0] = l_run[1] = 0.f;
+    r0 = w.mb * HBLOCK_M + 64 * c;
+    bh = w.b * g.a.heads + w.h;
+    if (c == NC - 1) their_turn();
+  }
+
+  // Key tile j (the pipeline has waited for its K; the hand-written kernel waited for it after my_turn):
+  // S_j = Q K_j^T, then O += P_{j-1} V_{j-1} with the previous tile's P (j > 0), the softmax of S_j into
+  // p[]. The group of S_j is issued first: the softmax waits only for it.
+  __device__ void compute(const KVSlot<D> &sl, const KVSlot<D> &prev, int j) {
+    if (j > 0) rescale_o();       // by the factor of tile j-1 (O is not in flight here)
+    my_turn();
+    issue_s(sl.tiles.k);
+    if (j > 0) issue_pv(prev);    // reading p[] from registers
+    their_turn();
+    draw_keep(j);                 // (DROPOUT) while S_j and P_{j-1} V_{j-1} run
+    if (j > 0) wg::mma_wait<1>(s.v);  // S_j done (groups complete in order)
+    else wg::mma_wait<0>(s.v);
+    softmax(j);
+    if (j > 0) wg::mma_wait<0>(o.v);  // P_{j-1} V_{j-1} done: slot j-1 (the pipeline frees it) and p[]
+    to_p();
+  }
+
+  // After the last tile (the pipeline has released Q: every S of the item is done): its P V.
+  __device__ void drain(const KVSlot<D> &last) {
+    rescale_o();
+    my_turn();
+    issue_pv(last);
+    if (c != NC - 1) their_turn();
+    wg::mma_wait<0>(o.v);
+  }
+
+  // O /= l (dropout: times 1 / (1 - p)), lse = (m c + log2 l) ln 2; lse straight from registers (one
+  // lane per row), O into this warpgroup's rows of the staging buffer, swizzled like the TMA box, then
+  // one TMA store per 64-column panel (rows >= T are dropped by TMA).
+  __device__ void finish(const hop_coord &w) {
+    const int T_ = g.a.seq;
+    float inv_l[2], lse[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const float l = quad_sum(l_run[hr]);
+      if constexpr (DROPOUT) inv_l[hr] = g.a.drop.keep_scale / l;  // kept values scaled by 1 / (1 - p)
+      else inv_l[hr] = 1.f / l;
+      lse[hr] = (m_run[hr] * g.a.scale_log2 + fast_log2(l)) * LN2;
+    }
+    const int row_lo = r0 + acc_s::row(0);
+    if ((me & 3) == 0) {
+      float *lse_row = g.a.lse + (int64_t(w.b) * g.a.heads + w.h) * T_;
+      if (row_lo < T_) lse_row[row_lo] = lse[0];
+      if (row_lo + 8 < T_) lse_row[row_lo + 8] = lse[1];
+    }
+    if (me == 0) bulk_wait_group_read<0>();  // the previous item's store has read the staging buffer
+    wg::sync(1 + c);
+#pragma unroll
+    for (int i = 0; i < acc_o::REGS; i += 2) {
+      const int row = acc_o::row(i), col = acc_o::col(i);
+      char *panel = o_stage + (col / PANEL_COLS) * L::Q_PANEL;
+      *reinterpret_cast<uint32_t *>(panel + wg::swizzle128_offset(row, col % PANEL_COLS)) =
+          wg::pack2<T>(o.v[i] * inv_l[(i >> 1) & 1], o.v[i + 1] * inv_l[(i >> 1) & 1]);
+    }
+    fence_proxy_async_shared();
+    wg::sync(1 + c);
+    if (me == 0 && r0 < T_) {     // (a box wholly past T would be dropped anyway)
+      for (int pn = 0; pn < L::PANELS; pn++)
+        tma::store_async(g.o_map, o_stage + pn * L::Q_PANEL, pn * PANEL_COLS, r0, w.h, w.b);
+      bulk_commit_group();
+    }
+  }
+
+  __device__ void last() {
+    if (me == 0) bulk_wait_group<0>();
+  }
+
+ private:
+  __device__ void issue_s(const char *k_tile) {
+    wg::mma_fence(s.v);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint64_t dk = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL);
+      wg::wgmma_ss<T, HBLOCK_N>(s.v, wg::desc_advance_k(dq[kk / 4], kk % 4), wg::desc_advance_k(dk, kk % 4), kk > 0);
+    }
+    wg::mma_commit();
+  }
+  __device__ void issue_pv(const KVSlot<D> &sl) {
+    sl.wait(1);                   // its V has landed
+    wg::mma_fence(o.v);
+    const uint64_t dv = wg::desc_mn128(sl.tiles.v, L::KV_PANEL);
+#pragma unroll
+    for (int kk = 0; kk < HBLOCK_N / 16; kk++)
+      wg::wgmma_rs<T, D, true>(o.v, p[kk].r, wg::desc_advance_k_mn(dv, kk), 1);
+    wg::mma_commit();
+  }
+  // The keep bits of key tile j of this warpgroup's rows (the exchange buffer alternates with j: items
+  // are separated by the finish's warpgroup barriers, so the partner has read the last tile's bits).
+  __device__ void draw_keep(int j) {
     if constexpr (DROPOUT) {
       const int w = me >> 5, pw = w & 1, lane = me & 31;
       uint32_t lo, hi;
       dropout_bits_wg_lane(dkey, bh, r0 + 32 * (w >> 1), j * HBLOCK_N + 64 * pw, thr16, lane, lo, hi);
-      uint32_t(*xb)[32] = hop_keep_xchg[c][g & 1];
+      uint32_t(*xb)[32] = hop_keep_xchg[c][j & 1];
       xb[w][lane] = pw ? lo : hi;                        // the partner's rows
       wg::named_sync(DROP_PAIR_BAR + 2 * c + (w >> 1), 64);
       const uint32_t got = xb[w ^ 1][lane], mine = pw ? hi : lo;
       keep[0] = pw ? got : mine;                         // keys 0..63 of the tile
       keep[1] = pw ? mine : got;                         // keys 64..127
     }
-  };
-
-  // g: absolute index of a key tile in this CTA's ring (slot g % STAGES, pass g / STAGES)
-  auto issue_s = [&](int g) {
-    const int st = g % STAGES;
-    wait(k_full[st], (g / STAGES) & 1);
-    wg::mma_fence(s.v);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const uint64_t dk = wg::desc_k128(k_tile(st) + (kk / 4) * L::KV_PANEL);
-      wg::wgmma_ss<T, HBLOCK_N>(s.v, wg::desc_advance_k(dq[kk / 4], kk % 4), wg::desc_advance_k(dk, kk % 4), kk > 0);
-    }
-    wg::mma_commit();
-  };
-  auto issue_pv = [&](int g) {
-    const int st = g % STAGES;
-    wait(v_full[st], (g / STAGES) & 1);
-    wg::mma_fence(o.v);
-    const uint64_t dv = wg::desc_mn128(v_tile(st), L::KV_PANEL);
-#pragma unroll
-    for (int kk = 0; kk < HBLOCK_N / 16; kk++)
-      wg::wgmma_rs<T, D, true>(o.v, p[kk].r, wg::desc_advance_k_mn(dv, kk), 1);
-    wg::mma_commit();
-  };
-  // Masks S (key tile j of rows r0..), updates m and l, turns S into P in place (fp32); alpha = the O
-  // rescale factors.
-  auto softmax = [&](int j, int r0, float (&alpha)[2]) {
-    const int n0 = j * HBLOCK_N;
+  }
+  // Masks S (key tile j), updates m and l, turns S into P in place (fp32); alpha = the O rescale factors.
+  __device__ void softmax(int j) {
+    const int n0 = j * HBLOCK_N, T_ = g.a.seq;
+    const float sc = g.a.scale_log2;
     if (CAUSAL && n0 + HBLOCK_N - 1 > r0) {
 #pragma unroll
       for (int i = 0; i < acc_s::REGS; i++)
@@ -353,108 +431,54 @@ attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
 #pragma unroll
       for (int i = 0; i < acc_s::REGS; i++) s.v[i] = (keep[i >> 5] >> (i & 31)) & 1u ? s.v[i] : 0.f;
     }
-  };
-  auto release = [&](int g) {
-    if (me == 0) arrive(kv_empty[g % STAGES]);
-  };
-  auto rescale_o = [&](const float (&f)[2]) {
+  }
+  __device__ void rescale_o() {
 #pragma unroll
-    for (int i = 0; i < acc_o::REGS; i++) o.v[i] *= f[(i >> 1) & 1];
-  };
-  auto to_p = [&]() {
+    for (int i = 0; i < acc_o::REGS; i++) o.v[i] *= alpha[(i >> 1) & 1];
+  }
+  __device__ void to_p() {
 #pragma unroll
     for (int kk = 0; kk < HBLOCK_N / 16; kk++) wg::to_a_fragment(p[kk], s.v, kk);
-  };
-  // Ping-pong: the consumers take turns issuing their wgmmas (named barriers PINGPONG_BAR + c), so one's
-  // softmax runs while the other's GEMMs occupy the tensor cores. Consumer 0 goes first in every item;
-  // the last hand-off of consumer 1 in an item is skipped so that arrivals and syncs balance.
-  auto my_turn = [&]() {
-    wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS);
-  };
-  auto their_turn = [&]() {
-    wg::named_arrive(PINGPONG_BAR + (c + 1) % NC, 2 * wg::WARPGROUP_THREADS);
-  };
-
-  int g0 = 0;  // first ring index of the current item
-  int it = 0;
-  for (int item = blockIdx.x; item < n_items; item += gridDim.x, it++) {
-    const auto [mb, b, h] = hop_block<CAUSAL>(a, item);
-    const int n_tiles = tiles_of(mb);
-    const int r0 = mb * HBLOCK_M + 64 * c;   // first query row of this warpgroup
-    [[maybe_unused]] const int bh = b * a.heads + h;
-#pragma unroll
-    for (int i = 0; i < acc_o::REGS; i++) o.v[i] = 0.f;
-    m_run[0] = m_run[1] = neg_infty();
-    l_run[0] = l_run[1] = 0.f;
-    if (c == NC - 1) their_turn();
-
-    wait(q_full, it & 1);
-    float alpha[2];
-    my_turn();
-    issue_s(g0);
-    their_turn();
-    draw_keep(g0, 0, r0, bh);     // (DROPOUT) while S_0 runs
-    wg::mma_wait<0>(s.v);
-    softmax(0, r0, alpha);
-    to_p();
-    for (int j = 1; j < n_tiles; j++) {
-      rescale_o(alpha);           // by the factor of tile j-1 (O is not in flight here)
-      my_turn();
-      issue_s(g0 + j);            // S_j = Q K_j^T
-      issue_pv(g0 + j - 1);       // O += P_{j-1} V_{j-1}, reading p[] from registers
-      their_turn();
-      draw_keep(g0 + j, j, r0, bh);  // (DROPOUT) while S_j and P_{j-1} V_{j-1} run
-      wg::mma_wait<1>(s.v);       // S_j done (groups complete in order)
-      softmax(j, r0, alpha);
-      wg::mma_wait<0>(o.v);       // P_{j-1} V_{j-1} done: slot j-1 and p[] are free
-      release(g0 + j - 1);
-      to_p();
-    }
-    if (me == 0) arrive(q_empty);  // every S of this item is done: the producer may load the next Q
-    rescale_o(alpha);
-    my_turn();
-    issue_pv(g0 + n_tiles - 1);
-    if (c != NC - 1) their_turn();
-    wg::mma_wait<0>(o.v);
-    release(g0 + n_tiles - 1);
-    g0 += n_tiles;
-
-    // ---- finish the item ----
-    float inv_l[2], lse[2];
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-      const float l = quad_sum(l_run[hr]);
-      if constexpr (DROPOUT) inv_l[hr] = a.drop.keep_scale / l;  // kept values scaled by 1 / (1 - p)
-      else inv_l[hr] = 1.f / l;
-      lse[hr] = (m_run[hr] * sc + fast_log2(l)) * LN2;
-    }
-    const int row_lo = r0 + acc_s::row(0);
-    if ((me & 3) == 0) {
-      float *lse_row = a.lse + (int64_t(b) * a.heads + h) * T_;
-      if (row_lo < T_) lse_row[row_lo] = lse[0];
-      if (row_lo + 8 < T_) lse_row[row_lo + 8] = lse[1];
-    }
-    // O -> this warpgroup's 64 rows of the O staging buffer, swizzled like the TMA box, then one TMA store
-    // per 64-column panel (rows >= T are dropped by TMA). The previous item's store must have read it.
-    char *stage = o_panel(0) + c * 64 * 128;
-    if (me == 0) bulk_wait_group_read<0>();
-    wg::sync(1 + c);
-#pragma unroll
-    for (int i = 0; i < acc_o::REGS; i += 2) {
-      const int row = acc_o::row(i), col = acc_o::col(i);
-      char *panel = stage + (col / PANEL_COLS) * L::Q_PANEL;
-      *reinterpret_cast<uint32_t *>(panel + wg::swizzle128_offset(row, col % PANEL_COLS)) =
-          wg::pack2<T>(o.v[i] * inv_l[(i >> 1) & 1], o.v[i + 1] * inv_l[(i >> 1) & 1]);
-    }
-    fence_proxy_async_shared();
-    wg::sync(1 + c);
-    if (me == 0 && r0 < T_) {     // (a box wholly past T would be dropped anyway)
-      for (int pn = 0; pn < L::PANELS; pn++)
-        tma::store_async(o_map, stage + pn * L::Q_PANEL, pn * PANEL_COLS, r0, h, b);
-      bulk_commit_group();
-    }
   }
-  if (me == 0) bulk_wait_group<0>();
+};
+
+// The description: the ring holds key tiles (K and V, FULL_BYTES: S = Q K^T may start before V lands),
+// the per-item buffer the Q block, the scratch the O staging buffer.
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
+struct HopPipe {
+  using L = hop_layout<D>;
+  using globals = HopGlobals<DROPOUT>;
+  using stage = KVTile<D>;
+  using item_stage = QBlock<D>;
+  using work = hop_coord;
+  using scheduler = ItemWalk<CAUSAL>;
+  using consumer = HopConsumer<T, D, CAUSAL, DROPOUT>;
+  static constexpr int STAGES = L::STAGES, CONSUMERS = NC;
+  static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
+  static constexpr unsigned FULL_BYTES[2] = {L::KV_BYTES, L::KV_BYTES};
+  static constexpr int SCRATCH_BYTES = L::Q_BYTES;
+  __device__ static int iterations(const globals &g, const hop_coord &w) { return hop_tiles<CAUSAL>(g.a, w.mb); }
+  __device__ static void load_item(const pipeline::item_slot<QBlock<D>> &s, const globals &g, const hop_coord &w) {
+    for (int p = 0; p < L::PANELS; p++)
+      tma::load_async(s.tiles.q + p * L::Q_PANEL, g.q_map, s.full, p * PANEL_COLS, w.mb * HBLOCK_M, w.h, w.b);
+  }
+  __device__ static void load(const KVSlot<D> &s, const globals &g, const hop_coord &w, int j) {
+    for (int p = 0; p < L::PANELS; p++)
+      tma::load_async(s.tiles.k + p * L::KV_PANEL, g.k_map, s.full(0), p * PANEL_COLS, j * HBLOCK_N, w.h, w.b);
+    for (int p = 0; p < L::PANELS; p++)
+      tma::load_async(s.tiles.v + p * L::KV_PANEL, g.v_map, s.full(1), p * PANEL_COLS, j * HBLOCK_N, w.h, w.b);
+  }
+};
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
+using HopPipeline = pipeline::kernel<HopPipe<T, D, CAUSAL, DROPOUT>>;
+
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
+__global__ void __launch_bounds__(HopPipeline<T, D, CAUSAL, DROPOUT>::THREADS, 1)
+attention_fwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                            const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
+                            const __grid_constant__ hop_args_t<DROPOUT> a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  HopPipeline<T, D, CAUSAL, DROPOUT>::run(HopGlobals<DROPOUT>{q_map, k_map, v_map, o_map, a});
 #else
   __trap();
 #endif
@@ -485,7 +509,8 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
     a.drop.keep_scale = 1.f / (1.f - p.dropout_p);
     a.drop.rng_out = p.rng_state;
   }
-  constexpr int smem = hop_layout<D>::SMEM_BYTES;
+  using pipe = HopPipeline<T, D, CAUSAL, DROPOUT>;
+  constexpr int smem = pipe::SHARED_BYTES;
   auto kernel = attention_fwd_hopper_kernel<T, D, CAUSAL, DROPOUT>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
@@ -495,7 +520,7 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream) {
   if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
   if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
   n_blocks = n_blocks < sms ? n_blocks : sms;
-  kernel<<<unsigned(n_blocks), HTHREADS, smem, stream>>>(qm, km, vm, om, a);
+  kernel<<<unsigned(n_blocks), pipe::THREADS, smem, stream>>>(qm, km, vm, om, a);
   return cudaGetLastError();
 }
 
