@@ -83,14 +83,21 @@
 
 namespace tk::pipeline {
 
-// A ring slot as the producer and the consumers see it: its tiles, its full barrier(s), this use's parity.
-template <typename Stage, int FULL = 1>
+struct no_side {};
+
+// A ring slot as the producer and the consumers see it: its tiles, its full barrier(s), this use's parity,
+// its empty barrier and its side buffer (P::side_stage).
+template <typename Stage, int FULL = 1, typename Side = no_side>
 struct slot {
   Stage &tiles;
   barrier *full_bars;  // FULL barriers
   int parity;
+  barrier *empty_bar;
+  Side *side_ptr;      // nullptr without P::side_stage
   __device__ barrier &full(int j = 0) const { return full_bars[j]; }
   __device__ void wait(int j) const { tk::wait(full_bars[j], parity); }  // consumers: barrier j of this slot
+  __device__ void release() const { arrive(*empty_bar); }  // SELF_PACED consumers, thread 0: slot read
+  __device__ Side &side() const { return *side_ptr; }
 };
 
 // The per-item buffer (P::item_stage) and its full barrier.
@@ -114,9 +121,19 @@ template <typename P> constexpr int full_count() {
   if constexpr (requires { P::FULL_BYTES; }) return int(sizeof(P::FULL_BYTES) / sizeof(P::FULL_BYTES[0]));
   else return 1;
 }
+template <typename P> struct side_of { using type = no_side; static constexpr int bytes = 0; };
+template <typename P> requires requires { typename P::side_stage; }
+struct side_of<P> { using type = typename P::side_stage; static constexpr int bytes = int(sizeof(type)); };
 template <typename P> constexpr uint32_t full_bytes(int j) {
   if constexpr (requires { P::FULL_BYTES; }) return uint32_t(P::FULL_BYTES[j]);
-  else return uint32_t(sizeof(typename P::stage));
+  else return uint32_t(sizeof(typename P::stage) + side_of<P>::bytes);
+}
+template <typename P> constexpr bool one_item() {
+  if constexpr (requires { P::ONE_ITEM; }) return bool(P::ONE_ITEM);
+  else return false;
+}
+template <typename P, typename G> __device__ __forceinline__ void setup(const G &g) {
+  if constexpr (requires { P::setup(g); }) P::setup(g);
 }
 template <typename P> constexpr int scratch_bytes() {
   if constexpr (requires { P::SCRATCH_BYTES; }) return int(P::SCRATCH_BYTES);
@@ -131,6 +148,10 @@ template <typename C> constexpr int deferred_pieces() {
 }
 template <typename C> constexpr bool peel_first() {
   if constexpr (requires { C::PEEL_FIRST; }) return bool(C::PEEL_FIRST);
+  else return false;
+}
+template <typename C> constexpr bool self_paced() {
+  if constexpr (requires { C::SELF_PACED; }) return bool(C::SELF_PACED);
   else return false;
 }
 template <typename C> constexpr bool unroll_pieces() {
@@ -166,17 +187,22 @@ struct kernel {
   using work = typename P::work;
   using consumer = typename P::consumer;
   using item_stage = typename detail::item_of<P>::type;
+  using side_stage = typename detail::side_of<P>::type;
   static constexpr bool HAS_ITEM = detail::item_of<P>::bytes > 0;
+  static constexpr bool HAS_SIDE = detail::side_of<P>::bytes > 0;
+  static constexpr bool ONE = detail::one_item<P>();
   static constexpr int STAGES = P::STAGES, CONSUMERS = P::CONSUMERS;
   static constexpr int FULL = detail::full_count<P>();
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
   static constexpr int RING_BYTES = STAGES * int(sizeof(stage));
   static constexpr int ITEM_OFFSET = RING_BYTES, SCRATCH_OFFSET = RING_BYTES + detail::item_of<P>::bytes;
-  static constexpr int SHARED_BYTES = SCRATCH_OFFSET + detail::scratch_bytes<P>() + 1024;  // + alignment slack
+  static constexpr int SIDE_OFFSET = SCRATCH_OFFSET + detail::scratch_bytes<P>();
+  static constexpr int SHARED_BYTES = SIDE_OFFSET + STAGES * detail::side_of<P>::bytes + 1024;  // + alignment slack
   static constexpr int PIECES = detail::deferred_pieces<consumer>();
   static constexpr bool UNROLL = detail::unroll_pieces<consumer>();
   static constexpr bool PEEL = detail::peel_first<consumer>();
-  using slot_t = slot<stage, FULL>;
+  static constexpr bool SELF_PACED = detail::self_paced<consumer>();
+  using slot_t = slot<stage, FULL, side_stage>;
 
   // the description's readable compile-time checks
   static_assert(STAGES >= 1 && STAGES <= 16, "pipeline: STAGES (ring depth) must be 1..16");
@@ -220,9 +246,10 @@ struct kernel {
       }
       if constexpr (HAS_ITEM) {
         init(item_bar[0], 1);
-        init(item_bar[1], CONSUMERS);
+        if constexpr (!ONE) init(item_bar[1], CONSUMERS);
       }
       fence_barrier_init();
+      detail::setup<P>(g);
     }
     __syncthreads();
 
@@ -236,8 +263,11 @@ struct kernel {
   }
 
  private:
-  __device__ static __forceinline__ slot_t slot_at(stage *ring, barrier *full, int n) {
-    return slot_t{ring[n % STAGES], full + (n % STAGES) * FULL, (n / STAGES) & 1};
+  __device__ static __forceinline__ slot_t slot_at(stage *ring, barrier *full, barrier *empty, int n) {
+    side_stage *side = nullptr;
+    if constexpr (HAS_SIDE)
+      side = reinterpret_cast<side_stage *>(reinterpret_cast<char *>(ring) + SIDE_OFFSET) + n % STAGES;
+    return slot_t{ring[n % STAGES], full + (n % STAGES) * FULL, (n / STAGES) & 1, empty + n % STAGES, side};
   }
 
   // the bytes of full barriers F.. of a slot, as compile-time constants (P::FULL_BYTES is a host
@@ -260,17 +290,18 @@ struct kernel {
     int it = 0;  // items so far
     for (work w; sched.next(w); it++) {
       if constexpr (HAS_ITEM) {
-        wait(item_bar[1], (it & 1) ^ 1);  // every consumer is done with the previous item's buffer
+        if constexpr (!ONE) wait(item_bar[1], (it & 1) ^ 1);  // every consumer is done with the previous item's buffer
         expect_bytes(item_bar[0], uint32_t(sizeof(item_stage)));
         P::load_item(item_slot<item_stage>{*reinterpret_cast<item_stage *>(base + ITEM_OFFSET), item_bar[0]}, g, w);
       }
       const int iters = P::iterations(g, w);
       for (int i = 0; i < iters; i++, n++) {
-        const slot_t s = slot_at(ring, full, n);
+        const slot_t s = slot_at(ring, full, empty, n);
         wait(empty[n % STAGES], s.parity ^ 1);  // the first pass finds every slot free (parity 1)
         announce(s);
         P::load(s, g, w, i);
       }
+      if constexpr (ONE) break;
     }
   }
 
@@ -283,14 +314,16 @@ struct kernel {
     // slot n of the CTA: wait until it has landed, hand it to the consumer; then let it retire all but
     // the newest slot and free the one before (not the previous item's last: drain freed that)
     auto issue = [&](int n, int i) {
-      const slot_t s = slot_at(ring, full, n);
-      wait(s.full(0), s.parity);
-      if constexpr (WITH_PREV) c.compute(s, i > 0 ? slot_at(ring, full, n - 1) : s, i);
+      const slot_t s = slot_at(ring, full, empty, n);
+      if constexpr (!SELF_PACED) wait(s.full(0), s.parity);
+      if constexpr (WITH_PREV) c.compute(s, i > 0 ? slot_at(ring, full, empty, n - 1) : s, i);
       else c.compute(s, i);
     };
     auto retire = [&](int n, int i) {
       detail::retire(c);
-      if (i > 0 && leader) arrive(empty[(n - 1) % STAGES]);
+      if constexpr (!SELF_PACED) {
+        if (i > 0 && leader) arrive(empty[(n - 1) % STAGES]);
+      }
     };
     typename P::scheduler sched(g);
     int n = 0;             // slots consumed so far
@@ -336,13 +369,16 @@ struct kernel {
         issue(n, i);
         retire(n, i);
       }
-      if constexpr (HAS_ITEM) {
+      if constexpr (HAS_ITEM && !ONE) {
         if (leader) arrive(item_bar[1]);
       }
-      detail::drain(c, slot_at(ring, full, n - 1));
-      if (leader) arrive(empty[(n - 1) % STAGES]);
+      detail::drain(c, slot_at(ring, full, empty, n - 1));
+      if constexpr (!SELF_PACED) {
+        if (leader) arrive(empty[(n - 1) % STAGES]);
+      }
       detail::finish(c, w);
       pending = true;
+      if constexpr (ONE) break;
     }
     if constexpr (PIECES > 0) {
       if (pending) {
