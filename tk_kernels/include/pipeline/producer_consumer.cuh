@@ -234,6 +234,25 @@ struct kernel {
                   P::load_item(s, g, w); }, "pipeline: P::item_stage needs static void load_item(const item_slot &, const globals &, const work &)");
 
   __device__ static void run(const globals &g) {
+    if constexpr (ONE) {
+      const sched_t one(g);  // the CTA's one item, derived once by every thread before the role split
+      run_with(g, one);
+    } else {
+      run_with(g, 0);
+    }
+  }
+
+ private:
+  using sched_t = typename P::scheduler;
+  // the walk a role runs: its own copy of the scheduler, or (ONE_ITEM) the one run() made
+  template <typename One>
+  __device__ static __forceinline__ sched_t walk(const globals &g, const One &one) {
+    if constexpr (ONE) return one;
+    else return sched_t(g);
+  }
+
+  template <typename One>
+  __device__ static __forceinline__ void run_with(const globals &g, const One &one) {
     extern __shared__ char smem_raw[];
     char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     stage *ring = reinterpret_cast<stage *>(base);
@@ -255,14 +274,12 @@ struct kernel {
 
     if (wg::warpgroupid() == 0) {
       wg::set_max_registers<P::PRODUCER_REGS>();
-      if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base);
+      if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base, walk(g, one));
       return;
     }
     wg::set_max_registers<P::CONSUMER_REGS>();
-    consume(g, ring, full, empty, item_bar, base);
+    consume(g, ring, full, empty, item_bar, base, walk(g, one));
   }
-
- private:
   __device__ static __forceinline__ slot_t slot_at(stage *ring, barrier *full, barrier *empty, int n) {
     side_stage *side = nullptr;
     if constexpr (HAS_SIDE)
@@ -284,8 +301,7 @@ struct kernel {
 
   // one thread: keep the ring full across all of this CTA's items
   __device__ static __forceinline__ void produce(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                 barrier *item_bar, char *base) {
-    typename P::scheduler sched(g);
+                                                 barrier *item_bar, char *base, sched_t sched) {
     int n = 0;   // slots issued so far
     int it = 0;  // items so far
     for (work w; sched.next(w); it++) {
@@ -306,7 +322,7 @@ struct kernel {
   }
 
   __device__ static __forceinline__ void consume(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                 barrier *item_bar, char *base) {
+                                                 barrier *item_bar, char *base, sched_t sched) {
     const int id = wg::warpgroupid() - 1;
     const bool leader = wg::warpgroup_thread() == 0;
     consumer c(g, consumer_ctx<item_stage>{id, base + SCRATCH_OFFSET,
@@ -325,7 +341,6 @@ struct kernel {
         if (i > 0 && leader) arrive(empty[(n - 1) % STAGES]);
       }
     };
-    typename P::scheduler sched(g);
     int n = 0;             // slots consumed so far
     int it = 0;            // items so far
     bool pending = false;  // a finished item whose deferred pieces have not run yet

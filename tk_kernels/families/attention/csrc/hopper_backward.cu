@@ -629,6 +629,10 @@ struct HbConsumer {
         issue_st(st, s);
         stash_keep(0, draw_keep(hb_block_of(w, 0) * HB_M));
         wg::mma_wait<0>(st.v);
+        // dK, dV's zeros made here, once (else the compiler sank them into both the loop's entry and the
+        // path of a one-block walk, 64 - 128 more instructions)
+        wg::pin_registers(dv.v);
+        wg::pin_registers(dk.v);
       } else {
         block<false>(prev, s, i - 1);
       }
