@@ -490,11 +490,10 @@ struct HbConsumer {
   __device__ void issue_dk(wg::a_fragment<T> (&dsf)[4], const acc64 &dst, const Slot &s, int j) {
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dst.v, kk);
-    char *buf = ds_buf(j);
+    char *rows = ds_buf(j) + 64 * c * 128;  // this warpgroup's key rows
 #pragma unroll
     for (int i = 0; i < acc64::REGS; i += 2)
-      *reinterpret_cast<uint32_t *>(buf + 64 * c * 128 + wg::swizzle128_offset(acc64::row(i), acc64::col(i))) =
-          dsf[i / 8].r[(i % 8) / 2];
+      *reinterpret_cast<uint32_t *>(rows + wg::swizzle128_offset(acc64::row(i), acc64::col(i))) = dsf[i / 8].r[(i % 8) / 2];
     fence_proxy_async_shared();
     wg::mma_fence(dk.v);
     const uint64_t dqm = wg::desc_mn128(s.tiles.q, L::Q_PANEL);
