@@ -274,11 +274,11 @@ struct kernel {
 
     if (wg::warpgroupid() == 0) {
       wg::set_max_registers<P::PRODUCER_REGS>();
-      if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base, walk(g, one));
+      if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base, one);
       return;
     }
     wg::set_max_registers<P::CONSUMER_REGS>();
-    consume(g, ring, full, empty, item_bar, base, walk(g, one));
+    consume(g, ring, full, empty, item_bar, base, one);
   }
   __device__ static __forceinline__ slot_t slot_at(stage *ring, barrier *full, barrier *empty, int n) {
     side_stage *side = nullptr;
@@ -300,8 +300,10 @@ struct kernel {
   }
 
   // one thread: keep the ring full across all of this CTA's items
+  template <typename One>
   __device__ static __forceinline__ void produce(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                 barrier *item_bar, char *base, sched_t sched) {
+                                                 barrier *item_bar, char *base, const One &one) {
+    sched_t sched = walk(g, one);
     int n = 0;   // slots issued so far
     int it = 0;  // items so far
     for (work w; sched.next(w); it++) {
@@ -321,8 +323,9 @@ struct kernel {
     }
   }
 
+  template <typename One>
   __device__ static __forceinline__ void consume(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                 barrier *item_bar, char *base, sched_t sched) {
+                                                 barrier *item_bar, char *base, const One &one) {
     const int id = wg::warpgroupid() - 1;
     const bool leader = wg::warpgroup_thread() == 0;
     consumer c(g, consumer_ctx<item_stage>{id, base + SCRATCH_OFFSET,
@@ -341,6 +344,7 @@ struct kernel {
         if (i > 0 && leader) arrive(empty[(n - 1) % STAGES]);
       }
     };
+    sched_t sched = walk(g, one);
     int n = 0;             // slots consumed so far
     int it = 0;            // items so far
     bool pending = false;  // a finished item whose deferred pieces have not run yet
