@@ -12,7 +12,8 @@
 // hand-written kernel does, optional hooks cost nothing when absent. The MLP GEMMs ported onto it kept
 // their registers, HGMMA / TMA counts and no spills (families/mlp/csrc/gemm.cu), and so did the Hopper
 // attention forward (families/attention/csrc/hopper_forward.cu: FULL_BYTES, item_stage, PEEL_FIRST,
-// compute with the previous slot, drain with the last). Keep tensor maps as
+// compute with the previous slot, drain with the last) and, within 1-2% of its instructions, the
+// attention backward (hopper_backward.cu: ONE_ITEM, side_stage, setup, SELF_PACED). Keep tensor maps as
 // references to the kernel's __grid_constant__ parameters in `globals` (the GEMM with one by-value
 // __grid_constant__ struct of maps and shapes instead spilled twice as much in an intermediate version).
 //
@@ -31,7 +32,8 @@
 //   void load(const slot &, const globals &, const work &, int i)
 //                              producer, one thread: issue the TMA loads of the item's i-th slot. The
 //                              template has waited for the slot to be free and announced its bytes
-//                              (sizeof(stage), or FULL_BYTES) on all its full barriers before any load.
+//                              (sizeof(stage) + sizeof(side_stage), or FULL_BYTES) on all its full
+//                              barriers before any load.
 //   struct consumer            one per consumer warpgroup, its registers live across items:
 //     consumer(const globals &, const consumer_ctx &)   once, after setmaxnreg (ctx: id, scratch, item)
 //     void compute(const slot &, int i)    the item's i-th slot has landed (full barrier 0): issue its work
@@ -43,7 +45,17 @@
 //     P::FULL_BYTES[F]           F full barriers per slot and the bytes each completes on (e.g. K and V
 //                                tiles of attention, so that S = Q K^T may start before V lands); the
 //                                template waits on barrier 0 before compute, the consumer on the others
-//                                (slot::wait(j)); default: one barrier, sizeof(stage) bytes
+//                                (slot::wait(j)); default: one barrier, the stage's (and side's) bytes
+//     P::side_stage              a small per-slot buffer outside the 1024-aligned stage (slot::side()), for
+//                                data that would pad a stage (attention backward: 512 B of lse / Delta next
+//                                to 32 KB of tiles); STAGES of them, sizeof apart, after the scratch (which
+//                                ends 1024-aligned); loaded by load() like the stage, on the same barriers
+//     P::ONE_ITEM                true: every CTA has exactly one work item (a grid of one CTA per item):
+//                                run() makes the scheduler once, before the barrier setup and the role
+//                                split, both roles take their copy of it, the item loop runs once and the
+//                                per-item buffer has no empty barrier (nothing reuses it)
+//     P::setup(const globals &)  thread 0, after the barrier initialisation, before the one CTA barrier
+//                                (e.g. values every warpgroup then reads from static shared memory)
 //     P::SCRATCH_BYTES           shared bytes after the ring for the consumers (ctx.scratch, 1024-aligned)
 //     P::item_stage, P::load_item(item_slot, globals, work)   a per-item buffer (e.g. attention's Q tile)
 //                                with its own full / empty barriers: loaded before the item's first slot,
@@ -63,6 +75,10 @@
 //                                after the last item all pieces in a row. UNROLL_PIECES = true unrolls the
 //                                piece loop (compile-time piece indices, e.g. registers picked by piece).
 //     consumer::last()           after the last item (e.g. wait for outstanding TMA stores)
+//     consumer::SELF_PACED       true: the consumer waits for every slot (slot::wait(0)) and frees it
+//                                (slot::release(), thread 0 of the warpgroup) itself, where it chooses (the
+//                                attention backward frees slot i - 1 inside compute(i), before it waits for
+//                                slot i); the template then neither waits nor frees (retire() still runs)
 //     consumer::PEEL_FIRST       true: the item's first slot is issued apart from the slot loop, so
 //                                compute(.., 0) and compute(.., i > 0) compile separately (the loop is
 //                                told i > 0) and a consumer whose first slot differs (attention: no P V

@@ -16,6 +16,15 @@
 //   2. attention_bwd_hopper_kernel (FlashAttention-3's scheme): one CTA per (128-key block, b, h), 3
 //      warpgroups. The CTA walks the query blocks (64 queries each) that see its keys and accumulates
 //      dK, dV in registers; dQ partials go into the fp32 workspace dq_accum by TMA bulk reductions.
+//      It is written on the DSL's producer / consumer template (pipeline/producer_consumer.cuh; the
+//      description HbPipe at the end of the kernel section, read top to bottom: globals, the one work
+//      item per CTA (ONE_ITEM, no persistent walk), the consumer, the description): the template owns the
+//      ring, its barriers and parities, setmaxnreg and the producer's loop; the CTA's K / V tiles are its
+//      per-item buffer, Q / dO a slot's stage, lse2 / Delta the slot's side buffer (side_stage), dS^T and
+//      the dQ staging the scratch. The consumer waits for and frees its slots itself (SELF_PACED: the
+//      pipelined loop frees block j's slot before it waits for block j + 1's, as the hand-written kernel
+//      did); the pipelined loop is compute(.., 0) = prologue, compute(.., i) = the rest of block i - 1 and
+//      S^T(i), drain = the last block (PEEL_FIRST: no runtime branch around wgmmas).
 //      * Warpgroup 0, the producer, shrinks to 24 registers; one thread loads the CTA's K and V tiles
 //        once (TMA, rank-4 maps over (D, T, H, B) with the tensors' own strides, as in the forward) and
 //        streams Q, dO (64 x D each) and the block's 64 lse2 and Delta entries through a STAGES-deep ring
@@ -60,7 +69,7 @@
 //            edge (C7514: a first version carried dQ^T(j) into block j + 1), and no wgmma may be issued
 //            under a runtime branch (C7520). Hence nothing is pending at the back edge (S^T(j + 1) is
 //            waited for at the end of block j), and the last block is a second instance of the loop body
-//            (a generic lambda with a compile-time LAST: no S^T(j + 1)) instead of an if.
+//            (HbConsumer::block<LAST>, LAST = true in drain: no S^T(j + 1)) instead of an if.
 //      * Launch order. Non-causal: head-major; the CTAs of one head start their walk at a query block
 //        proportional to kb and wrap around (as the portable backward does), so they do not add into the
 //        same dq_accum rows at the same time. Causal (top-left aligned: key block kb visits query blocks
@@ -76,8 +85,10 @@
 //   3. bwd_dq_convert_kernel (backward_dq.cu), xor32 layout, rows Tp.
 //
 // Tiling and limits:
-//   * Shared memory (128B swizzle, 64-column panels): K, V 128 x D; STAGES x (Q, dO 64 x D + 512 B of
-//     lse2 / Delta); 2 x dS^T (16 KB); 2 x dQ staging (16 KB); + 1 KB alignment slack. D = 64 plain:
+//   * Shared memory (128B swizzle, 64-column panels), in the template's order: STAGES x (Q, dO 64 x D);
+//     K, V 128 x D; 2 x dS^T (16 KB); 2 x dQ staging (16 KB); STAGES x 512 B of lse2 / Delta (side
+//     buffers: inside a 1024-aligned stage they would pad it by 512 B, 1.5 KB over the limit at D = 128);
+//     + 1 KB alignment slack. D = 64 plain:
 //     3 stages, 146.5 KB; D = 64 pipelined: 4 stages, 163 KB; D = 128 pipelined: 3 stages, 226.5 KB of
 //     the 227 KB (with 2 stages the pipelined loop spilled 8-28 bytes of scalars at D = 128; with 3 none).
 //     One CTA per SM.
@@ -146,6 +157,16 @@
 //   non-causal / causal (3456 / 3520); with c from threadIdx they were 2432, 3544, 4576 / 4624.
 //   NOT MEASURED ON A GPU YET (dev/hopper/check_attention_dropout.py).
 //
+// On the pipeline template (session 5), against the hand-written kernel before it (cuobjdump, CUDA 13.0,
+// bf16 = fp16): every instance 168 registers, 0 stack, no LDL / STL, no C75xx warnings, the same HGMMA,
+// UTMALDG, UBLKRED (bulk reductions), SYNCS, WARPGROUP.ARRIVE / DEPBAR counts; instructions p = 0:
+// D = 64 plain 1920 -> 1920, D = 64 pipelined 2600 -> 2656, D = 128 3456 -> 3512 / 3520 -> 3560 (non-causal
+// / causal); dropout: 2368 -> 2328, 3408 -> 3464, 4352 -> 4304 / 4400 -> 4416. The dropout instances have
+// one CTA barrier fewer (BAR 8 -> 7, 5 -> 4): the template's setup() hook writes the dropout key and the
+// head (hb_drop) before its one CTA barrier, where the hand-written kernel wrote the head after a first
+// barrier and synced again. The prep kernels are unchanged (0 lines of normalized diff). The template
+// version HAS NOT RUN ON A GPU YET (dev/hopper/check_attention_bwd.py, check_attention_dropout.py).
+//
 // Built for every architecture of the family; the kernel body exists only for sm_90a and traps elsewhere;
 // ops.py calls this only on sm_90 with an extension built for sm_90a (ops.backward_path).
 #include <algorithm>
@@ -211,10 +232,10 @@ struct HbVec {
   float lse2[HB_M];
   float delta[HB_M];
 };
-template <int D>
+template <int D, bool PIPE>
 struct alignas(1024) HbKV {
-  char k[hb_layout<D, false>::KV_BYTES];
-  char v[hb_layout<D, false>::KV_BYTES];
+  char k[hb_layout<D, PIPE>::KV_BYTES];
+  char v[hb_layout<D, PIPE>::KV_BYTES];
 };
 template <int D, bool PIPE> using HbSlot = pipeline::slot<HbStage<D, PIPE>, 1, HbVec>;
 
@@ -234,8 +255,8 @@ struct hb_dropout_args : hb_args {
 };
 template <bool DROPOUT> using hb_args_t = std::conditional_t<DROPOUT, hb_dropout_args, hb_args>;
 
-// The dropout of a DROPOUT kernel's CTA, in (static) shared memory: written by thread 0 before the
-// first barrier (the key) and a second one (the head), re-read per query block, so neither has to stay
+// The dropout of a DROPOUT kernel's CTA, in (static) shared memory: written by thread 0 before the CTA
+// barrier (HbPipe::setup: the key and the head), re-read per query block, so neither has to stay
 // live in the consumers' registers across the loop (the D = 128 consumers hold 224 accumulator registers
 // of their 240). Only the DROPOUT kernels reference it, so only they allocate it (20 bytes: D = 128
 // pipelined uses 226.5 KB of dynamic shared memory, 512 bytes below the 227 KB limit).
@@ -347,7 +368,7 @@ struct HbConsumer {
   acc_d dv, dk;
   acc64 st;                   // pipelined: S^T of the next block, complete between compute calls
 
-  __device__ HbConsumer(const HbGlobals<DROPOUT> &g, const pipeline::consumer_ctx<HbKV<D>> &ctx)
+  __device__ HbConsumer(const HbGlobals<DROPOUT> &g, const pipeline::consumer_ctx<HbKV<D, PIPE>> &ctx)
       : g(g), a(g.a),
         c(DROPOUT ? int(__reduce_max_sync(0xffffffffu, unsigned(wg::warpgroupid() - 1))) : ctx.id),
         me(wg::warpgroup_thread()), k_tile(ctx.item->k), v_tile(ctx.item->v), scratch(ctx.scratch),
@@ -673,7 +694,7 @@ struct HbPipe {
   using globals = HbGlobals<DROPOUT>;
   using stage = HbStage<D, hb_pipelined(D, CAUSAL)>;
   using side_stage = HbVec;
-  using item_stage = HbKV<D>;
+  using item_stage = HbKV<D, hb_pipelined(D, CAUSAL)>;
   using work = hb_item;
   using scheduler = HbWalk<CAUSAL>;
   using consumer = HbConsumer<T, D, CAUSAL, DROPOUT>;
@@ -691,7 +712,7 @@ struct HbPipe {
     }
   }
   __device__ static int iterations(const globals &, const hb_item &w) { return w.count; }
-  __device__ static void load_item(const pipeline::item_slot<HbKV<D>> &s, const globals &g, const hb_item &w) {
+  __device__ static void load_item(const pipeline::item_slot<item_stage> &s, const globals &g, const hb_item &w) {
     for (int p = 0; p < L::PANELS; p++) {
       tma::load_async(s.tiles.k + p * L::KV_PANEL, g.k_map, s.full, p * HB_PANEL, w.n0, w.h, w.b);
       tma::load_async(s.tiles.v + p * L::KV_PANEL, g.v_map, s.full, p * HB_PANEL, w.n0, w.h, w.b);
