@@ -77,12 +77,84 @@ static_assert(tk::pipeline::kernel<Toy>::SHARED_BYTES == STAGES_ * 16384 + 16384
 """
 
 
-def _compile(tmp_path, stages: int = 3, pieces: int = 4, ptx: bool = False) -> subprocess.CompletedProcess:
+# The hooks of a non-persistent, consumer-paced kernel (the attention backward's): one work item per CTA
+# (ONE_ITEM), a side buffer per slot (side_stage), thread 0's setup() before the CTA barrier, and a
+# consumer that waits for and frees its slots itself (SELF_PACED), one step late (PEEL_FIRST).
+TOY_PACED = r"""
+#include <cuda.h>
+#include "pipeline/producer_consumer.cuh"
+#include "thread/tma.cuh"
+
+struct alignas(1024) QS { char q[8192]; };
+struct Vec { float v[64]; };
+struct alignas(1024) KV { char k[16384]; };
+struct G { const CUtensorMap &q_map, &v_map, &k_map; int blocks; float *out; };
+using Slot = tk::pipeline::slot<QS, 1, Vec>;
+__shared__ int toy_head;
+struct One {
+  int w;
+  bool done = false;
+  __device__ One(const G &) : w(blockIdx.x) {}
+  __device__ bool next(int &out) { if (done) return false; out = w; done = true; return true; }
+};
+struct Consumer {
+  static constexpr bool SELF_PACED = true, PEEL_FIRST = true;
+  const G &g;
+  float acc = 0.f;
+  int w = 0;
+  __device__ Consumer(const G &g, const tk::pipeline::consumer_ctx<KV> &) : g(g) {}
+  __device__ void start(const int &item) { w = item; }
+  __device__ void compute(const Slot &s, const Slot &prev, int i) {
+    s.wait(0);
+    acc += float(s.tiles.q[threadIdx.x]) * s.side().v[threadIdx.x % 64] + float(toy_head);
+    if (i > 0) {
+      acc += prev.side().v[threadIdx.x % 64];
+      if (tk::wg::warpgroup_thread() == 0) prev.release();
+    }
+  }
+  __device__ void drain(const Slot &last) {
+    acc += last.side().v[0];
+    if (tk::wg::warpgroup_thread() == 0) last.release();
+  }
+  __device__ void finish(const int &) { g.out[w * 256 + threadIdx.x - 128] = acc; }
+};
+struct Toy {
+  using globals = G;
+  using stage = QS;
+  using side_stage = Vec;
+  using item_stage = KV;
+  using work = int;
+  using scheduler = One;
+  using consumer = Consumer;
+  static constexpr bool ONE_ITEM = true;
+  static constexpr int STAGES = STAGES_, CONSUMERS = 2, PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+  __device__ static void setup(const G &) { toy_head = int(blockIdx.x) * 3; }
+  __device__ static int iterations(const G &g, const int &) { return g.blocks; }
+  __device__ static void load(const Slot &s, const G &g, const int &w, int i) {
+    tk::tma::load_async(s.tiles.q, g.q_map, s.full(), 0, w * 64 + i);
+    tk::tma::load_async(s.side().v, g.v_map, s.full(), w * 64 + i, 0);
+  }
+  __device__ static void load_item(const tk::pipeline::item_slot<KV> &s, const G &g, const int &w) {
+    tk::tma::load_async(s.tiles.k, g.k_map, s.full, 0, w * 128);
+  }
+};
+__global__ void __launch_bounds__(tk::pipeline::kernel<Toy>::THREADS, 1)
+toy(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap v,
+    const __grid_constant__ CUtensorMap k, int blocks, float *out) {
+  tk::pipeline::kernel<Toy>::run(G{q, v, k, blocks, out});
+}
+// ring, item, no scratch, then STAGES side buffers of 256 bytes, + the alignment slack
+static_assert(tk::pipeline::kernel<Toy>::SHARED_BYTES == STAGES_ * 8192 + 16384 + STAGES_ * 256 + 1024);
+"""
+
+
+def _compile(tmp_path, stages: int = 3, pieces: int = 4, ptx: bool = False,
+             toy: str = TOY) -> subprocess.CompletedProcess:
     cuda_home = tkb.find_cuda_home()
     if cuda_home is None:
         pytest.skip("no CUDA toolkit (nvcc) found: set CUDA_HOME or put nvcc on PATH to run build tests")
     src = tmp_path / "toy.cu"
-    src.write_text(TOY)
+    src.write_text(toy)
     out = tmp_path / ("toy.ptx" if ptx else "toy.cubin")
     cmd = [os.path.join(cuda_home, "bin", "nvcc"), "-ptx" if ptx else "-cubin", "-O3", "-std=c++20", "--expt-relaxed-constexpr",
            "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", f"-I{tkb.INCLUDE_DIR}",
@@ -111,3 +183,16 @@ def test_bad_description_stops_at_a_readable_message(tmp_path):
     r = _compile(tmp_path, stages=14)  # 14 x 16 KB ring + 16 KB Q + scratch: more than 227 KB
     assert r.returncode != 0
     assert "exceed the 227 KB of shared memory" in r.stderr, r.stderr[-4000:]
+
+
+def test_paced_one_item_hooks_compile_clean(tmp_path):
+    r = _compile(tmp_path, pieces=0, toy=TOY_PACED)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr[-4000:]
+    assert "Performance Loss" not in r.stderr, r.stderr[-4000:]
+    r = _compile(tmp_path, pieces=0, toy=TOY_PACED, ptx=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    ptx = (tmp_path / "toy.ptx").read_text()
+    assert "trap;" not in ptx
+    # ONE_ITEM: a full and an empty barrier per slot and the item's full barrier, no item-empty barrier
+    assert ptx.count("mbarrier.init") == 3 * 2 + 1, ptx.count("mbarrier.init")

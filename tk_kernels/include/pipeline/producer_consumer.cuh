@@ -12,7 +12,8 @@
 // hand-written kernel does, optional hooks cost nothing when absent. The MLP GEMMs ported onto it kept
 // their registers, HGMMA / TMA counts and no spills (families/mlp/csrc/gemm.cu), and so did the Hopper
 // attention forward (families/attention/csrc/hopper_forward.cu: FULL_BYTES, item_stage, PEEL_FIRST,
-// compute with the previous slot, drain with the last). Keep tensor maps as
+// compute with the previous slot, drain with the last) and, within 1-2% of its instructions, the
+// attention backward (hopper_backward.cu: ONE_ITEM, side_stage, setup, SELF_PACED). Keep tensor maps as
 // references to the kernel's __grid_constant__ parameters in `globals` (the GEMM with one by-value
 // __grid_constant__ struct of maps and shapes instead spilled twice as much in an intermediate version).
 //
@@ -31,7 +32,8 @@
 //   void load(const slot &, const globals &, const work &, int i)
 //                              producer, one thread: issue the TMA loads of the item's i-th slot. The
 //                              template has waited for the slot to be free and announced its bytes
-//                              (sizeof(stage), or FULL_BYTES) on all its full barriers before any load.
+//                              (sizeof(stage) + sizeof(side_stage), or FULL_BYTES) on all its full
+//                              barriers before any load.
 //   struct consumer            one per consumer warpgroup, its registers live across items:
 //     consumer(const globals &, const consumer_ctx &)   once, after setmaxnreg (ctx: id, scratch, item)
 //     void compute(const slot &, int i)    the item's i-th slot has landed (full barrier 0): issue its work
@@ -43,7 +45,17 @@
 //     P::FULL_BYTES[F]           F full barriers per slot and the bytes each completes on (e.g. K and V
 //                                tiles of attention, so that S = Q K^T may start before V lands); the
 //                                template waits on barrier 0 before compute, the consumer on the others
-//                                (slot::wait(j)); default: one barrier, sizeof(stage) bytes
+//                                (slot::wait(j)); default: one barrier, the stage's (and side's) bytes
+//     P::side_stage              a small per-slot buffer outside the 1024-aligned stage (slot::side()), for
+//                                data that would pad a stage (attention backward: 512 B of lse / Delta next
+//                                to 32 KB of tiles); STAGES of them, sizeof apart, after the scratch (which
+//                                ends 1024-aligned); loaded by load() like the stage, on the same barriers
+//     P::ONE_ITEM                true: every CTA has exactly one work item (a grid of one CTA per item):
+//                                run() makes the scheduler once, before the barrier setup and the role
+//                                split, both roles take their copy of it, the item loop runs once and the
+//                                per-item buffer has no empty barrier (nothing reuses it)
+//     P::setup(const globals &)  thread 0, after the barrier initialisation, before the one CTA barrier
+//                                (e.g. values every warpgroup then reads from static shared memory)
 //     P::SCRATCH_BYTES           shared bytes after the ring for the consumers (ctx.scratch, 1024-aligned)
 //     P::item_stage, P::load_item(item_slot, globals, work)   a per-item buffer (e.g. attention's Q tile)
 //                                with its own full / empty barriers: loaded before the item's first slot,
@@ -63,6 +75,10 @@
 //                                after the last item all pieces in a row. UNROLL_PIECES = true unrolls the
 //                                piece loop (compile-time piece indices, e.g. registers picked by piece).
 //     consumer::last()           after the last item (e.g. wait for outstanding TMA stores)
+//     consumer::SELF_PACED       true: the consumer waits for every slot (slot::wait(0)) and frees it
+//                                (slot::release(), thread 0 of the warpgroup) itself, where it chooses (the
+//                                attention backward frees slot i - 1 inside compute(i), before it waits for
+//                                slot i); the template then neither waits nor frees (retire() still runs)
 //     consumer::PEEL_FIRST       true: the item's first slot is issued apart from the slot loop, so
 //                                compute(.., 0) and compute(.., i > 0) compile separately (the loop is
 //                                told i > 0) and a consumer whose first slot differs (attention: no P V
@@ -83,14 +99,21 @@
 
 namespace tk::pipeline {
 
-// A ring slot as the producer and the consumers see it: its tiles, its full barrier(s), this use's parity.
-template <typename Stage, int FULL = 1>
+struct no_side {};
+
+// A ring slot as the producer and the consumers see it: its tiles, its full barrier(s), this use's parity,
+// its empty barrier and its side buffer (P::side_stage).
+template <typename Stage, int FULL = 1, typename Side = no_side>
 struct slot {
   Stage &tiles;
   barrier *full_bars;  // FULL barriers
   int parity;
+  barrier *empty_bar;
+  Side *side_ptr;      // nullptr without P::side_stage
   __device__ barrier &full(int j = 0) const { return full_bars[j]; }
   __device__ void wait(int j) const { tk::wait(full_bars[j], parity); }  // consumers: barrier j of this slot
+  __device__ void release() const { arrive(*empty_bar); }  // SELF_PACED consumers, thread 0: slot read
+  __device__ Side &side() const { return *side_ptr; }
 };
 
 // The per-item buffer (P::item_stage) and its full barrier.
@@ -114,9 +137,19 @@ template <typename P> constexpr int full_count() {
   if constexpr (requires { P::FULL_BYTES; }) return int(sizeof(P::FULL_BYTES) / sizeof(P::FULL_BYTES[0]));
   else return 1;
 }
+template <typename P> struct side_of { using type = no_side; static constexpr int bytes = 0; };
+template <typename P> requires requires { typename P::side_stage; }
+struct side_of<P> { using type = typename P::side_stage; static constexpr int bytes = int(sizeof(type)); };
 template <typename P> constexpr uint32_t full_bytes(int j) {
   if constexpr (requires { P::FULL_BYTES; }) return uint32_t(P::FULL_BYTES[j]);
-  else return uint32_t(sizeof(typename P::stage));
+  else return uint32_t(sizeof(typename P::stage) + side_of<P>::bytes);
+}
+template <typename P> constexpr bool one_item() {
+  if constexpr (requires { P::ONE_ITEM; }) return bool(P::ONE_ITEM);
+  else return false;
+}
+template <typename P, typename G> __device__ __forceinline__ void setup(const G &g) {
+  if constexpr (requires { P::setup(g); }) P::setup(g);
 }
 template <typename P> constexpr int scratch_bytes() {
   if constexpr (requires { P::SCRATCH_BYTES; }) return int(P::SCRATCH_BYTES);
@@ -131,6 +164,10 @@ template <typename C> constexpr int deferred_pieces() {
 }
 template <typename C> constexpr bool peel_first() {
   if constexpr (requires { C::PEEL_FIRST; }) return bool(C::PEEL_FIRST);
+  else return false;
+}
+template <typename C> constexpr bool self_paced() {
+  if constexpr (requires { C::SELF_PACED; }) return bool(C::SELF_PACED);
   else return false;
 }
 template <typename C> constexpr bool unroll_pieces() {
@@ -166,17 +203,22 @@ struct kernel {
   using work = typename P::work;
   using consumer = typename P::consumer;
   using item_stage = typename detail::item_of<P>::type;
+  using side_stage = typename detail::side_of<P>::type;
   static constexpr bool HAS_ITEM = detail::item_of<P>::bytes > 0;
+  static constexpr bool HAS_SIDE = detail::side_of<P>::bytes > 0;
+  static constexpr bool ONE = detail::one_item<P>();
   static constexpr int STAGES = P::STAGES, CONSUMERS = P::CONSUMERS;
   static constexpr int FULL = detail::full_count<P>();
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
   static constexpr int RING_BYTES = STAGES * int(sizeof(stage));
   static constexpr int ITEM_OFFSET = RING_BYTES, SCRATCH_OFFSET = RING_BYTES + detail::item_of<P>::bytes;
-  static constexpr int SHARED_BYTES = SCRATCH_OFFSET + detail::scratch_bytes<P>() + 1024;  // + alignment slack
+  static constexpr int SIDE_OFFSET = SCRATCH_OFFSET + detail::scratch_bytes<P>();
+  static constexpr int SHARED_BYTES = SIDE_OFFSET + STAGES * detail::side_of<P>::bytes + 1024;  // + alignment slack
   static constexpr int PIECES = detail::deferred_pieces<consumer>();
   static constexpr bool UNROLL = detail::unroll_pieces<consumer>();
   static constexpr bool PEEL = detail::peel_first<consumer>();
-  using slot_t = slot<stage, FULL>;
+  static constexpr bool SELF_PACED = detail::self_paced<consumer>();
+  using slot_t = slot<stage, FULL, side_stage>;
 
   // the description's readable compile-time checks
   static_assert(STAGES >= 1 && STAGES <= 16, "pipeline: STAGES (ring depth) must be 1..16");
@@ -208,6 +250,25 @@ struct kernel {
                   P::load_item(s, g, w); }, "pipeline: P::item_stage needs static void load_item(const item_slot &, const globals &, const work &)");
 
   __device__ static void run(const globals &g) {
+    if constexpr (ONE) {
+      const sched_t one(g);  // the CTA's one item, derived once by every thread before the role split
+      run_with(g, one);
+    } else {
+      run_with(g, 0);
+    }
+  }
+
+ private:
+  using sched_t = typename P::scheduler;
+  // the walk a role runs: its own copy of the scheduler, or (ONE_ITEM) the one run() made
+  template <typename One>
+  __device__ static __forceinline__ sched_t walk(const globals &g, const One &one) {
+    if constexpr (ONE) return one;
+    else return sched_t(g);
+  }
+
+  template <typename One>
+  __device__ static __forceinline__ void run_with(const globals &g, const One &one) {
     extern __shared__ char smem_raw[];
     char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     stage *ring = reinterpret_cast<stage *>(base);
@@ -220,24 +281,26 @@ struct kernel {
       }
       if constexpr (HAS_ITEM) {
         init(item_bar[0], 1);
-        init(item_bar[1], CONSUMERS);
+        if constexpr (!ONE) init(item_bar[1], CONSUMERS);
       }
       fence_barrier_init();
+      detail::setup<P>(g);
     }
     __syncthreads();
 
     if (wg::warpgroupid() == 0) {
       wg::set_max_registers<P::PRODUCER_REGS>();
-      if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base);
+      if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base, one);
       return;
     }
     wg::set_max_registers<P::CONSUMER_REGS>();
-    consume(g, ring, full, empty, item_bar, base);
+    consume(g, ring, full, empty, item_bar, base, one);
   }
-
- private:
-  __device__ static __forceinline__ slot_t slot_at(stage *ring, barrier *full, int n) {
-    return slot_t{ring[n % STAGES], full + (n % STAGES) * FULL, (n / STAGES) & 1};
+  __device__ static __forceinline__ slot_t slot_at(stage *ring, barrier *full, barrier *empty, int n) {
+    side_stage *side = nullptr;
+    if constexpr (HAS_SIDE)
+      side = reinterpret_cast<side_stage *>(reinterpret_cast<char *>(ring) + SIDE_OFFSET) + n % STAGES;
+    return slot_t{ring[n % STAGES], full + (n % STAGES) * FULL, (n / STAGES) & 1, empty + n % STAGES, side};
   }
 
   // the bytes of full barriers F.. of a slot, as compile-time constants (P::FULL_BYTES is a host
@@ -253,29 +316,32 @@ struct kernel {
   }
 
   // one thread: keep the ring full across all of this CTA's items
+  template <typename One>
   __device__ static __forceinline__ void produce(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                 barrier *item_bar, char *base) {
-    typename P::scheduler sched(g);
+                                                 barrier *item_bar, char *base, const One &one) {
+    sched_t sched = walk(g, one);
     int n = 0;   // slots issued so far
     int it = 0;  // items so far
     for (work w; sched.next(w); it++) {
       if constexpr (HAS_ITEM) {
-        wait(item_bar[1], (it & 1) ^ 1);  // every consumer is done with the previous item's buffer
+        if constexpr (!ONE) wait(item_bar[1], (it & 1) ^ 1);  // every consumer is done with the previous item's buffer
         expect_bytes(item_bar[0], uint32_t(sizeof(item_stage)));
         P::load_item(item_slot<item_stage>{*reinterpret_cast<item_stage *>(base + ITEM_OFFSET), item_bar[0]}, g, w);
       }
       const int iters = P::iterations(g, w);
       for (int i = 0; i < iters; i++, n++) {
-        const slot_t s = slot_at(ring, full, n);
+        const slot_t s = slot_at(ring, full, empty, n);
         wait(empty[n % STAGES], s.parity ^ 1);  // the first pass finds every slot free (parity 1)
         announce(s);
         P::load(s, g, w, i);
       }
+      if constexpr (ONE) break;
     }
   }
 
+  template <typename One>
   __device__ static __forceinline__ void consume(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                 barrier *item_bar, char *base) {
+                                                 barrier *item_bar, char *base, const One &one) {
     const int id = wg::warpgroupid() - 1;
     const bool leader = wg::warpgroup_thread() == 0;
     consumer c(g, consumer_ctx<item_stage>{id, base + SCRATCH_OFFSET,
@@ -283,16 +349,18 @@ struct kernel {
     // slot n of the CTA: wait until it has landed, hand it to the consumer; then let it retire all but
     // the newest slot and free the one before (not the previous item's last: drain freed that)
     auto issue = [&](int n, int i) {
-      const slot_t s = slot_at(ring, full, n);
-      wait(s.full(0), s.parity);
-      if constexpr (WITH_PREV) c.compute(s, i > 0 ? slot_at(ring, full, n - 1) : s, i);
+      const slot_t s = slot_at(ring, full, empty, n);
+      if constexpr (!SELF_PACED) wait(s.full(0), s.parity);
+      if constexpr (WITH_PREV) c.compute(s, i > 0 ? slot_at(ring, full, empty, n - 1) : s, i);
       else c.compute(s, i);
     };
     auto retire = [&](int n, int i) {
       detail::retire(c);
-      if (i > 0 && leader) arrive(empty[(n - 1) % STAGES]);
+      if constexpr (!SELF_PACED) {
+        if (i > 0 && leader) arrive(empty[(n - 1) % STAGES]);
+      }
     };
-    typename P::scheduler sched(g);
+    sched_t sched = walk(g, one);
     int n = 0;             // slots consumed so far
     int it = 0;            // items so far
     bool pending = false;  // a finished item whose deferred pieces have not run yet
@@ -336,13 +404,16 @@ struct kernel {
         issue(n, i);
         retire(n, i);
       }
-      if constexpr (HAS_ITEM) {
+      if constexpr (HAS_ITEM && !ONE) {
         if (leader) arrive(item_bar[1]);
       }
-      detail::drain(c, slot_at(ring, full, n - 1));
-      if (leader) arrive(empty[(n - 1) % STAGES]);
+      detail::drain(c, slot_at(ring, full, empty, n - 1));
+      if constexpr (!SELF_PACED) {
+        if (leader) arrive(empty[(n - 1) % STAGES]);
+      }
       detail::finish(c, w);
       pending = true;
+      if constexpr (ONE) break;
     }
     if constexpr (PIECES > 0) {
       if (pending) {

@@ -16,6 +16,15 @@
 //   2. attention_bwd_hopper_kernel (FlashAttention-3's scheme): one CTA per (128-key block, b, h), 3
 //      warpgroups. The CTA walks the query blocks (64 queries each) that see its keys and accumulates
 //      dK, dV in registers; dQ partials go into the fp32 workspace dq_accum by TMA bulk reductions.
+//      It is written on the DSL's producer / consumer template (pipeline/producer_consumer.cuh; the
+//      description HbPipe at the end of the kernel section, read top to bottom: globals, the one work
+//      item per CTA (ONE_ITEM, no persistent walk), the consumer, the description): the template owns the
+//      ring, its barriers and parities, setmaxnreg and the producer's loop; the CTA's K / V tiles are its
+//      per-item buffer, Q / dO a slot's stage, lse2 / Delta the slot's side buffer (side_stage), dS^T and
+//      the dQ staging the scratch. The consumer waits for and frees its slots itself (SELF_PACED: the
+//      pipelined loop frees block j's slot before it waits for block j + 1's, as the hand-written kernel
+//      did); the pipelined loop is compute(.., 0) = prologue, compute(.., i) = the rest of block i - 1 and
+//      S^T(i), drain = the last block (PEEL_FIRST: no runtime branch around wgmmas).
 //      * Warpgroup 0, the producer, shrinks to 24 registers; one thread loads the CTA's K and V tiles
 //        once (TMA, rank-4 maps over (D, T, H, B) with the tensors' own strides, as in the forward) and
 //        streams Q, dO (64 x D each) and the block's 64 lse2 and Delta entries through a STAGES-deep ring
@@ -60,7 +69,7 @@
 //            edge (C7514: a first version carried dQ^T(j) into block j + 1), and no wgmma may be issued
 //            under a runtime branch (C7520). Hence nothing is pending at the back edge (S^T(j + 1) is
 //            waited for at the end of block j), and the last block is a second instance of the loop body
-//            (a generic lambda with a compile-time LAST: no S^T(j + 1)) instead of an if.
+//            (HbConsumer::block<LAST>, LAST = true in drain: no S^T(j + 1)) instead of an if.
 //      * Launch order. Non-causal: head-major; the CTAs of one head start their walk at a query block
 //        proportional to kb and wrap around (as the portable backward does), so they do not add into the
 //        same dq_accum rows at the same time. Causal (top-left aligned: key block kb visits query blocks
@@ -76,8 +85,10 @@
 //   3. bwd_dq_convert_kernel (backward_dq.cu), xor32 layout, rows Tp.
 //
 // Tiling and limits:
-//   * Shared memory (128B swizzle, 64-column panels): K, V 128 x D; STAGES x (Q, dO 64 x D + 512 B of
-//     lse2 / Delta); 2 x dS^T (16 KB); 2 x dQ staging (16 KB); + 1 KB alignment slack. D = 64 plain:
+//   * Shared memory (128B swizzle, 64-column panels), in the template's order: STAGES x (Q, dO 64 x D);
+//     K, V 128 x D; 2 x dS^T (16 KB); 2 x dQ staging (16 KB); STAGES x 512 B of lse2 / Delta (side
+//     buffers: inside a 1024-aligned stage they would pad it by 512 B, 1.5 KB over the limit at D = 128);
+//     + 1 KB alignment slack. D = 64 plain:
 //     3 stages, 146.5 KB; D = 64 pipelined: 4 stages, 163 KB; D = 128 pipelined: 3 stages, 226.5 KB of
 //     the 227 KB (with 2 stages the pipelined loop spilled 8-28 bytes of scalars at D = 128; with 3 none).
 //     One CTA per SM.
@@ -146,6 +157,16 @@
 //   non-causal / causal (3456 / 3520); with c from threadIdx they were 2432, 3544, 4576 / 4624.
 //   NOT MEASURED ON A GPU YET (dev/hopper/check_attention_dropout.py).
 //
+// On the pipeline template (session 5), against the hand-written kernel before it (cuobjdump, CUDA 13.0,
+// bf16 = fp16): every instance 168 registers, 0 stack, no LDL / STL, no C75xx warnings, the same HGMMA,
+// UTMALDG, UBLKRED (bulk reductions), SYNCS, WARPGROUP.ARRIVE / DEPBAR counts; instructions p = 0:
+// D = 64 plain 1920 -> 1920, D = 64 pipelined 2600 -> 2656, D = 128 3456 -> 3512 / 3520 -> 3560 (non-causal
+// / causal); dropout: 2368 -> 2328, 3408 -> 3464, 4352 -> 4304 / 4400 -> 4416. The dropout instances have
+// one CTA barrier fewer (BAR 8 -> 7, 5 -> 4): the template's setup() hook writes the dropout key and the
+// head (hb_drop) before its one CTA barrier, where the hand-written kernel wrote the head after a first
+// barrier and synced again. The prep kernels are unchanged (0 lines of normalized diff). The template
+// version HAS NOT RUN ON A GPU YET (dev/hopper/check_attention_bwd.py, check_attention_dropout.py).
+//
 // Built for every architecture of the family; the kernel body exists only for sm_90a and traps elsewhere;
 // ops.py calls this only on sm_90 with an extension built for sm_90a (ops.backward_path).
 #include <algorithm>
@@ -159,6 +180,7 @@
 #include "backward.cuh"
 #include "hopper_maps.cuh"
 #include "host/tensor_map.cuh"
+#include "pipeline/producer_consumer.cuh"
 #include "thread/bulk.cuh"
 #include "thread/mbarrier.cuh"
 #include "thread/tma.cuh"
@@ -174,7 +196,6 @@ using namespace tk;
 constexpr int HB_N = 128;          // keys per CTA (64 per consumer warpgroup)
 constexpr int HB_M = 64;           // queries per block
 constexpr int HB_PANEL = 64;       // 16-bit columns per 128-byte swizzle row
-constexpr int HB_THREADS = 3 * wg::WARPGROUP_THREADS;
 constexpr int HB_PRODUCER_REGS = 24;
 constexpr int HB_CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
 constexpr int HB_DS_BAR = 3;           // named barrier of both consumers (1, 2: each consumer's own)
@@ -193,17 +214,30 @@ struct hb_layout {
   static constexpr int Q_BYTES = PANELS * Q_PANEL;
   static constexpr int DS_BYTES = HB_N * 128;              // dS^T [128 keys x 64 queries] 16-bit
   static constexpr int DQ_STAGE_BYTES = 64 * 64 * 4;       // one consumer's 64 x 64 fp32 dQ partial
-  static constexpr int VEC_BYTES = 2 * HB_M * 4;           // lse2 and Delta of one block
-  static constexpr int K_OFF = 0;
-  static constexpr int V_OFF = K_OFF + KV_BYTES;
-  static constexpr int Q_OFF = V_OFF + KV_BYTES;
-  static constexpr int DO_OFF = Q_OFF + STAGES * Q_BYTES;
-  static constexpr int DS_OFF = DO_OFF + STAGES * Q_BYTES;
+  // the consumers' scratch: 2 x dS^T (by block parity), then the two consumers' dQ staging
+  static constexpr int DS_OFF = 0;
   static constexpr int DQ_OFF = DS_OFF + 2 * DS_BYTES;
-  static constexpr int VEC_OFF = DQ_OFF + 2 * DQ_STAGE_BYTES;
-  static constexpr int SMEM_BYTES = VEC_OFF + STAGES * VEC_BYTES + 1024;  // + 1024-byte alignment slack
-  static_assert(SMEM_BYTES <= 227 * 1024, "Hopper attention backward: shared memory over 227 KB");
+  static constexpr int SCRATCH_BYTES = DQ_OFF + 2 * DQ_STAGE_BYTES;
 };
+
+// Shared memory (128B swizzle, 64-column panels), in the pipeline's order: the ring of Q / dO slots
+// (a stage each, lse2 / Delta as the slot's side buffer: 512 bytes that would pad a 1024-aligned stage
+// to 33 KB, 1.5 KB over the 227 KB at D = 128), the K / V tiles as the per-item buffer, the scratch.
+template <int D, bool PIPE>
+struct alignas(1024) HbStage {
+  char q[hb_layout<D, PIPE>::Q_BYTES];
+  char dout[hb_layout<D, PIPE>::Q_BYTES];
+};
+struct HbVec {
+  float lse2[HB_M];
+  float delta[HB_M];
+};
+template <int D, bool PIPE>
+struct alignas(1024) HbKV {
+  char k[hb_layout<D, PIPE>::KV_BYTES];
+  char v[hb_layout<D, PIPE>::KV_BYTES];
+};
+template <int D, bool PIPE> using HbSlot = pipeline::slot<HbStage<D, PIPE>, 1, HbVec>;
 
 struct hb_args {
   int seq, heads, batch;
@@ -221,8 +255,8 @@ struct hb_dropout_args : hb_args {
 };
 template <bool DROPOUT> using hb_args_t = std::conditional_t<DROPOUT, hb_dropout_args, hb_args>;
 
-// The dropout of a DROPOUT kernel's CTA, in (static) shared memory: written by thread 0 before the
-// first barrier (the key) and a second one (the head), re-read per query block, so neither has to stay
+// The dropout of a DROPOUT kernel's CTA, in (static) shared memory: written by thread 0 before the CTA
+// barrier (HbPipe::setup: the key and the head), re-read per query block, so neither has to stay
 // live in the consumers' registers across the loop (the D = 128 consumers hold 224 accumulator registers
 // of their 240). Only the DROPOUT kernels reference it, so only they allocate it (20 bytes: D = 128
 // pipelined uses 226.5 KB of dynamic shared memory, 512 bytes below the 227 KB limit).
@@ -232,48 +266,33 @@ struct hb_dropout {
 };
 __shared__ hb_dropout hb_drop;
 
-template <typename T, int D, bool CAUSAL, bool DROPOUT>
-__global__ void __launch_bounds__(HB_THREADS, 1)
-attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                            const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
-                            const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap delta_map,
-                            const __grid_constant__ hb_args_t<DROPOUT> a, const int group) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr bool PIPE = hb_pipelined(D, CAUSAL);
-  using L = hb_layout<D, PIPE>;
-  constexpr int STAGES = L::STAGES;
-  extern __shared__ char smem_raw[];
-  char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-  __shared__ barrier kv_full, qd_full[STAGES], qd_empty[STAGES];
-  auto q_tile = [&](int s) { return base + L::Q_OFF + s * L::Q_BYTES; };
-  auto do_tile = [&](int s) { return base + L::DO_OFF + s * L::Q_BYTES; };
-  auto vec = [&](int s) { return reinterpret_cast<float *>(base + L::VEC_OFF + s * L::VEC_BYTES); };
-  char *k_tile = base + L::K_OFF, *v_tile = base + L::V_OFF;
+// ------------------------------------------------------------------------------------------------
+// the kernel: a tk::pipeline description (pipeline/producer_consumer.cuh), read top to bottom
 
-  if (threadIdx.x == 0) {
-    init(kv_full, 1);
-    for (int s = 0; s < STAGES; s++) {
-      init(qd_full[s], 1);
-      init(qd_empty[s], 2);
-    }
-    fence_barrier_init();
-  }
-  if constexpr (DROPOUT) {
-    if (threadIdx.x == 0) {
-      uint64_t seed, offset;
-      hb_drop.key = load_dropout_key(a.drop.rng, a.drop.threshold, seed, offset);
-    }
-  }
-  __syncthreads();
+template <bool DROPOUT>
+struct HbGlobals {
+  const CUtensorMap &q_map, &k_map, &v_map, &do_map, &lse_map, &delta_map;
+  const hb_args_t<DROPOUT> &a;
+  int group;  // causal: heads per launch group (see the header)
+};
 
-  // This CTA's key block and head, and its walk over the query blocks (the same for all warpgroups).
+// The CTA's one work item: key block kb of head bh = b H + h, and its walk over the query blocks.
+struct hb_item {
+  int n0;        // first key
+  int b, h, bh;
+  int mb_first;  // first query block that sees the keys
+  int count;     // query blocks walked (>= 1: n0 < T)
+  int rot;       // non-causal: the walk starts at mb_first + rot and wraps around
+};
+// Causal (the launcher passes group >= 1): the grid is cut into groups of `group` heads (the last one may
+// have fewer), key-block-major inside a group (longest walks first) and group after group, so the CTAs
+// resident at one time share the Q / dO blocks and the dq_accum rows of a few heads in L2 (group = B H is
+// one key-block-major order over all heads). Non-causal: head-major.
+template <bool CAUSAL>
+__device__ __forceinline__ hb_item hb_item_of(const hb_args &a, int group) {
   const int T_ = a.seq;
   const int n_kb = (T_ + HB_N - 1) / HB_N;
   const int n_bh = a.heads * a.batch;
-  // Causal (the launcher passes group >= 1): the grid is cut into groups of `group` heads (the last one
-  // may have fewer), key-block-major inside a group (longest walks first) and group after group, so the
-  // CTAs resident at one time share the Q / dO blocks and the dq_accum rows of a few heads in L2
-  // (group = B H is one key-block-major order over all heads). Non-causal: head-major.
   int kb, bh;
   if (CAUSAL && group > 0) {
     const int per = group * n_kb;
@@ -286,72 +305,94 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     kb = CAUSAL ? int(blockIdx.x) / n_bh : int(blockIdx.x) % n_kb;
     bh = CAUSAL ? int(blockIdx.x) % n_bh : int(blockIdx.x) / n_kb;
   }
-  const int b = bh / a.heads, h = bh % a.heads;
-  if constexpr (DROPOUT) {  // (one more CTA barrier, dropout kernels only)
-    if (threadIdx.x == 0) hb_drop.bh = bh;
-    __syncthreads();
-  }
-  const int n0 = kb * HB_N;
+  hb_item w;
+  w.n0 = kb * HB_N;
+  w.b = bh / a.heads;
+  w.h = bh % a.heads;
+  w.bh = bh;
   const int n_mb = (T_ + HB_M - 1) / HB_M;
-  const int mb_first = CAUSAL ? n0 / HB_M : 0;
-  const int count = n_mb - mb_first;  // >= 1: n0 < T
-  const int rot = CAUSAL ? 0 : int(int64_t(kb) * count / n_kb);
-  auto block_of = [&](int j) {
-    const int r = rot + j;
-    return mb_first + (r >= count ? r - count : r);
-  };
+  w.mb_first = CAUSAL ? w.n0 / HB_M : 0;
+  w.count = n_mb - w.mb_first;
+  w.rot = CAUSAL ? 0 : int(int64_t(kb) * w.count / n_kb);
+  return w;
+}
+// query block of the walk's step j
+__device__ __forceinline__ int hb_block_of(const hb_item &w, int j) {
+  const int r = w.rot + j;
+  return w.mb_first + (r >= w.count ? r - w.count : r);
+}
 
-  if (wg::warpgroupid() == 0) {
-    // ---- producer ----
-    wg::set_max_registers<HB_PRODUCER_REGS>();
-    if (wg::warpgroup_thread() == 0) {
-      expect_bytes(kv_full, 2 * L::KV_BYTES);
-      for (int p = 0; p < L::PANELS; p++) {
-        tma::load_async(k_tile + p * L::KV_PANEL, k_map, kv_full, p * HB_PANEL, n0, h, b);
-        tma::load_async(v_tile + p * L::KV_PANEL, v_map, kv_full, p * HB_PANEL, n0, h, b);
-      }
-      for (int j = 0; j < count; j++) {
-        const int s = j % STAGES, m0 = block_of(j) * HB_M;
-        wait(qd_empty[s], ((j / STAGES) & 1) ^ 1);
-        expect_bytes(qd_full[s], 2 * L::Q_BYTES + L::VEC_BYTES);
-        for (int p = 0; p < L::PANELS; p++) {
-          tma::load_async(q_tile(s) + p * L::Q_PANEL, q_map, qd_full[s], p * HB_PANEL, m0, h, b);
-          tma::load_async(do_tile(s) + p * L::Q_PANEL, do_map, qd_full[s], p * HB_PANEL, m0, h, b);
-        }
-        tma::load_async(vec(s), lse_map, qd_full[s], m0, bh);
-        tma::load_async(vec(s) + HB_M, delta_map, qd_full[s], m0, bh);
-      }
-    }
-    return;
+// One CTA per key block (not persistent: P::ONE_ITEM); producer and consumers derive the item alike.
+template <bool CAUSAL>
+struct HbWalk {
+  hb_item w;
+  bool done = false;
+  template <bool DROPOUT>
+  __device__ HbWalk(const HbGlobals<DROPOUT> &g) : w(hb_item_of<CAUSAL>(g.a, g.group)) {}
+  __device__ bool next(hb_item &out) {
+    if (done) return false;
+    out = w;
+    done = true;
+    return true;
   }
+};
 
-  // ---- consumers ----
-  wg::set_max_registers<HB_CONSUMER_REGS>();
+// One consumer warpgroup: keys key0 = n0 + 64 c .. + 63, dK and dV accumulated across the query blocks
+// (the ring's slots), dQ^T partials reduced into dq_accum per block. It waits for and frees its slots
+// itself (SELF_PACED): the pipelined loop frees block j's slot before it waits for block j + 1's.
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
+struct HbConsumer {
+  static constexpr bool PIPE = hb_pipelined(D, CAUSAL);
+  using L = hb_layout<D, PIPE>;
+  using Slot = HbSlot<D, PIPE>;
+  using acc64 = wg::accumulator<64>;
+  using acc_d = wg::accumulator<D>;
+  static constexpr bool SELF_PACED = true;
+  // pipelined: compute(.., 0) is the prologue (S^T of block 0), compute(.., i) the rest of block i - 1 and
+  // S^T of block i, drain the last block (no S^T after it): no wgmma under a runtime branch (C7520)
+  static constexpr bool PEEL_FIRST = PIPE;
+  // dQ^T = K^T dS^T: D = 128: head dims 64c.. (panel c) over all keys; D = 64: all dims over own keys.
+  static constexpr int DQ_SLICES = D == 128 ? HB_N / 16 : 64 / 16;
+
+  const HbGlobals<DROPOUT> &g;
+  const hb_args_t<DROPOUT> &a;
   // DROPOUT: c through a warp reduction, a uniform register for ptxas (REDUX), so that c's descriptors and
   // offsets stay in the uniform datapath (the D = 128 dropout instances spilled them otherwise; header). The
   // p = 0 kernels keep the plain form (their SASS is the measured one).
-  const int c = DROPOUT ? int(__reduce_max_sync(0xffffffffu, unsigned(wg::warpgroupid() - 1))) : wg::warpgroupid() - 1;
-  const int me = wg::warpgroup_thread();
-  const int key0 = n0 + 64 * c;  // this warpgroup's first key
-  const float sc = a.scale_log2;
-  using acc64 = wg::accumulator<64>;
-  using acc_d = wg::accumulator<D>;
+  const int c, me;
+  char *const k_tile, *const v_tile, *const scratch;
+  float *const dq_stage;
+  hb_item w;
+  int key0 = 0;               // this warpgroup's first key
+  float *dq_head = nullptr;   // the head's dq_accum rows
   acc_d dv, dk;
+  acc64 st;                   // pipelined: S^T of the next block, complete between compute calls
+
+  __device__ HbConsumer(const HbGlobals<DROPOUT> &g, const pipeline::consumer_ctx<HbKV<D, PIPE>> &ctx)
+      : g(g), a(g.a),
+        c(DROPOUT ? int(__reduce_max_sync(0xffffffffu, unsigned(wg::warpgroupid() - 1))) : ctx.id),
+        me(wg::warpgroup_thread()), k_tile(ctx.item->k), v_tile(ctx.item->v), scratch(ctx.scratch),
+        dq_stage(reinterpret_cast<float *>(ctx.scratch + L::DQ_OFF + c * L::DQ_STAGE_BYTES)) {
 #pragma unroll
-  for (int i = 0; i < acc_d::REGS; i++) dv.v[i] = dk.v[i] = 0.f;
-  float *dq_stage = reinterpret_cast<float *>(base + L::DQ_OFF + c * L::DQ_STAGE_BYTES);
-  float *dq_head = a.dq_accum + int64_t(bh) * a.padded_rows * D;
-  // dQ^T = K^T dS^T: D = 128: head dims 64c.. (panel c) over all keys; D = 64: all dims over own keys.
-  constexpr int DQ_SLICES = D == 128 ? HB_N / 16 : 64 / 16;
-  const int dq_panel = D == 128 ? c : 0;
-  const int dq_k0 = D == 128 ? 0 : 4 * c;         // first k16 slice (16 keys) of the dQ GEMM
-  const int dq_block_col = D == 128 ? 2 * c : 0;  // first 32-column xor32 block of the partial
+    for (int i = 0; i < acc_d::REGS; i++) dv.v[i] = dk.v[i] = 0.f;
+  }
+
+  __device__ void start(const hb_item &item) {
+    w = item;
+    key0 = w.n0 + 64 * c;
+    dq_head = a.dq_accum + int64_t(w.bh) * a.padded_rows * D;
+  }
+
+  __device__ int dq_panel() const { return D == 128 ? c : 0; }
+  __device__ int dq_k0() const { return D == 128 ? 0 : 4 * c; }         // first k16 slice (16 keys) of the dQ GEMM
+  __device__ int dq_block_col() const { return D == 128 ? 2 * c : 0; }  // first 32-column xor32 block of the partial
+  __device__ char *ds_buf(int j) const { return scratch + L::DS_OFF + (j & 1) * L::DS_BYTES; }
 
   // Dropout (DROPOUT kernels only): the keep bits of this lane's 32 S^T elements of query block m0, bit i for
   // register i of the accumulator (dropout_bits_k_prefix_lane: the lane's key row key0 + 16 w + g is fixed,
   // so its Philox prefix is computed per block from the key in shared memory, then 4 groups), drawn while
   // the block's GEMMs run.
-  auto draw_keep = [&](int m0) -> uint32_t {
+  __device__ uint32_t draw_keep(int m0) const {
     if constexpr (DROPOUT) {
       const dropout_key d = hb_drop.key;
       const int lane = me & 31;
@@ -363,337 +404,348 @@ attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __g
     } else {
       return 0u;
     }
-  };
-  // P^T (undropped, st) -> the 16-bit A fragments of dV += P~^T dO: P~ = keep ? P : 0 (DROPOUT; dV is scaled by
+  }
+  // The pipelined loop's keep bits wait in the block's dS^T buffer, in the 4 bytes this thread's first dS^T
+  // store of the block overwrites later (no other thread writes them; read back twice before that store),
+  // not in a register: one register live through the exponentials made the D = 128 kernels spill (~200 bytes).
+  __device__ uint32_t *keep_slot(int j) const {
+    return reinterpret_cast<uint32_t *>(ds_buf(j) + 64 * c * 128 + wg::swizzle128_offset(acc64::row(0), acc64::col(0)));
+  }
+  __device__ void stash_keep(int j, uint32_t k) const {
+    if constexpr (DROPOUT) *keep_slot(j) = k;
+  }
+  __device__ uint32_t stashed_keep(int j) const {
+    if constexpr (DROPOUT) return *keep_slot(j);
+    else return 0u;
+  }
+
+  // S^T = K_c Q^T of slot s into acc (fenced, committed; the caller waits)
+  __device__ void issue_st(acc64 &acc, const Slot &s) {
+    wg::mma_fence(acc.v);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+      const uint64_t dq_ = wg::desc_k128(s.tiles.q + (kk / 4) * L::Q_PANEL);
+      wg::wgmma_ss<T, 64>(acc.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
+    }
+    wg::mma_commit();
+  }
+  // dP^T = V_c dO^T of slot s (its own commit group)
+  __device__ void issue_dpt(acc64 &dpt, const Slot &s) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+      const uint64_t do_ = wg::desc_k128(s.tiles.dout + (kk / 4) * L::Q_PANEL);
+      wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
+    }
+    wg::mma_commit();
+  }
+
+  // P^T = 2^(S^T c - lse2) in place (rows = keys key0 + row, columns = queries m0 + col; masked: causal
+  // key > query, key >= T)
+  __device__ void exponentials(acc64 &sa, const Slot &s, int m0) const {
+    const float *lse2 = s.side().lse2;
+    const int T_ = a.seq;
+    const bool masked = CAUSAL ? key0 + 63 > m0 : key0 + 64 > T_;
+#pragma unroll
+    for (int gi = 0; gi < 8; gi++) {
+      const int col0 = acc64::col(4 * gi);
+      const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + col0);
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int i = 4 * gi + e;
+        float x = sa.v[i];
+        if (masked) {
+          const int key = key0 + acc64::row(i), query = m0 + col0 + (e & 1);
+          if (CAUSAL ? key > query : key >= T_) x = neg_infty();
+        }
+        sa.v[i] = fast_exp2(fmaf(x, a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+      }
+    }
+  }
+  // P^T (undropped) -> the 16-bit A fragments of dV += P~^T dO: P~ = keep ? P : 0 (DROPOUT; dV is scaled by
   // 1 / (1 - p) at the end), else P itself.
-  auto p_fragments = [&](wg::a_fragment<T>(&pf)[4], const acc64 &st, uint32_t keep) {
+  __device__ void p_fragments(wg::a_fragment<T> (&pf)[4], const acc64 &sa, uint32_t keep) const {
     if constexpr (DROPOUT) {
       float pk[acc64::REGS];
 #pragma unroll
-      for (int i = 0; i < acc64::REGS; i++) pk[i] = (keep >> i) & 1u ? st.v[i] : 0.f;
+      for (int i = 0; i < acc64::REGS; i++) pk[i] = (keep >> i) & 1u ? sa.v[i] : 0.f;
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], pk, kk);
     } else {
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], st.v, kk);
+      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(pf[kk], sa.v, kk);
     }
-  };
+  }
   // dS^T in place of dP^T: P o (dP - Delta); DROPOUT: P o (dP~ - Delta), dP~ = keep ? dP / (1 - p) : 0 (dropout_ds's
   // form: one select and one multiply by the kernel parameter keep_scale, read as a constant operand, per
   // element; the (1 - p) dS form of dropout_bwd_k needs 1 - p and the scaled Delta in registers here, where
   // the D = 128 kernels have none to spare: it spilled 4-28 bytes).
-  auto ds_in_place = [&](acc64 &dpt, const acc64 &st, const float *delta, uint32_t keep) {
+  __device__ void ds_in_place(acc64 &dpt, const acc64 &sa, const Slot &s, uint32_t keep) const {
+    const float *delta = s.side().delta;
 #pragma unroll
-    for (int g = 0; g < 8; g++) {
-      const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * g));
+    for (int gi = 0; gi < 8; gi++) {
+      const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * gi));
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        const int i = 4 * g + e;
+        const int i = 4 * gi + e;
         if constexpr (DROPOUT) {
           const float dpk = (keep >> i) & 1u ? dpt.v[i] * a.drop.keep_scale : 0.f;
-          dpt.v[i] = st.v[i] * (dpk - ((e & 1) ? dl.y : dl.x));
+          dpt.v[i] = sa.v[i] * (dpk - ((e & 1) ? dl.y : dl.x));
         } else {
-          dpt.v[i] = st.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
+          dpt.v[i] = sa.v[i] * (dpt.v[i] - ((e & 1) ? dl.y : dl.x));
         }
       }
     }
-  };
+  }
+  // dV += P^T dO (A = P^T from registers, B = dO MN-major), one commit group
+  __device__ void issue_dv(const wg::a_fragment<T> (&pf)[4], const Slot &s) {
+    wg::mma_fence(dv.v);
+    const uint64_t ddo = wg::desc_mn128(s.tiles.dout, L::Q_PANEL);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dv.v, pf[kk].r, wg::desc_advance_k_mn(ddo, kk), 1);
+    wg::mma_commit();
+  }
+  // dS^T's 16-bit fragments and its shared copy (this warpgroup's 64 key rows of buffer j % 2), then
+  // dK += dS^T Q, one commit group
+  __device__ void issue_dk(wg::a_fragment<T> (&dsf)[4], const acc64 &dst, const Slot &s, int j) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dst.v, kk);
+    char *rows = ds_buf(j) + 64 * c * 128;  // this warpgroup's key rows
+#pragma unroll
+    for (int i = 0; i < acc64::REGS; i += 2)
+      *reinterpret_cast<uint32_t *>(rows + wg::swizzle128_offset(acc64::row(i), acc64::col(i))) = dsf[i / 8].r[(i % 8) / 2];
+    fence_proxy_async_shared();
+    wg::mma_fence(dk.v);
+    const uint64_t dqm = wg::desc_mn128(s.tiles.q, L::Q_PANEL);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
+    wg::mma_commit();
+  }
+  // dQ^T partial = K^T dS^T, once the dS^T rows it reads are all written (D = 128: both consumers' halves)
+  __device__ void issue_dqt(acc64 &dqt, int j) {
+    if constexpr (D == 128) wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
+    else wg::sync(1 + c);
+    wg::mma_fence(dqt.v);
+    const uint64_t dka = wg::desc_mn128(k_tile + dq_panel() * L::KV_PANEL, L::KV_PANEL);
+    const uint64_t dsb = wg::desc_mn128(ds_buf(j), L::DS_BYTES);
+#pragma unroll
+    for (int kk = 0; kk < DQ_SLICES; kk++)
+      wg::wgmma_ss<T, 64, true, true>(dqt.v, wg::desc_advance_k_mn(dka, dq_k0() + kk),
+                                      wg::desc_advance_k_mn(dsb, dq_k0() + kk), kk > 0);
+    wg::mma_commit();
+  }
+  // dQ^T (rows = head dims, columns = queries m0q..) -> xor32 staging -> two 8 KB bulk reductions
+  __device__ void reduce_dq(const acc64 &dqt, int m0q) {
+    if (me == 0) bulk_wait_group_read<0>();  // the previous block's reductions have read the staging
+    wg::sync(1 + c);
+#pragma unroll
+    for (int i = 0; i < acc64::REGS; i++) {
+      const int d = acc64::row(i), q = acc64::col(i);
+      dq_stage[((q >> 5) * 2 + (d >> 5)) * 1024 + xor32_offset(q & 31, d & 31)] = dqt.v[i];
+    }
+    fence_proxy_async_shared();
+    wg::sync(1 + c);
+    if (me == 0) {
+#pragma unroll
+      for (int ii = 0; ii < 2; ii++)
+        bulk_reduce_add(dq_head + int64_t((m0q / 32 + ii) * (D / 32) + dq_block_col()) * 1024, dq_stage + ii * 2048,
+                        8192);
+      bulk_commit_group();
+    }
+  }
 
-  if constexpr (PIPE) {
-    // dQ^T (rows = head dims, columns = queries m0q..) -> xor32 staging -> two 8 KB bulk reductions
-    auto reduce_dq = [&](const acc64 &dqt, int m0q) {
-      if (me == 0) bulk_wait_group_read<0>();  // the previous block's reductions have read the staging
-      wg::sync(1 + c);
+  // Pipelined: block j on slot cur, S^T(j) complete in st. dP^T, P^T, dV, dS^T, dK, dQ^T; cur is freed once
+  // dV and dK retire (dQ^T reads only K and dS^T); then (not LAST) S^T of block j + 1 on slot next, under
+  // which the dQ^T staging runs, and the keep bits of block j + 1 (drawn here, with only dK, dV and
+  // S^T(j + 1) live: drawn at the start of the block, with dP^T in flight, the D = 128 kernels spilled).
+  // Nothing is in flight when it returns (a wgmma pending across the pipeline's loop edge, C7514, would
+  // serialise every wgmma).
+  template <bool LAST>
+  __device__ __forceinline__ void block(const Slot &cur, const Slot &next, int j) {
+    const int m0 = hb_block_of(w, j) * HB_M;
+    acc64 dpt;
+    wg::mma_fence(dpt.v);
+    issue_dpt(dpt, cur);
+    exponentials(st, cur, m0);
+    wg::a_fragment<T> pf[4], dsf[4];
+    p_fragments(pf, st, stashed_keep(j));
+    issue_dv(pf, cur);
+    wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
+    ds_in_place(dpt, st, cur, stashed_keep(j));
+    issue_dk(dsf, dpt, cur, j);
+    acc64 dqt;
+    issue_dqt(dqt, j);
+    wg::mma_wait<1>(dk.v);  // dV, dK retired (dQ^T may still run): pf, dsf and slot cur are free
+    wg::pin_registers(dv.v);
 #pragma unroll
-      for (int i = 0; i < acc64::REGS; i++) {
-        const int d = acc64::row(i), q = acc64::col(i);
-        dq_stage[((q >> 5) * 2 + (d >> 5)) * 1024 + xor32_offset(q & 31, d & 31)] = dqt.v[i];
-      }
-      fence_proxy_async_shared();
-      wg::sync(1 + c);
-      if (me == 0) {
-#pragma unroll
-        for (int ii = 0; ii < 2; ii++)
-          bulk_reduce_add(dq_head + int64_t((m0q / 32 + ii) * (D / 32) + dq_block_col) * 1024, dq_stage + ii * 2048,
-                          8192);
-        bulk_commit_group();
-      }
-    };
-
-    // S^T = K_c Q^T of slot s into st (fenced, committed; the caller waits)
-    auto issue_st = [&](acc64 &st, int s) {
-      wg::mma_fence(st.v);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-        const uint64_t dq_ = wg::desc_k128(q_tile(s) + (kk / 4) * L::Q_PANEL);
-        wg::wgmma_ss<T, 64>(st.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
-      }
-      wg::mma_commit();
-    };
-
-    wait(kv_full, 0);
-    // Rotated loop: S^T of block j is issued at the end of block j - 1 (the prologue for j = 0), so the
-    // dQ^T staging of block j - 1 runs while S^T(j) is on the tensor cores. No wgmma is pending at the
-    // loop's back edge (one pending there made ptxas serialize every wgmma, C7514), and no wgmma is
-    // issued under a runtime branch (C7520): the last block is the body's LAST = true instance.
-    acc64 st;
-    wait(qd_full[0], 0);
-    issue_st(st, 0);
-    // DROPOUT: the keep bits of the block about to be processed, drawn while its S^T runs (here for block 0,
-    // at the end of block j for block j + 1: after the dQ^T staging, where only dK, dV and S^T(j + 1) are
-    // live; drawn at the start of the block instead, with dP^T in flight, the D = 128 kernels spilled
-    // ~200 bytes).
-    // The bits wait in the block's dS^T buffer, in the 4 bytes this thread's first dS^T store of the block
-    // overwrites later (no other thread writes them; read back twice before that store), not in a
-    // register: one register live through the exponentials made the D = 128 kernels spill (~200 bytes).
-    auto keep_slot = [&](int j) {
-      return reinterpret_cast<uint32_t *>(base + L::DS_OFF + (j & 1) * L::DS_BYTES + 64 * c * 128 +
-                                          wg::swizzle128_offset(acc64::row(0), acc64::col(0)));
-    };
-    auto stash_keep = [&](int j, uint32_t k) {
-      if constexpr (DROPOUT) *keep_slot(j) = k;
-    };
-    auto stashed_keep = [&](int j) -> uint32_t {
-      if constexpr (DROPOUT) return *keep_slot(j);
-      else return 0u;
-    };
-    stash_keep(0, draw_keep(block_of(0) * HB_M));
-    wg::mma_wait<0>(st.v);
-    auto block = [&](const int j, auto last_tag) __attribute__((always_inline)) {
-      constexpr bool LAST = decltype(last_tag)::value;
-      const int s = j % STAGES;
-      const int m0 = block_of(j) * HB_M;
-
-      // dP^T = V_c dO^T (st holds S^T(j), complete)
-      acc64 dpt;
-      wg::mma_fence(dpt.v);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-        const uint64_t do_ = wg::desc_k128(do_tile(s) + (kk / 4) * L::Q_PANEL);
-        wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
-      }
-      wg::mma_commit();
-
-      // P^T in place, then dV += P^T dO (as in the plain loop)
-      const float *lse2 = vec(s), *delta = vec(s) + HB_M;
-      const bool masked = CAUSAL ? key0 + 63 > m0 : key0 + 64 > T_;
-#pragma unroll
-      for (int g = 0; g < 8; g++) {
-        const int col0 = acc64::col(4 * g);
-        const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + col0);
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int i = 4 * g + e;
-          float x = st.v[i];
-          if (masked) {
-            const int key = key0 + acc64::row(i), query = m0 + col0 + (e & 1);
-            if (CAUSAL ? key > query : key >= T_) x = neg_infty();
-          }
-          st.v[i] = fast_exp2(fmaf(x, sc, -((e & 1) ? l2.y : l2.x)));
-        }
-      }
-      wg::a_fragment<T> pf[4], dsf[4];
-      p_fragments(pf, st, stashed_keep(j));
-      wg::mma_fence(dv.v);
-      const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dv.v, pf[kk].r, wg::desc_advance_k_mn(ddo, kk), 1);
-      wg::mma_commit();
-      wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
-
-      // dS^T, its fragments and shared copy, dK += dS^T Q (as in the plain loop)
-      ds_in_place(dpt, st, delta, stashed_keep(j));
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
-      char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
-#pragma unroll
-      for (int i = 0; i < acc64::REGS; i += 2)
-        *reinterpret_cast<uint32_t *>(ds_buf + 64 * c * 128 +
-                                      wg::swizzle128_offset(acc64::row(i), acc64::col(i))) = dsf[i / 8].r[(i % 8) / 2];
-      fence_proxy_async_shared();
-      wg::mma_fence(dk.v);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
-      wg::mma_commit();
-
-      // dQ^T partial = K^T dS^T (as in the plain loop)
-      if constexpr (D == 128) wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
-      else wg::sync(1 + c);
-      acc64 dqt;
-      wg::mma_fence(dqt.v);
-      const uint64_t dka = wg::desc_mn128(k_tile + dq_panel * L::KV_PANEL, L::KV_PANEL);
-      const uint64_t dsb = wg::desc_mn128(ds_buf, L::DS_BYTES);
-#pragma unroll
-      for (int kk = 0; kk < DQ_SLICES; kk++)
-        wg::wgmma_ss<T, 64, true, true>(dqt.v, wg::desc_advance_k_mn(dka, dq_k0 + kk),
-                                        wg::desc_advance_k_mn(dsb, dq_k0 + kk), kk > 0);
-      wg::mma_commit();
-      wg::mma_wait<1>(dk.v);  // dV, dK retired (dQ^T may still run): pf, dsf and slot s are free
-      wg::pin_registers(dv.v);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) {
-        wg::pin_registers(pf[kk].r);
-        wg::pin_registers(dsf[kk].r);
-      }
-      if (me == 0) arrive(qd_empty[s]);
-
-      // S^T of the next block (none after the last block: that copy of the body is a separate instance)
-      if constexpr (!LAST) {
-        const int sn = s + 1 == STAGES ? 0 : s + 1;
-        wait(qd_full[sn], ((j + 1) / STAGES) & 1);
-        issue_st(st, sn);
-        wg::mma_wait<1>(dqt.v);  // dQ^T(j) done (S^T(j + 1) runs on)
-      } else {
-        wg::mma_wait<0>(dqt.v);
-      }
-      reduce_dq(dqt, m0);
-      if constexpr (!LAST) {
-        // block j + 1's buffer was last read by the dQ^T GEMMs of block j - 1, done in both consumers (the
-        // other one finished them before it reached this block's dS^T barrier)
-        stash_keep(j + 1, draw_keep(block_of(j + 1) * HB_M));
-        wg::mma_wait<0>(st.v);
-      }
-    };
-#pragma unroll 1
-    for (int j = 0; j < count - 1; j++) block(j, std::false_type{});
-    block(count - 1, std::true_type{});
-  } else {
-    wait(kv_full, 0);
-    for (int j = 0; j < count; j++) {
-      const int s = j % STAGES;
-      const int m0 = block_of(j) * HB_M;
-      wait(qd_full[s], (j / STAGES) & 1);
-
-      // S^T = K_c Q^T and dP^T = V_c dO^T, two commit groups (groups complete in order)
-      acc64 st, dpt;
-      wg::mma_fence(st.v);
-      wg::pin_registers(dpt.v);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-        const uint64_t dq_ = wg::desc_k128(q_tile(s) + (kk / 4) * L::Q_PANEL);
-        wg::wgmma_ss<T, 64>(st.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
-      }
-      wg::mma_commit();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-        const uint64_t do_ = wg::desc_k128(do_tile(s) + (kk / 4) * L::Q_PANEL);
-        wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
-      }
-      wg::mma_commit();
-      [[maybe_unused]] const uint32_t keep = draw_keep(m0);
-      wg::mma_wait<1>(st.v);  // S^T done (dP^T may still run)
-
-      // P^T in place (rows = keys key0 + row, columns = queries m0 + col), then dV += P^T dO
-      const float *lse2 = vec(s), *delta = vec(s) + HB_M;
-      const bool masked = CAUSAL ? key0 + 63 > m0 : key0 + 64 > T_;
-#pragma unroll
-      for (int g = 0; g < 8; g++) {
-        const int col0 = acc64::col(4 * g);
-        const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + col0);
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int i = 4 * g + e;
-          float x = st.v[i];
-          if (masked) {
-            const int key = key0 + acc64::row(i), query = m0 + col0 + (e & 1);
-            if (CAUSAL ? key > query : key >= T_) x = neg_infty();
-          }
-          st.v[i] = fast_exp2(fmaf(x, sc, -((e & 1) ? l2.y : l2.x)));
-        }
-      }
-      wg::a_fragment<T> pf[4], dsf[4];
-      p_fragments(pf, st, keep);
-      wg::mma_fence(dv.v);
-      const uint64_t ddo = wg::desc_mn128(do_tile(s), L::Q_PANEL), dqm = wg::desc_mn128(q_tile(s), L::Q_PANEL);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dv.v, pf[kk].r, wg::desc_advance_k_mn(ddo, kk), 1);
-      wg::mma_commit();
-      wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
-
-      // dS^T = P^T o (dP^T - Delta) in place, its 16-bit fragments, and a copy in shared memory (this
-      // warpgroup's 64 key rows of buffer j % 2), then dK += dS^T Q
-      ds_in_place(dpt, st, delta, keep);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::to_a_fragment(dsf[kk], dpt.v, kk);
-      char *ds_buf = base + L::DS_OFF + (j & 1) * L::DS_BYTES;
-#pragma unroll
-      for (int i = 0; i < acc64::REGS; i += 2)
-        *reinterpret_cast<uint32_t *>(ds_buf + 64 * c * 128 +
-                                      wg::swizzle128_offset(acc64::row(i), acc64::col(i))) = dsf[i / 8].r[(i % 8) / 2];
-      fence_proxy_async_shared();
-      wg::mma_fence(dk.v);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
-      wg::mma_commit();
-
-      // dQ^T partial = K^T dS^T, once the dS^T rows it reads are all written
-      if constexpr (D == 128) wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
-      else wg::sync(1 + c);
-      acc64 dqt;
-      wg::mma_fence(dqt.v);
-      const uint64_t dka = wg::desc_mn128(k_tile + dq_panel * L::KV_PANEL, L::KV_PANEL);
-      const uint64_t dsb = wg::desc_mn128(ds_buf, L::DS_BYTES);
-#pragma unroll
-      for (int kk = 0; kk < DQ_SLICES; kk++)
-        wg::wgmma_ss<T, 64, true, true>(dqt.v, wg::desc_advance_k_mn(dka, dq_k0 + kk),
-                                        wg::desc_advance_k_mn(dsb, dq_k0 + kk), kk > 0);
-      wg::mma_commit();
+    for (int kk = 0; kk < 4; kk++) {
+      wg::pin_registers(pf[kk].r);
+      wg::pin_registers(dsf[kk].r);
+    }
+    if (me == 0) cur.release();
+    if constexpr (!LAST) {
+      next.wait(0);
+      issue_st(st, next);
+      wg::mma_wait<1>(dqt.v);  // dQ^T(j) done (S^T(j + 1) runs on)
+    } else {
       wg::mma_wait<0>(dqt.v);
-      wg::pin_registers(dv.v);
-      wg::pin_registers(dk.v);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) {  // the A operands of dV / dK stay live until their wgmmas retire
-        wg::pin_registers(pf[kk].r);
-        wg::pin_registers(dsf[kk].r);
-      }
-      if (me == 0) arrive(qd_empty[s]);  // Q, dO, lse2, Delta of slot s are read
+    }
+    reduce_dq(dqt, m0);
+    if constexpr (!LAST) {
+      // block j + 1's buffer was last read by the dQ^T GEMMs of block j - 1, done in both consumers (the
+      // other one finished them before it reached this block's dS^T barrier)
+      stash_keep(j + 1, draw_keep(hb_block_of(w, j + 1) * HB_M));
+      wg::mma_wait<0>(st.v);
+    }
+  }
 
-      // dQ^T (rows = head dims, columns = queries) -> xor32 staging -> two 8 KB bulk reductions
-      if (me == 0) bulk_wait_group_read<0>();  // the previous block's reductions have read the staging
-      wg::sync(1 + c);
+  // Plain: block i on its slot, everything waited for before the slot is freed and dQ^T staged (the tensor
+  // cores idle through the staging and the next S^T's latency).
+  __device__ void plain_block(const Slot &s, int i) {
+    s.wait(0);
+    const int m0 = hb_block_of(w, i) * HB_M;
+    // S^T = K_c Q^T and dP^T = V_c dO^T, two commit groups (groups complete in order)
+    acc64 sa, dpt;
+    wg::mma_fence(sa.v);
+    wg::pin_registers(dpt.v);
 #pragma unroll
-      for (int i = 0; i < acc64::REGS; i++) {
-        const int d = acc64::row(i), q = acc64::col(i);
-        dq_stage[((q >> 5) * 2 + (d >> 5)) * 1024 + xor32_offset(q & 31, d & 31)] = dqt.v[i];
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+      const uint64_t dq_ = wg::desc_k128(s.tiles.q + (kk / 4) * L::Q_PANEL);
+      wg::wgmma_ss<T, 64>(sa.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
+    }
+    wg::mma_commit();
+    issue_dpt(dpt, s);
+    [[maybe_unused]] const uint32_t keep = draw_keep(m0);
+    wg::mma_wait<1>(sa.v);  // S^T done (dP^T may still run)
+    exponentials(sa, s, m0);
+    wg::a_fragment<T> pf[4], dsf[4];
+    p_fragments(pf, sa, keep);
+    issue_dv(pf, s);
+    wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
+    ds_in_place(dpt, sa, s, keep);
+    issue_dk(dsf, dpt, s, i);
+    acc64 dqt;
+    issue_dqt(dqt, i);
+    wg::mma_wait<0>(dqt.v);
+    wg::pin_registers(dv.v);
+    wg::pin_registers(dk.v);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {  // the A operands of dV / dK stay live until their wgmmas retire
+      wg::pin_registers(pf[kk].r);
+      wg::pin_registers(dsf[kk].r);
+    }
+    if (me == 0) s.release();  // Q, dO, lse2, Delta of the slot are read
+    reduce_dq(dqt, m0);
+  }
+
+  // Query block step i (slot s; prev: step i - 1's slot). Pipelined: i = 0 is the prologue (S^T(0), block
+  // 0's keep bits), i > 0 the rest of block i - 1 on prev and S^T(i) on s.
+  __device__ void compute(const Slot &s, const Slot &prev, int i) {
+    if constexpr (PIPE) {
+      if (i == 0) {  // (compile time: PEEL_FIRST)
+        s.wait(0);
+        issue_st(st, s);
+        stash_keep(0, draw_keep(hb_block_of(w, 0) * HB_M));
+        wg::mma_wait<0>(st.v);
+        // dK, dV's zeros made here, once (else the compiler sank them into both the loop's entry and the
+        // path of a one-block walk, 64 - 128 more instructions)
+        wg::pin_registers(dv.v);
+        wg::pin_registers(dk.v);
+      } else {
+        block<false>(prev, s, i - 1);
       }
-      fence_proxy_async_shared();
-      wg::sync(1 + c);
-      if (me == 0) {
+    } else {
+      plain_block(s, i);
+    }
+  }
+  __device__ void drain(const Slot &last) {
+    if constexpr (PIPE) block<true>(last, last, w.count - 1);
+  }
+
+  // dV and scale * dK straight from registers (4-byte stores, keys >= T skipped)
+  __device__ void finish(const hb_item &) {
+    if (me == 0) bulk_wait_group<0>();
+    const int T_ = a.seq;
+    T *dv_g = static_cast<T *>(a.dv) + int64_t(w.b) * a.dv_s.b + int64_t(w.h) * a.dv_s.h;
+    T *dk_g = static_cast<T *>(a.dk) + int64_t(w.b) * a.dk_s.b + int64_t(w.h) * a.dk_s.h;
+    if constexpr (DROPOUT) {  // dV = P~^T dO / (1 - p)
 #pragma unroll
-        for (int ii = 0; ii < 2; ii++)
-          bulk_reduce_add(dq_head + int64_t((m0 / 32 + ii) * (D / 32) + dq_block_col) * 1024, dq_stage + ii * 2048,
-                          8192);
-        bulk_commit_group();
+      for (int i = 0; i < acc_d::REGS; i++) dv.v[i] *= a.drop.keep_scale;
+    }
+#pragma unroll
+    for (int i = 0; i < acc_d::REGS; i += 2) {
+      const int key = key0 + acc_d::row(i), col = acc_d::col(i);
+      if (key < T_) {
+        *reinterpret_cast<uint32_t *>(dv_g + int64_t(key) * a.dv_s.t + col) = wg::pack2<T>(dv.v[i], dv.v[i + 1]);
+        *reinterpret_cast<uint32_t *>(dk_g + int64_t(key) * a.dk_s.t + col) =
+            wg::pack2<T>(dk.v[i] * a.scale, dk.v[i + 1] * a.scale);
       }
     }
   }
-  if (me == 0) bulk_wait_group<0>();
+};
 
-  // ---- finish: dV, scale * dK from registers (rows = keys key0 + row, columns = head dims) ----
-  T *dv_g = static_cast<T *>(a.dv) + int64_t(b) * a.dv_s.b + int64_t(h) * a.dv_s.h;
-  T *dk_g = static_cast<T *>(a.dk) + int64_t(b) * a.dk_s.b + int64_t(h) * a.dk_s.h;
-  if constexpr (DROPOUT) {  // dV = P~^T dO / (1 - p)
-#pragma unroll
-    for (int i = 0; i < acc_d::REGS; i++) dv.v[i] *= a.drop.keep_scale;
-  }
-#pragma unroll
-  for (int i = 0; i < acc_d::REGS; i += 2) {
-    const int key = key0 + acc_d::row(i), col = acc_d::col(i);
-    if (key < T_) {
-      *reinterpret_cast<uint32_t *>(dv_g + int64_t(key) * a.dv_s.t + col) = wg::pack2<T>(dv.v[i], dv.v[i + 1]);
-      *reinterpret_cast<uint32_t *>(dk_g + int64_t(key) * a.dk_s.t + col) =
-          wg::pack2<T>(dk.v[i] * a.scale, dk.v[i + 1] * a.scale);
+// The description: the ring holds the query blocks' Q, dO (stage) and lse2, Delta (side), the per-item
+// buffer the CTA's K and V, the scratch dS^T and the dQ staging.
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
+struct HbPipe {
+  using L = hb_layout<D, hb_pipelined(D, CAUSAL)>;
+  using globals = HbGlobals<DROPOUT>;
+  using stage = HbStage<D, hb_pipelined(D, CAUSAL)>;
+  using side_stage = HbVec;
+  using item_stage = HbKV<D, hb_pipelined(D, CAUSAL)>;
+  using work = hb_item;
+  using scheduler = HbWalk<CAUSAL>;
+  using consumer = HbConsumer<T, D, CAUSAL, DROPOUT>;
+  using Slot = HbSlot<D, hb_pipelined(D, CAUSAL)>;
+  static constexpr bool ONE_ITEM = true;
+  static constexpr int STAGES = L::STAGES, CONSUMERS = 2;
+  static constexpr int PRODUCER_REGS = HB_PRODUCER_REGS, CONSUMER_REGS = HB_CONSUMER_REGS;
+  static constexpr int SCRATCH_BYTES = L::SCRATCH_BYTES;
+  // DROPOUT: thread 0 puts the dropout key and the CTA's head into static shared memory (hb_drop)
+  __device__ static void setup(const globals &g) {
+    if constexpr (DROPOUT) {
+      uint64_t seed, offset;
+      hb_drop.key = load_dropout_key(g.a.drop.rng, g.a.drop.threshold, seed, offset);
+      hb_drop.bh = hb_item_of<CAUSAL>(g.a, g.group).bh;
     }
   }
+  __device__ static int iterations(const globals &, const hb_item &w) { return w.count; }
+  __device__ static void load_item(const pipeline::item_slot<item_stage> &s, const globals &g, const hb_item &w) {
+    for (int p = 0; p < L::PANELS; p++) {
+      tma::load_async(s.tiles.k + p * L::KV_PANEL, g.k_map, s.full, p * HB_PANEL, w.n0, w.h, w.b);
+      tma::load_async(s.tiles.v + p * L::KV_PANEL, g.v_map, s.full, p * HB_PANEL, w.n0, w.h, w.b);
+    }
+  }
+  __device__ static void load(const Slot &s, const globals &g, const hb_item &w, int j) {
+    const int m0 = hb_block_of(w, j) * HB_M;
+    for (int p = 0; p < L::PANELS; p++) {
+      tma::load_async(s.tiles.q + p * L::Q_PANEL, g.q_map, s.full(), p * HB_PANEL, m0, w.h, w.b);
+      tma::load_async(s.tiles.dout + p * L::Q_PANEL, g.do_map, s.full(), p * HB_PANEL, m0, w.h, w.b);
+    }
+    tma::load_async(s.side().lse2, g.lse_map, s.full(), m0, w.bh);
+    tma::load_async(s.side().delta, g.delta_map, s.full(), m0, w.bh);
+  }
+};
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
+using HbPipeline = pipeline::kernel<HbPipe<T, D, CAUSAL, DROPOUT>>;
+static_assert(HbPipeline<bf16, 128, false, false>::SHARED_BYTES <= 227 * 1024 &&
+                  HbPipeline<bf16, 64, true, false>::SHARED_BYTES <= 227 * 1024,
+              "Hopper attention backward: shared memory over 227 KB");
+
+template <typename T, int D, bool CAUSAL, bool DROPOUT>
+__global__ void __launch_bounds__(HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, 1)
+attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                            const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
+                            const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap delta_map,
+                            const __grid_constant__ hb_args_t<DROPOUT> a, const int group) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  HbPipeline<T, D, CAUSAL, DROPOUT>::run(HbGlobals<DROPOUT>{q_map, k_map, v_map, do_map, lse_map, delta_map, a, group});
 #else
   __trap();
 #endif
 }
-
 // Delta = rowsum(dO o O), lse2 = lse log2(e) into (B H, Tp) rows; padding rows t >= T: Delta = 0,
 // lse2 = +inf. D / 8 lanes per row, 16 bytes of O and dO each, combined with xor-shuffles.
 constexpr int HB_PREP_THREADS = 256;
@@ -772,13 +824,13 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
     const int64_t per_head = 8 * int64_t(p.T) * D;
     group = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(p.B) * p.H, int64_t(l2 / 2) / per_head)));
   }
-  constexpr int smem = hb_layout<D, hb_pipelined(D, CAUSAL)>::SMEM_BYTES;
+  constexpr int smem = HbPipeline<T, D, CAUSAL, DROPOUT>::SHARED_BYTES;
   auto kernel = attention_bwd_hopper_kernel<T, D, CAUSAL, DROPOUT>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const int64_t n_blocks = int64_t((p.T + HB_N - 1) / HB_N) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  kernel<<<unsigned(n_blocks), HB_THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, a, group);
+  kernel<<<unsigned(n_blocks), HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, a, group);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
   // dq = scale * dq_accum (xor32 blocks, Tp rows per head)
