@@ -17,6 +17,14 @@ Variants:
             shared-memory store of the row sums (which depend on every exp2 of the tile) between the
             softmax and the wait keeps them above it: seen on this CPU machine in the SASS of all 16
             instances (exp2 block before the loop's DEPBAR 0x0), +8..16 instructions, no spills.
+  poly8     overlap + 1 in 8 of the softmax's exponentials computed on the FMA / integer pipes instead of
+  poly4     the MUFU (1 in 4 for poly4), as FlashAttention-4 does on Blackwell: at D = 64 a tile's 2^x
+            (16 per SM per clock on sm_90) cost about as much time as its two GEMMs (4 D FLOP per element
+            against 1 exponential: 989 TFLOP/s vs 3.9 T exp/s on an H100), so the MUFU may bound the
+            softmax. exp2_poly3: round-to-nearest split x = n + r with the 1.5 * 2^23 trick, a degree-3
+            fit of 2^r on [-0.5, 0.5] (max relative error 7.5e-5 in fp32 Horner, measured on 20001 points
+            here; P then rounds to 16 bits, 3.9e-3), n added to the exponent bits; x clamped at -126
+            (masked -inf gives ~1e-38, not 0: negligible in P V and in the row sum).
 """
 from __future__ import annotations
 
@@ -45,7 +53,30 @@ SINK = """
       __shared__ float hop_sink[NC][wg::WARPGROUP_THREADS];
       *reinterpret_cast<volatile float *>(&hop_sink[c][me]) = l_run[0] + l_run[1];
     }"""
-# name -> [(file, [alternative (old, new) pairs: the first whose old text is in the file applies])]
+EXP2_POLY3 = """
+// (dev variant) 2^x for x <= 0 without the MUFU: x = n + r, n = round(x), 2^r by a degree-3 polynomial.
+__device__ __forceinline__ float exp2_poly3(float x) {
+  x = fmaxf(x, -126.f);
+  const float t = __fadd_rn(x, 12582912.f);             // 1.5 * 2^23: n in the low mantissa bits of t
+  const float r = __fsub_rn(x, __fsub_rn(t, 12582912.f));  // in [-0.5, 0.5]
+  const float p = fmaf(fmaf(fmaf(0.05517132f, r, 0.24261054f), r, 0.69326097f), r, 0.99992812f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
+}  // namespace tk
+"""
+EXP_LINE = "x = fast_exp2(fmaf(x, sc, -mc));"
+
+
+def poly(select: str):
+    """The softmax's exponential of element (q, e) on the polynomial where `select` holds (unrolled
+    loop indices: a compile-time choice per register)."""
+    return [("include/common/util.cuh", [("\n}  // namespace tk\n", EXP2_POLY3)]),
+            (FWD, [(EXP_LINE, f"x = ({select}) ? exp2_poly3(fmaf(x, sc, -mc)) : fast_exp2(fmaf(x, sc, -mc));")])]
+
+
+# name -> [(file under the package dir, or under families/attention/csrc,
+#           [alternative (old, new) pairs: the first whose old text is in the file applies])]
 VARIANTS = {
     "overlap": [(FWD, [
         # the kernel on the pipeline template (branch s5-attn-pipeline and later)
@@ -57,6 +88,8 @@ VARIANTS = {
          "\n      wg::mma_wait<0>(o.v);"),
     ])],
 }
+VARIANTS["poly8"] = VARIANTS["overlap"] + poly("e == 1 && q % 4 == 3")
+VARIANTS["poly4"] = VARIANTS["overlap"] + poly("e == 1 && q % 2 == 1")
 SHAPES = [(16, 12, 1024, 64), (8, 16, 2048, 64), (4, 16, 4096, 64), (8, 16, 2048, 128), (4, 16, 4096, 128),
           (2, 16, 8192, 128), (1, 16, 16384, 128), (64, 6, 256, 64)]
 QUICK_SHAPES = [(16, 12, 1024, 64), (8, 16, 2048, 128), (64, 6, 256, 64)]
@@ -69,14 +102,15 @@ def build_variant(name: str, subs, tmp: Path):
     dst = pkg / "families" / "attention" / "csrc"
     shutil.copytree(ROOT / "tk_kernels" / "families" / "attention" / "csrc", dst)
     for fname, alternatives in subs:
-        text = (dst / fname).read_text()
+        path = pkg / fname if "/" in fname else dst / fname
+        text = path.read_text()
         for old, new in alternatives:
             if old in text:
                 text = text.replace(old, new, 1)
                 break
         else:
             raise SystemExit(f"variant {name}: none of its texts is in {fname} (the shipped source changed)")
-        (dst / fname).write_text(text)
+        path.write_text(text)
     module, _ = tkbuild.build("attention", pkg_dir=pkg, quiet=True)
     return module
 
