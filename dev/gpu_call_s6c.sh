@@ -16,9 +16,10 @@ timeout -s SIGABRT $(rem 200) python dev/hopper/check_fwd_variants.py > $O/fwd_v
 echo "fwd_variants rc=$? $((SECONDS - t0)) s"; grep -E "checks|CHECKS|TFLOP|^\(" $O/fwd_variants.log | head -40
 timeout -s SIGABRT $(rem 130) python bench/bench_attention.py --out $O/attn > $O/bench_attention.log 2>&1
 echo "bench_attention rc=$? $((SECONDS - t0)) s"; tail -30 $O/bench_attention.log
-timeout -s SIGABRT $(rem 120) python bench/bench_train.py --models gpt2 --kernels torch,tk --compile compile \
+timeout -s SIGABRT $(rem 120) python bench/bench_train.py --models gpt2 --kernels torch,tk --compile compile --profile --top 30 \
   --warmup 3 --iters 15 --out $O/train > $O/bench_train.log 2>&1
-echo "bench_train rc=$? $((SECONDS - t0)) s"; grep -vE "^\s*$|Warning|_warn_once|wrote|cached" $O/bench_train.log | tail -6
+echo "bench_train rc=$? $((SECONDS - t0)) s"; grep -vE "^\s*$|Warning|_warn_once|wrote|cached" $O/bench_train.log | tail -75
+timeout -s SIGABRT $(rem 40) python dev/optim_step.py > $O/optim_step.log 2>&1; echo "optim_step rc=$?"; tail -7 $O/optim_step.log
 python data/shakespeare_char/prepare.py --input "$SHAKESPEARE_INPUT" > /dev/null 2>&1
 for k in tk torch; do
   ts=$SECONDS

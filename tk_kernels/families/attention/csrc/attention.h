@@ -77,13 +77,14 @@ cudaError_t attention_forward(const FwdParams &p, cudaStream_t stream);
 cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream);
 // The sm_90a forward (hopper_forward.cu: wgmma + TMA, warp-specialised): the same outputs as
 // attention_forward, dropout included (the same keep mask for the same rng). Launch it only on an
-// sm_90 GPU with a library built for sm_90a (elsewhere the kernel traps); ops.py decides.
-cudaError_t attention_forward_hopper(const FwdParams &p, cudaStream_t stream);
+// sm_90 GPU with a library built for sm_90a (elsewhere the kernel traps); ops.py decides. A tensor map the
+// driver rejects returns cudaErrorInvalidValue with the driver's reason in *why (when given).
+cudaError_t attention_forward_hopper(const FwdParams &p, cudaStream_t stream, const char **why = nullptr);
 // The sm_90a backward (hopper_backward.cu): the same dq, dk, dv as attention_backward for
 // deterministic == false, dropout included (deterministic: cudaErrorInvalidValue). Its workspaces differ: delta and
 // lse_log2 hold B * H * dq_accum_rows(T) floats each, dq_accum B * H * dq_accum_rows(T) * D floats,
-// zero-filled. Same launch conditions as attention_forward_hopper.
-cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream);
+// zero-filled. Same launch conditions and *why as attention_forward_hopper.
+cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream, const char **why = nullptr);
 
 // Shared memory per block (bytes) that the forward / backward need at least (their smallest
 // configurations); a GPU whose opt-in limit per block is smaller cannot run them. The backward picks

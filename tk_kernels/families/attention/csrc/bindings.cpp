@@ -145,9 +145,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_impl(const at::Tensor& q,
     p.rng_state = rng_state.data_ptr<int64_t>();
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  cudaError_t err = hopper ? tk_attn::attention_forward_hopper(p, stream) : tk_attn::attention_forward(p, stream);
+  const char *why = nullptr;
+  cudaError_t err = hopper ? tk_attn::attention_forward_hopper(p, stream, &why) : tk_attn::attention_forward(p, stream);
   TK_CHECK(err == cudaSuccess, "tk attention forward", hopper ? " (Hopper kernel)" : "", " failed: ",
-              cudaGetErrorString(err));
+           why ? why : cudaGetErrorString(err));
   return {o, lse, rng_state};
 }
 
@@ -208,9 +209,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
   p.dropout_p = float(dropout_p);
   p.rng_state = dropout_p > 0.0 ? rng_state.data_ptr<int64_t>() : nullptr;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  cudaError_t err = hopper ? tk_attn::attention_backward_hopper(p, stream) : tk_attn::attention_backward(p, stream);
+  const char *why = nullptr;
+  cudaError_t err = hopper ? tk_attn::attention_backward_hopper(p, stream, &why) : tk_attn::attention_backward(p, stream);
   TK_CHECK(err == cudaSuccess, "tk attention backward", hopper ? " (Hopper kernel)" : "", " failed: ",
-           cudaGetErrorString(err));
+           why ? why : cudaGetErrorString(err));
   return {dq, dk, dv};
 }
 

@@ -105,7 +105,7 @@
 // Measured, the reason for each choice (H200, bf16, contiguous q/k/v, backward alone, TFLOP/s counting
 // 2.5x the forward's FLOPs; bench/RESULTS.md session 4 call 3). These numbers are of the two forms and
 // orders as dev variants beside the plain kernel (dev/hopper/attention_bwd_variants.cuh, moved here
-// verbatim; in git at 5c060de); THIS INTEGRATED FILE HAS NOT RUN ON A GPU YET. The variants gave the plain
+// verbatim; in git at 5c060de; the integrated kernel then passed its 47 float64 cases in session 5). The variants gave the plain
 // kernel's gradients on 14 cases (rel-L2 <= 3e-5: nanoGPT strided views, ragged T, D 64 / 128, causal and
 // not, causal T = 1000 with 33 and 65 heads: 2 launch groups), and the plain kernel passed the 42 cases of
 // dev/hopper/check_attention_bwd.py. plain / pipelined / pipelined + grouped / cuDNN:
@@ -124,7 +124,9 @@
 //     73), so plain + grouped would likely time about the same, but it never ran; pipelined + grouped is
 //     the measured (199, 265, 75: +4%, +12%, +3%) and GPU-checked (65 heads, 2 groups) code.
 //   So, per shape, 0.82-0.93x cuDNN at the long sequences (0.86 / 0.82, 0.85 / 0.84, 0.93 / 0.90,
-//   0.86 / 0.90 causal / full) and ahead of it at (64,6,256,64) (1.44 / 1.08).
+//   0.86 / 0.90 causal / full) and ahead of it at (64,6,256,64) (1.44 / 1.08). The integrated kernel in
+//   session 5 (bench/bench_attention.py, call 2): 0.83-0.86x cuDNN at D = 64, 0.93-0.99x at D = 128; at
+//   (64,6,256,64), timed directly (dev/hopper/check_attention_bwd.py), 0.89x / 1.06x.
 //
 // Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
 // diff against the kernel before dropout, 0 lines in all 8 instances and the 4 prep kernels):
@@ -155,7 +157,9 @@
 //   ptxas -v (CUDA 13.0): every instance spill-free, no stack, no C75xx warnings. SASS per kernel (bf16;
 //   p = 0 in parentheses): D = 64 plain 2368 (1920), D = 64 pipelined 3408 (2600), D = 128 4352 / 4400
 //   non-causal / causal (3456 / 3520); with c from threadIdx they were 2432, 3544, 4576 / 4624.
-//   NOT MEASURED ON A GPU YET (dev/hopper/check_attention_dropout.py).
+//   The dropout backward before the uniform-register change (16-24 B of spill at D = 128) passed the dropout
+//   GPU matrix in session 5 (call 3; fwd + bwd +38.1% at (16,12,1024,64) with the Hopper forward, +0.1% at
+//   (64,6,256,64)); THIS SPILL-FREE VERSION HAS NOT RUN ON A GPU YET (dev/hopper/check_attention_dropout.py).
 //
 // On the pipeline template (session 5), against the hand-written kernel before it (cuobjdump, CUDA 13.0,
 // bf16 = fp16): every instance 168 registers, 0 stack, no LDL / STL, no C75xx warnings, the same HGMMA,
@@ -172,7 +176,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
+#include <string>
 #include <stdexcept>
 #include <type_traits>
 
@@ -782,7 +786,7 @@ hbwd_prep_kernel(const T *o, Strides o_s, const T *dout, Strides do_s, const flo
 }
 
 template <typename T, int D, bool CAUSAL, bool DROPOUT>
-cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
+cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const char **why) {
   const int Tp = int(dq_accum_rows(p.T));
   const int64_t rows = int64_t(p.B) * p.H * Tp;
   {
@@ -801,8 +805,10 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
     dom = bhtd_map<T>(p.dout, p.do_s, p.B, p.H, p.T, D, HB_M);
     lm = host::matrix_map<float>(p.lse_log2, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
     dm = host::matrix_map<float>(p.delta, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "%s\n", e.what());  // the binding reports only the cudaError_t
+  } catch (const std::exception &e) {  // a tensor map the driver rejects (alignment, strides)
+    static thread_local std::string reason;
+    reason = std::string("tensor map: ") + e.what();
+    if (why) *why = reason.c_str();
     return cudaErrorInvalidValue;
   }
   hb_args_t<DROPOUT> a{};
@@ -846,18 +852,19 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
 }
 
 template <typename T, bool DROPOUT>
-cudaError_t dispatch_hopper_bwd(const BwdParams &p, cudaStream_t stream) {
+cudaError_t dispatch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const char **why) {
   if (p.D == 64)
-    return p.causal ? launch_hopper_bwd<T, 64, true, DROPOUT>(p, stream) : launch_hopper_bwd<T, 64, false, DROPOUT>(p, stream);
+    return p.causal ? launch_hopper_bwd<T, 64, true, DROPOUT>(p, stream, why)
+                    : launch_hopper_bwd<T, 64, false, DROPOUT>(p, stream, why);
   if (p.D == 128)
-    return p.causal ? launch_hopper_bwd<T, 128, true, DROPOUT>(p, stream)
-                    : launch_hopper_bwd<T, 128, false, DROPOUT>(p, stream);
+    return p.causal ? launch_hopper_bwd<T, 128, true, DROPOUT>(p, stream, why)
+                    : launch_hopper_bwd<T, 128, false, DROPOUT>(p, stream, why);
   return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
-cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream) {
+cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream, const char **why) {
   if (p.B < 1 || p.H < 1 || p.T < 1) return cudaErrorInvalidValue;
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return cudaErrorInvalidValue;
   if (p.deterministic) return cudaErrorInvalidValue;  // the deterministic mode runs on the portable backward
@@ -867,8 +874,8 @@ cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream) {
   if (!p.q || !p.k || !p.v || !p.o || !p.dout || !p.lse || !p.dq || !p.dk || !p.dv || !p.delta || !p.lse_log2 ||
       !p.dq_accum)
     return cudaErrorInvalidValue;
-  if (p.dtype == DType::bf16) return drop ? dispatch_hopper_bwd<bf16, true>(p, stream) : dispatch_hopper_bwd<bf16, false>(p, stream);
-  if (p.dtype == DType::fp16) return drop ? dispatch_hopper_bwd<half, true>(p, stream) : dispatch_hopper_bwd<half, false>(p, stream);
+  if (p.dtype == DType::bf16) return drop ? dispatch_hopper_bwd<bf16, true>(p, stream, why) : dispatch_hopper_bwd<bf16, false>(p, stream, why);
+  if (p.dtype == DType::fp16) return drop ? dispatch_hopper_bwd<half, true>(p, stream, why) : dispatch_hopper_bwd<half, false>(p, stream, why);
   return cudaErrorInvalidValue;
 }
 
