@@ -185,3 +185,24 @@ def test_hopper_kernels_on_a_fresh_thread():
     assert torch.equal(out["fwd"][0], o) and torch.equal(out["fwd"][1], lse)
     assert torch.equal(out["bwd"][1], dk) and torch.equal(out["bwd"][2], dv)
     assert rel_err(out["bwd"][0], dq.double()) < 1e-3
+
+
+def test_hopper_bindings_reject_broadcast_strides():
+    """The Hopper kernels read q, k, v (and the backward dout) with TMA, which cannot follow a zero stride:
+    called directly with a head-broadcast k, the bindings stop with one clear message (before, the tensor
+    map silently used the packed stride and read past k's storage); through tk_kernels.attention such a k
+    is copied first and the result matches the float64 reference."""
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    B, H, T, D = 2, 4, 300, 64
+    q, v = (torch.randn((B, H, T, D), generator=g, device="cuda").to(torch.bfloat16) for _ in range(2))
+    k = torch.randn((B, 1, T, D), generator=g, device="cuda").to(torch.bfloat16).expand(B, H, T, D)
+    ext = tka._ext()
+    with pytest.raises(RuntimeError, match="nonzero strides") as info:
+        ext.attention_forward_hopper(q, k, v, True, 0.125, 0.0)
+    assert "Traceback" not in str(info.value) and "k is read with TMA" in str(info.value)
+    o, lse, rng = ext.attention_forward_hopper(q, k.contiguous(), v, True, 0.125, 0.0)
+    dout = torch.randn((B, 1, T, D), generator=g, device="cuda").to(torch.bfloat16).expand(B, H, T, D)
+    with pytest.raises(RuntimeError, match="dout is read with TMA"):
+        ext.attention_backward_hopper(q, k.contiguous(), v, o, lse, dout, True, 0.125, 0.0, rng)
+    check_case(q, k, v, dout.contiguous(), True, 0.125, f"[broadcast k through tka.attention seed={seed}]")

@@ -47,6 +47,15 @@ void check_bhtd(const at::Tensor& t, const char* name, const at::Tensor& q) {
   }
 }
 
+// The Hopper kernels read t with TMA, whose tensor maps need a nonzero stride in every dim of size > 1 (a
+// broadcast k / v, stride 0 along H, is not readable that way: ops.py makes such tensors contiguous first).
+void check_tma_readable(const at::Tensor& t, const char* name) {
+  for (int d = 0; d < 3; ++d)
+    TK_CHECK(t.stride(d) != 0 || t.size(d) == 1, "tk attention (Hopper kernel): ", name,
+             " is read with TMA, which needs nonzero strides; got strides ", t.strides(), " for shape ", t.sizes(),
+             " (pass a contiguous copy, or call tk_kernels.attention, which makes one)");
+}
+
 // Stride of dim d, with 0 for size-1 dims (their stride is never used but may be anything).
 tk_attn::Strides strides_of(const at::Tensor& t) {
   auto s = [&](int d) -> int64_t { return t.size(d) == 1 ? 0 : t.stride(d); };
@@ -120,6 +129,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_impl(const at::Tensor& q,
   check_bhtd(q, "q", q);
   check_bhtd(k, "k", q);
   check_bhtd(v, "v", q);
+  if (hopper) {
+    check_tma_readable(q, "q");
+    check_tma_readable(k, "k");
+    check_tma_readable(v, "v");
+  }
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   TK_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
@@ -178,6 +192,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
   check_bhtd(v, "v", q);
   check_bhtd(o, "o", q);
   check_bhtd(dout, "dout", q);
+  if (hopper) {
+    check_tma_readable(q, "q");
+    check_tma_readable(k, "k");
+    check_tma_readable(v, "v");
+    check_tma_readable(dout, "dout");
+  }
   check_lse(lse, q);
   check_dropout_p(dropout_p);
   if (dropout_p > 0.0) check_rng_state(rng_state, q);
