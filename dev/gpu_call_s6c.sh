@@ -19,6 +19,7 @@ echo "bench_attention rc=$? $((SECONDS - t0)) s"; tail -30 $O/bench_attention.lo
 timeout -s SIGABRT $(rem 120) python bench/bench_train.py --models gpt2 --kernels torch,tk --compile compile --profile --top 30 \
   --warmup 3 --iters 15 --out $O/train > $O/bench_train.log 2>&1
 echo "bench_train rc=$? $((SECONDS - t0)) s"; grep -vE "^\s*$|Warning|_warn_once|wrote|cached" $O/bench_train.log | tail -75
+timeout -s SIGABRT $(rem 60) python dev/mlp_dw_variants.py > $O/mlp_dw.log 2>&1; echo "mlp_dw rc=$?"; tail -5 $O/mlp_dw.log
 timeout -s SIGABRT $(rem 40) python dev/optim_step.py > $O/optim_step.log 2>&1; echo "optim_step rc=$?"; tail -7 $O/optim_step.log
 python data/shakespeare_char/prepare.py --input "$SHAKESPEARE_INPUT" > /dev/null 2>&1
 for k in tk torch; do
