@@ -97,9 +97,11 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def profile_step(step, device: torch.device, steps: int = 3, trace: str | None = None) -> dict[str, float]:
+def profile_step(step, device: torch.device, steps: int = 3, trace: str | None = None,
+                 top: int = 0) -> tuple[dict[str, float], list]:
     """ms per step of each op family over `steps` profiled steps: GPU kernel time on CUDA,
-    self CPU time of the ops on a CPU. With `trace`, also writes the profile as a Chrome trace there."""
+    self CPU time of the ops on a CPU. With `trace`, also writes the profile as a Chrome trace there.
+    Also returns the `top` kernels (ops on a CPU) by time: [name, family, ms per step, calls per step]."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
     activities = [ProfilerActivity.CPU]
@@ -112,6 +114,7 @@ def profile_step(step, device: torch.device, steps: int = 3, trace: str | None =
     if trace:
         prof.export_chrome_trace(trace)
     totals = dict.fromkeys(FAMILIES, 0.0)
+    per_name: dict[str, list] = {}
     for e in prof.events():
         if device.type == "cuda":
             if e.device_type != DeviceType.CUDA:
@@ -124,7 +127,11 @@ def profile_step(step, device: torch.device, steps: int = 3, trace: str | None =
                 continue
             us = e.self_cpu_time_total
         totals[classify(e.name)] += us / 1000.0 / steps
-    return totals
+        row = per_name.setdefault(e.name, [0.0, 0])
+        row[0] += us / 1000.0 / steps
+        row[1] += 1
+    ranked = sorted(per_name.items(), key=lambda kv: -kv[1][0])[:top]
+    return totals, [[n, classify(n), round(ms, 4), round(c / steps, 1)] for n, (ms, c) in ranked]
 
 
 COMPILE_MODES = ("eager", "compile", "graphs")  # graphs: torch.compile(mode="reduce-overhead"), CUDA graphs
@@ -188,7 +195,10 @@ def run_mode(name: str, spec: dict, kernels: str, compile_mode: str, args, devic
             if args.trace:
                 os.makedirs(args.trace, exist_ok=True)
                 trace = os.path.join(args.trace, f"{name}_{kernels}_{compile_mode}.json")
-            result["profile_ms"] = {k: round(v, 3) for k, v in profile_step(step, device, trace=trace).items()}
+            totals, kernels_top = profile_step(step, device, trace=trace, top=args.top)
+            result["profile_ms"] = {k: round(v, 3) for k, v in totals.items()}
+            if args.top:
+                result["profile_top"] = kernels_top
     except TKUnsupportedError as e:
         result["error"] = str(e)
     except Exception as e:  # out of memory, a compile failure, a kernel error: report, go on
@@ -231,6 +241,11 @@ def print_table(results: list[dict]) -> None:
             p = r["profile_ms"]
             print(f"{r['model']:<18}{mode_label(r):<15}" + "".join(f"{p[f]:>12.2f}" for f in FAMILIES)
                   + f"{sum(p.values()):>10.2f}")
+        for r in profiled:
+            if r.get("profile_top"):
+                print(f"\ntop kernels, {r['model']} {mode_label(r)} (ms per step, calls per step, family)")
+                for name, family, ms, calls in r["profile_top"]:
+                    print(f"  {ms:8.3f} {calls:6.1f}  {family:<15} {name[:110]}")
 
 
 def save_png(results: list[dict], path: str) -> bool:
@@ -279,6 +294,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "train"),
                    help="directory for bench_train.json and bench_train.png")
     p.add_argument("--trace", default=None, help="with --profile: a folder for each mode's Chrome trace")
+    p.add_argument("--top", type=int, default=0, help="with --profile: list the N kernels that take the most time")
     p.add_argument("--batch_size", type=int, default=None,
                    help="override every model's batch size (e.g. 1 with a short --block_size: a step with little "
                         "GPU work, whose time is then the host's time per step)")
