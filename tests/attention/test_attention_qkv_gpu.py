@@ -294,7 +294,8 @@ def test_compiled_gpt_backward_reads_dqkv_in_place(n_head):
     loss.backward()
     assert len(graphs["fw"]) == 1 and len(graphs["bw"]) == 1
     fw_ops = [n.target for n in graphs["fw"][0].graph.nodes if n.op == "call_function"]
-    assert fw_ops.count(torch.ops.tk.attention_qkv_fwd.default) == 2 and torch.ops.tk.attention_fwd.default not in fw_ops
+    assert fw_ops.count(torch.ops.tk.attention_qkv_fwd.default) == 2
+    assert torch.ops.tk.attention_fwd.default not in fw_ops
     bwd_nodes = [n for n in graphs["bw"][0].graph.nodes if n.target == torch.ops.tk.attention_qkv_bwd.default]
     assert len(bwd_nodes) == 2
     for node in bwd_nodes:
@@ -303,23 +304,23 @@ def test_compiled_gpt_backward_reads_dqkv_in_place(n_head):
 
 
 def test_eager_gpt_is_bitwise_the_views_model(monkeypatch):
-    """The kernels=tk GPT in eager mode with the deterministic backward: loss and every gradient exactly those
-    of the same model whose attention splits q, k, v itself (the q, k, v op, gradients concatenated by
-    autograd): the fused op changes where the gradient is written, not a bit of it."""
+    """The kernels=tk GPT in eager mode with the deterministic backward: loss and gradients exactly those of the
+    same model whose attention splits q, k, v itself (the q, k, v op, gradients concatenated by autograd): the
+    fused op changes where the gradient is written, not a bit of it. (Bitwise wherever two runs of the fused
+    model agree bitwise, which the attention's and c_attn's parameters must; any other parameter to 1e-3.)"""
     import model as model_module
-    from tk_kernels import dispatch as dsp
 
     def old_forward(self, x, plan, cache=None):
         B, T, C = x.size()
         H, D = self.n_head, C // self.n_head
         q, k, v = self.c_attn(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
-        y = dsp.attention(plan, q, k, v, causal=True, dropout_p=self.dropout if self.training else 0.0)
+        y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=self.dropout if self.training else 0.0)
         return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, C)))
 
     monkeypatch.setenv("TK_DETERMINISTIC", "1")
     idx = torch.randint(0, 512, (4, 255), device="cuda", generator=gen(new_seed()))
     results = []
-    for forward in (None, old_forward):
+    for forward in (None, None, old_forward):
         if forward is not None:
             monkeypatch.setattr(model_module.CausalSelfAttention, "forward", forward)
         m = _tiny_gpt("tk")
@@ -327,10 +328,18 @@ def test_eager_gpt_is_bitwise_the_views_model(monkeypatch):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             _, loss = m(idx, idx)
         loss.backward()
-        results.append((loss.detach(), [p.grad for p in m.parameters()]))
-    (la, ga), (lb, gb) = results
-    assert torch.equal(la, lb)
-    assert all(torch.equal(a, b) for a, b in zip(ga, gb))
+        results.append((loss.detach(), {n: p.grad for n, p in m.named_parameters()}))
+    (l1, g1), (l2, g2), (lv, gv) = results
+    repeatable = {n for n in g1 if torch.equal(g1[n], g2[n])}
+    assert {n for n in g1 if ".attn." in n} <= repeatable, sorted(set(g1) - repeatable)
+    assert torch.equal(l1, lv) if torch.equal(l1, l2) else abs(l1.item() - lv.item()) < 1e-3
+    for n in g1:
+        if n in repeatable:
+            assert torch.equal(g1[n], gv[n]), n
+        else:
+            assert rel_err(g1[n], gv[n].double()) < 1e-3, n
+    print(f"[eager gpt] bitwise: {len(repeatable)} of {len(g1)} parameters (the others are not repeatable: "
+          f"{sorted(set(g1) - repeatable)})")
 
 
 @pytest.mark.parametrize("p", [0.0, 0.2])
@@ -369,9 +378,10 @@ def test_cuda_graph_capture_of_forward_and_backward(p, bwd_path):
     det, C = bwd_path == "deterministic", H * D
     eager_o, eager_lse, _ = torch.ops.tk.attention_fwd(q, k, v, True, 0.125, 0.0)
     for o, lse, rng, g in replays:
-        assert torch.equal(lse, eager_lse)  # lse is of the softmax before dropout
         if p == 0:
-            assert torch.equal(o, eager_o)
+            assert torch.equal(o, eager_o) and torch.equal(lse, eager_lse)
+        else:  # lse is of the softmax before dropout (another kernel instance: to the float rounding)
+            torch.testing.assert_close(lse, eager_lse)
         ref = side_by_side(*torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, True, 0.125, det, p, rng))
         assert not torch.isnan(g).any() and torch.equal(g[..., C:], ref[..., C:])
         assert torch.equal(g, ref) if det else rel_err(g[..., :C], ref[..., :C].double()) <= DQ_TOL[g.dtype]

@@ -219,7 +219,8 @@ def _attention_fwd_fake(q, k, v, causal, scale, dropout_p):
 
 def _backward_impl(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
                    causal: bool, scale: float, deterministic: bool, dropout_p: float,
-                   rng_state: Tensor, out: tuple[Tensor, Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+                   rng_state: Tensor,
+                   out: tuple[Tensor, Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """(dq, dk, dv) of the kernel the path choice picks: fresh (B, T, H, D) tensors, or written into out (three
     (B, H, T, D) tensors the kernels can store to: stride 1 along D, 16-byte aligned, strides multiples of 8
     elements, no shared memory; the extension checks) and out returned."""

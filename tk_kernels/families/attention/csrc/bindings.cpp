@@ -238,9 +238,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward_hopper(const at
   return forward_impl(q, k, v, causal, scale, dropout_p, true);
 }
 
-// (dq, dk, dv) (fresh, or the given out[0..2]). hopper: run the sm_90a kernel (hopper_backward.cu: dropout included, the forward's mask
-// regenerated from rng_state; never deterministic), with its own padded workspaces (attention.h), instead of
-// the portable one (csrc/backward*.cu). ops.py decides when it runs (and hands it q, k, v, dout that TMA can read).
+// (dq, dk, dv): fresh, or out[0..2] (attention_backward_into; checked here after the inputs). hopper: run the sm_90a
+// kernel (hopper_backward.cu: dropout included, the forward's mask regenerated from rng_state; never deterministic),
+// with its own padded workspaces (attention.h), instead of the portable one (csrc/backward*.cu). ops.py decides when
+// it runs (and hands it q, k, v, dout that TMA can read).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
     const at::Tensor& dout, bool causal, double scale, bool deterministic, double dropout_p,
@@ -253,10 +254,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
   check_lse(lse, q);
   check_dropout_p(dropout_p);
   if (dropout_p > 0.0) check_rng_state(rng_state, q);
+  if (out) check_outputs({out[0], out[1], out[2]}, {q, k, v, o, dout});
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   TK_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
-  // out: dq, dk, dv to write into (attention_backward_into checked them), else fresh (B, T, H, D) memory
   at::Tensor dq = out ? out[0] : empty_bthd(q), dk = out ? out[1] : empty_bthd(k), dv = out ? out[2] : empty_bthd(v);
   if (B * H == 0) return {dq, dk, dv};
   const int64_t Tp = tk_attn::dq_accum_rows(T);
@@ -311,7 +312,6 @@ void attention_backward_into(const at::Tensor& q, const at::Tensor& k, const at:
                              const at::Tensor& rng_state, bool hopper) {
   TK_CHECK(!(hopper && deterministic), "tk attention: the Hopper backward has no deterministic mode");
   const at::Tensor out[3] = {dq, dk, dv};
-  check_outputs(out, {q, k, v, o, dout});
   backward_impl(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state, hopper, out);
 }
 
