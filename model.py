@@ -84,23 +84,24 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x, plan: dispatch.Plan, cache: KVCache | None = None):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
-        H, D = self.n_head, C // self.n_head
-        # q, k, v as (B, H, T, D) views into the fused projection: no copies,
-        # only the last dim is contiguous (the TK kernel takes such strides)
-        qkv = self.c_attn(x).view(B, T, 3, H, D)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        H = self.n_head
+        qkv = self.c_attn(x)  # (B, T, 3C): q, k, v of all heads side by side
         dropout_p = self.dropout if self.training else 0.0
         if cache is None:
-            y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=dropout_p)
-        elif cache.pos == 0:  # prefill: the whole prompt, causal
-            k, v = cache.update(self.layer, k, v)
-            y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=dropout_p)
-        else:  # decode one new token against all cached ones: nothing to mask
-            assert T == 1, "the KV cache decodes one token at a time"
-            k, v = cache.update(self.layer, k, v)
-            # q is 1 long and k, v are pos+1 long: the TK kernel needs equal
-            # lengths, so decode steps use PyTorch's SDPA in every kernels mode.
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=False)
+            # the attention takes the fused projection: q, k, v are its (B, H, T, D) views (no copies), and
+            # on the TK path the backward writes their gradients straight into one (B, T, 3C) tensor
+            y = dispatch.attention_qkv(plan, qkv, H, causal=True, dropout_p=dropout_p)
+        else:
+            q, k, v = dispatch.qkv_views(qkv, H)  # (B, H, T, D) views, only the last dim contiguous
+            if cache.pos == 0:  # prefill: the whole prompt, causal
+                k, v = cache.update(self.layer, k, v)
+                y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=dropout_p)
+            else:  # decode one new token against all cached ones: nothing to mask
+                assert T == 1, "the KV cache decodes one token at a time"
+                k, v = cache.update(self.layer, k, v)
+                # q is 1 long and k, v are pos+1 long: the TK kernel needs equal
+                # lengths, so decode steps use PyTorch's SDPA in every kernels mode.
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=False)
         y = y.transpose(1, 2).reshape(B, T, C)  # re-assemble all head outputs side by side
         return self.resid_dropout(self.c_proj(y))
 

@@ -59,6 +59,10 @@ class AttentionStub:
     def attention_backward(self, q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state):
         return _bthd(q), _bthd(k), _bthd(v)
 
+    def attention_backward_into(self, q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic, dropout_p,
+                                rng_state, hopper):
+        return None
+
 
 class LayerNormStub:
     forward = staticmethod(lambda x, delta, w, b, eps, out_dtype: LN._add_layer_norm_fwd_fake(x, delta, w, b, eps, out_dtype))
@@ -75,7 +79,8 @@ class ClassifierStub:
 
 def install_stubs() -> list:
     build._cached.update(attention=AttentionStub(), layernorm=LayerNormStub(), classifier=ClassifierStub())
-    for op in (A.attention_fwd, A.attention_bwd, LN.add_layer_norm_fwd, LN.add_layer_norm_bwd,
+    for op in (A.attention_fwd, A.attention_bwd, A.attention_qkv_fwd, A.attention_qkv_bwd,
+               LN.add_layer_norm_fwd, LN.add_layer_norm_bwd,
                CL.linear_cross_entropy_fwd):
         torch.library.register_kernel(op, "cpu", op._init_fn)
     A.hopper_reason = lambda device: None
@@ -125,6 +130,9 @@ def op_rows() -> dict[str, float]:
     qkv = torch.randn(B, T, 3, H, D).permute(2, 0, 3, 1, 4)  # (3, B, H, T, D) views, as in model.py
     q, k, v = (t.requires_grad_() for t in torch.randn(3, B, T, H, D).transpose(2, 3).unbind(0))
     qd, kd, vd = qkv[0], qkv[1], qkv[2]
+    # model.py's c_attn output, for the qkv ops; T = 8 in the fwd+bwd rows, so that the CPU copies of the views
+    # path's gradient concatenation (stack + copy, 2 x 24 KB) stay small beside the host time they stand for
+    fused = torch.randn(B, 8, 3 * H * D, requires_grad=True)
     o, lse, rng = torch.ops.tk.attention_fwd(qd, kd, vd, True, 0.125, 0.0)
     x = torch.randn(N, C, requires_grad=True)
     d = torch.randn(N, C, requires_grad=True)
@@ -144,6 +152,11 @@ def op_rows() -> dict[str, float]:
         rows["tk::attention_fwd (op call)"] = host_us(lambda: torch.ops.tk.attention_fwd(qd, kd, vd, True, 0.125, 0.0))
         rows["tk::attention_bwd (op call)"] = host_us(
             lambda: torch.ops.tk.attention_bwd(qd, kd, vd, o, lse, o, True, 0.125, False, 0.0, rng))
+        o8, lse8, _ = torch.ops.tk.attention_qkv_fwd(fused, H, True, 0.125, 0.0)
+        rows["tk::attention_qkv_fwd (op call)"] = host_us(
+            lambda: torch.ops.tk.attention_qkv_fwd(fused, H, True, 0.125, 0.0))
+        rows["tk::attention_qkv_bwd (op call)"] = host_us(
+            lambda: torch.ops.tk.attention_qkv_bwd(fused, o8, lse8, o8, H, True, 0.125, False, 0.0, rng))
         rows["tk::add_layer_norm_fwd (op call)"] = host_us(
             lambda: torch.ops.tk.add_layer_norm_fwd(x, d, w, b, 1e-5, torch.float32))
         rows["tk::add_layer_norm_bwd (op call)"] = host_us(
@@ -157,6 +170,15 @@ def op_rows() -> dict[str, float]:
         q.grad = k.grad = v.grad = None
         dispatch.attention(plan, q, k, v).sum().backward()
 
+    def views_fb():  # model.py before attention_qkv: q, k, v views of the projection, autograd concatenates
+        fused.grad = None
+        q, k, v = fused.view(B, 8, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
+        dispatch.attention(plan, q, k, v).sum().backward()
+
+    def fused_fb():  # model.py now
+        fused.grad = None
+        dispatch.attention_qkv(plan, fused, H).sum().backward()
+
     def ln_fb():
         x.grad = d.grad = w.grad = b.grad = None
         s2, y2 = dispatch.add_layer_norm(plan, x, d, w, b)
@@ -167,6 +189,8 @@ def op_rows() -> dict[str, float]:
         dispatch.linear_cross_entropy(plan, xc, wc, tg).backward()
 
     rows["dispatch.attention fwd+bwd (eager autograd)"] = host_us(attn_fb, n=1000)
+    rows["dispatch.attention on qkv views fwd+bwd (eager)"] = host_us(views_fb, n=1000)
+    rows["dispatch.attention_qkv fwd+bwd (eager autograd)"] = host_us(fused_fb, n=1000)
     rows["dispatch.add_layer_norm fwd+bwd (custom ops)"] = host_us(ln_fb, n=1000)
     rows["dispatch.linear_cross_entropy fwd+bwd (eager)"] = host_us(ce_fb, n=1000)
     return rows

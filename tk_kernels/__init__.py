@@ -3,6 +3,7 @@ tk_kernels: ThunderKittens-style CUDA tile kernels for nanoGPT-TK (map: tk_kerne
 
     import tk_kernels
     o = tk_kernels.attention(q, k, v, causal=True)     # our CUDA kernel (needs a GPU)
+    o = tk_kernels.attention_qkv(qkv, n_head)          # the same on a fused (B, T, 3C) projection
     s, y = tk_kernels.add_layer_norm(x, delta, w, b)   # s = x + delta, y = LayerNorm(s)
     y = tk_kernels.layer_norm(x, w, b)
     tk_kernels.is_available()                          # can it run here?
@@ -14,8 +15,8 @@ tk_kernels: ThunderKittens-style CUDA tile kernels for nanoGPT-TK (map: tk_kerne
     plan = tk_kernels.dispatch.plan("auto", device, dtype, head_dim=64)   # once per model
     y = tk_kernels.dispatch.attention(plan, q, k, v, causal=True)         # per call
 
-Importing this package registers the torch custom ops (tk::attention_fwd/_bwd, tk::add_layer_norm_fwd/_bwd,
-tk::linear_cross_entropy_fwd, tk::mlp_fwd/_bwd, tk::linear_fwd/_bwd) and
+Importing this package registers the torch custom ops (tk::attention_fwd/_bwd, tk::attention_qkv_fwd/_bwd,
+tk::add_layer_norm_fwd/_bwd, tk::linear_cross_entropy_fwd, tk::mlp_fwd/_bwd, tk::linear_fwd/_bwd) and
 nothing more: it never builds the CUDA extension and never needs a GPU. The build happens on the
 first kernel call or plan on a GPU (python -m tk_kernels.build builds ahead of time).
 """
@@ -23,10 +24,10 @@ first kernel call or plan on a GPU (python -m tk_kernels.build builds ahead of t
 from . import reference
 from . import dispatch
 from .dispatch import KERNEL_MODES, TKUnsupportedError
-from .families.attention import attention, check_supported, is_available
+from .families.attention import attention, attention_qkv, check_supported, is_available
 from .families.classifier import linear_cross_entropy
 from .families.layernorm import add_layer_norm, layer_norm
 from .families.mlp import linear, mlp
 
-__all__ = ["attention", "add_layer_norm", "layer_norm", "linear_cross_entropy", "mlp", "linear", "is_available", "check_supported", "dispatch", "reference",
-           "KERNEL_MODES", "TKUnsupportedError"]
+__all__ = ["attention", "attention_qkv", "add_layer_norm", "layer_norm", "linear_cross_entropy", "mlp", "linear",
+           "is_available", "check_supported", "dispatch", "reference", "KERNEL_MODES", "TKUnsupportedError"]

@@ -22,6 +22,9 @@ The decision is made in two parts:
         head dim), raises TKUnsupportedError for kernels=tk, warns for kernels=auto. A Plan is a
         frozen value: torch.compile guards on it and traces no check again.
     dispatch.attention(plan, q, k, v, causal=True, dropout_p=0.0)
+    dispatch.attention_qkv(plan, qkv, n_head, causal=True, dropout_p=0.0)
+        the same on the q, k, v views of a fused (B, T, 3C) projection (model.py): on the TK path its
+        gradient is written straight into one (B, T, 3C) tensor
     dispatch.add_layer_norm(plan, x, delta, weight, bias) / dispatch.layer_norm(plan, x, weight, bias)
         per call: what varies per call (dropout while training, q and k of different shapes)
         is plain Python on Python numbers and tensor metadata, which torch.compile folds into
@@ -74,6 +77,10 @@ class Family:
     # why the model does not use this TK kernel yet although it runs (it measured slower than the
     # PyTorch op it replaces); None: used wherever it is supported
     not_used: str | None = None
+    # attention only: the TK op on the fused (B, T, 3C) projection, (qkv, n_head, causal, scale, dropout_p)
+    # -> (B, H, T, D), whose backward writes qkv's gradient in place of a concatenation; None: attention_qkv
+    # hands the q, k, v views to `tk`
+    tk_qkv: Callable | None = None
 
 
 # THE switch of issue 9: whether the model trains on the TK attention kernels' own dropout
@@ -88,7 +95,7 @@ FAMILIES: dict[str, Family] = {
                         lambda device, dtype, dims: attention_ops.unsupported_reason(
                             device, dtype, dims["head_dim"]),
                         # has_dropout=True: training with dropout runs the reference (see the switch above)
-                        has_dropout=not ATTENTION_DROPOUT_ON_TK),
+                        has_dropout=not ATTENTION_DROPOUT_ON_TK, tk_qkv=attention_ops.attention_qkv_op),
     # tk and reference: (x, w_fc, b_fc, w_proj, b_proj) -> c_proj(gelu(c_fc(x)))
     "mlp": Family("mlp", reference.mlp, mlp_ops.mlp_op, mlp_ops.unsupported_reason,
                   not_used="not faster than cuBLAS + eager PyTorch at every width on an H200: MLP fwd+bwd 1.02x at "
@@ -112,10 +119,14 @@ def check_mode(kernels: str) -> str:
 def override(family: str, **fields):
     """Within the block, the registry entry of `family` has these fields replaced, e.g.
     override("attention", tk=my_kernel, unsupported=lambda device, dtype, dims: None).
-    Plans made inside the block use the replaced entry (and keep it afterwards)."""
+    Plans made inside the block use the replaced entry (and keep it afterwards). Replacing `tk` also
+    drops attention's fused-projection op (tk_qkv) unless it is given too: the model's attention_qkv
+    calls then reach the replacement with the q, k, v views."""
     if family not in FAMILIES:
         raise ValueError(f"unknown op family {family!r}; families are {', '.join(FAMILIES)}")
     saved = FAMILIES[family]
+    if "tk" in fields and "tk_qkv" not in fields:
+        fields["tk_qkv"] = None
     FAMILIES[family] = dataclasses.replace(saved, **fields)
     try:
         yield FAMILIES[family]
@@ -330,6 +341,42 @@ def attention(plan: Plan, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
             return choice.family.tk(q, k, v, causal, scale, dropout_p)
         _fall_back(plan, "attention", reason)
     return reference.attention(q, k, v, causal, dropout_p, scale)
+
+
+def qkv_views(qkv: torch.Tensor, n_head: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v: the (B, H, T, D) views of a fused (B, T, 3 * n_head * D) projection (no copies; only the last
+    dim is contiguous, which the TK kernels take as it is)."""
+    reason = attention_ops.qkv_shape_reason(qkv, n_head)
+    if reason is not None:
+        raise ValueError(reason)
+    return attention_ops.qkv_views(qkv, n_head)
+
+
+def attention_qkv(plan: Plan, qkv: torch.Tensor, n_head: int, *, causal: bool = True, dropout_p: float = 0.0,
+                  scale: float | None = None) -> torch.Tensor:
+    """attention(plan, q, k, v, ...) of the q, k, v views (qkv_views) of a fused (B, T, 3 * n_head * D)
+    projection, the (B, H, T, D) output. The TK path runs the family's fused-projection op, whose backward
+    writes qkv's gradient straight into one (B, T, 3C) tensor (no concatenation of dq, dk, dv); the torch
+    path and every fallback make the views and call exactly what attention() calls."""
+    reason = attention_ops.qkv_shape_reason(qkv, n_head)
+    if reason is not None:  # not a fused projection at all: no path can take it
+        raise ValueError(reason)
+    choice = plan.choices["attention"]
+    fused = choice.family.tk_qkv
+    if choice.tk and fused is not None:
+        if dropout_p > 0.0 and choice.family.has_dropout:
+            reason = _dropout_reason("attention")
+        elif qkv.shape[-1] != 3 * n_head * plan.head_dim:
+            reason = (f"qkv of shape {tuple(qkv.shape)} is not a (B, T, 3 * n_head * head_dim) projection of "
+                      f"n_head={n_head} heads of the plan's head dim {plan.head_dim}")
+        else:
+            reason = _plan_reason(plan, qkv.device, qkv.dtype)
+        if reason is None:
+            return fused(qkv, n_head, causal, scale, dropout_p)
+        _fall_back(plan, "attention", reason)
+        return reference.attention(*attention_ops.qkv_views(qkv, n_head), causal, dropout_p, scale)
+    q, k, v = attention_ops.qkv_views(qkv, n_head)
+    return attention(plan, q, k, v, causal=causal, dropout_p=dropout_p, scale=scale)
 
 
 def linear_cross_entropy(plan: Plan, x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,

@@ -1,6 +1,7 @@
 """CPU tests of tk_kernels/families/attention/ops.py: input validation and the fake (meta) implementations of the
 tk::attention_fwd / tk::attention_bwd custom ops. No GPU and no compiled extension needed."""
 
+import re
 import types
 
 import pytest
@@ -352,6 +353,12 @@ def test_hopper_reason(monkeypatch, capability, archs, expect):
 # -----------------------------------------------------------------------------
 # the eager path (_EagerAttention): the op implementations under an autograd.Function
 
+def _in_bthd_memory(x):
+    """x (B, H, T, D) copied into (B, T, H, D) memory, the layout the extension's outputs have."""
+    B, H, T, D = x.shape
+    return x.new_empty((B, T, H, D)).transpose(1, 2).copy_(x)
+
+
 class AttentionExtStandIn:
     """The extension's forward/backward entry points in PyTorch (SDPA math in float64), recording which
     ones were called: the eager path runs on a CPU with it."""
@@ -366,13 +373,20 @@ class AttentionExtStandIn:
             s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
         lse = s.logsumexp(-1)
         o = (s - lse[..., None]).exp() @ v.double()
-        return o.to(q.dtype), lse.float(), q.new_empty((0,), dtype=torch.int64)
+        return _in_bthd_memory(o.to(q.dtype)), lse.float(), q.new_empty((0,), dtype=torch.int64)
 
     def _backward(self, q, k, v, dout, causal, scale):
-        q2, k2, v2 = (t.detach().double().requires_grad_() for t in (q, k, v))
-        with torch.enable_grad():  # called inside a backward, where grad mode is off
-            o = self._forward(q2, k2, v2, causal, scale)[0]
-        return tuple(g.to(q.dtype) for g in torch.autograd.grad(o, (q2, k2, v2), dout.double()))
+        # the flash backward's formulas (no autograd: this runs inside compiled backward graphs too)
+        q2, k2, v2, do = (t.double() for t in (q, k, v, dout))
+        s = (q2 @ k2.transpose(-1, -2)) * scale
+        if causal:
+            T = q.shape[2]
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        p = s.softmax(-1)
+        dp = do @ v2.transpose(-1, -2)
+        ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+        grads = ((ds @ k2) * scale, (ds.transpose(-1, -2) @ q2) * scale, p.transpose(-1, -2) @ do)
+        return tuple(_in_bthd_memory(g.to(q.dtype)) for g in grads)
 
     def attention_forward_hopper(self, q, k, v, causal, scale, dropout_p):
         self.calls.append("forward_hopper")
@@ -421,3 +435,193 @@ def test_eager_path_gradients(monkeypatch, causal):
     with torch.no_grad():  # no graph: nothing saved, the forward only
         o = tka.attention_op(q, k, v, causal)
     assert not o.requires_grad and ext.calls[-1] == "forward_hopper"
+
+
+# -----------------------------------------------------------------------------
+# the fused-projection ops tk::attention_qkv_fwd / tk::attention_qkv_bwd
+
+class QKVExtStandIn(AttentionExtStandIn):
+    """AttentionExtStandIn with the extension's attention_backward_into: the same gradients, copied into the
+    given outputs (and the outputs' layout recorded)."""
+
+    def __init__(self):
+        super().__init__()
+        self.outs = []
+
+    def attention_backward_into(self, q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic, dropout_p,
+                                rng_state, hopper):
+        self.calls.append(f"backward_into(hopper={hopper}, deterministic={deterministic})")
+        self.outs.append([(t.data_ptr(), t.shape, t.stride()) for t in (dq, dk, dv)])
+        for out, g in zip((dq, dk, dv), self._backward(q, k, v, dout, causal, scale)):
+            out.copy_(g)
+
+
+@pytest.fixture
+def qkv_ext(monkeypatch):
+    """The stand-in extension on the default path choice of an H200 (Hopper forward and backward)."""
+    ext = QKVExtStandIn()
+    monkeypatch.setattr(tka, "_ext", lambda: ext)
+    monkeypatch.setattr(tka, "hopper_reason", lambda device: None)
+    for name in ("TK_ATTENTION_PATH", "TK_ATTENTION_BWD", "TK_DETERMINISTIC"):
+        monkeypatch.delenv(name, raising=False)
+    return ext
+
+
+@pytest.mark.parametrize("B,H,T,D", [(2, 3, 17, 64), (1, 1, 1, 128), (3, 2, 256, 64)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fake_qkv_ops_match_the_qkv_views_ops(B, H, T, D, dtype):
+    """The fused ops' fakes: the forward's outputs are exactly attention_fwd's on the views (o in (B, T, H, D)
+    memory), the backward's is one contiguous tensor of qkv's shape."""
+    with FakeTensorMode():
+        qkv = torch.empty(B, T, 3 * H * D, dtype=dtype, device="cuda")
+        q, k, v = tka.qkv_views(qkv, H)
+        for p in (0.0, 0.2):
+            o, lse, rng = torch.ops.tk.attention_qkv_fwd(qkv, H, True, 0.125, p)
+            o2, lse2, rng2 = torch.ops.tk.attention_fwd(q, k, v, True, 0.125, p)
+            for a, b in ((o, o2), (lse, lse2), (rng, rng2)):
+                assert (a.shape, a.stride(), a.dtype, a.device) == (b.shape, b.stride(), b.dtype, b.device)
+            assert o.stride() == _bthd_strides(B, H, T, D)
+        dqkv = torch.ops.tk.attention_qkv_bwd(qkv, o, lse, o, H, True, 0.125, False, 0.2, rng)
+    assert dqkv.shape == (B, T, 3 * H * D) and dqkv.dtype == dtype and dqkv.device.type == "cuda"
+    assert dqkv.is_contiguous()
+
+
+def test_qkv_backward_writes_the_views_of_one_buffer(qkv_ext):
+    """The real backward implementation allocates what its fake promises (one contiguous tensor of qkv's shape)
+    and hands the extension its three (B, H, T, D) views, dq at offset 0, dk at H * D, dv at 2 H * D elements."""
+    B, H, T, D = 2, 3, 5, 64
+    qkv = torch.randn(B, T, 3 * H * D)
+    o, lse, rng = tka.attention_qkv_fwd._init_fn(qkv, H, True, 0.125, 0.0)
+    dqkv = tka._qkv_backward_impl(qkv, o, lse, torch.randn(B, H, T, D), H, True, 0.125, False, 0.0, rng)
+    with FakeTensorMode():
+        fake = tka._attention_qkv_bwd_fake(torch.empty(B, T, 3 * H * D, device="cuda"), None, None, None, H,
+                                           True, 0.125, False, 0.0, None)
+    assert (dqkv.shape, dqkv.stride()) == (fake.shape, fake.stride()) and dqkv.is_contiguous()
+    base, e = dqkv.data_ptr(), dqkv.element_size()
+    view_strides = (T * 3 * H * D, D, 3 * H * D, 1)
+    assert qkv_ext.outs == [[(base + i * H * D * e, (B, H, T, D), view_strides) for i in range(3)]]
+    assert qkv_ext.calls == ["forward_hopper", "backward_into(hopper=True, deterministic=False)"]
+
+
+@pytest.mark.parametrize("bad,expect", [
+    (dict(shape=(2, 5, 3, 128)), "(B, T, 3 * n_head * D)"),
+    (dict(shape=(2, 5, 3 * 64 * 2 + 3)), "(B, T, 3 * n_head * D)"),
+    (dict(n_head=0), "n_head must be a positive int"),
+    (dict(n_head=2.0), "n_head must be a positive int"),
+])
+def test_qkv_shape_errors(bad, expect):
+    qkv = torch.empty(bad.get("shape", (2, 5, 3 * 64 * 2)))
+    n_head = bad.get("n_head", 2)
+    assert expect in tka.qkv_shape_reason(qkv, n_head)
+    with pytest.raises(ValueError, match=re.escape(expect)):
+        tka._check_qkv(qkv, n_head)
+    with pytest.raises(ValueError, match=re.escape(expect)):
+        tka.attention_qkv(qkv, n_head)
+    assert tka.qkv_shape_reason(torch.empty(2, 5, 3 * 64 * 2), 2) is None
+
+
+def test_attention_qkv_checks_like_attention():
+    """tk_kernels.attention_qkv gives attention's reasons for what the views cannot be (here: CPU tensors)."""
+    qkv = torch.randn(1, 4, 3 * 2 * 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="CUDA"):
+        tka.attention_qkv(qkv, 2)
+    with pytest.raises(ValueError, match="must be a torch.Tensor"):
+        tka.attention_qkv([1.0], 2)
+
+
+def test_qkv_autograd_backward_calls_bwd_op(monkeypatch):
+    """The registered backward of attention_qkv_fwd passes qkv, o, lse, dout, n_head, causal, scale, the
+    deterministic setting, dropout_p and the forward's rng_state to tk::attention_qkv_bwd."""
+    calls = []
+
+    def fake_bwd(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state):
+        calls.append((n_head, causal, scale, deterministic, dropout_p, rng_state))
+        return qkv
+
+    monkeypatch.setattr(torch.ops.tk, "attention_qkv_bwd", fake_bwd, raising=False)
+    qkv, o, do = torch.randn(1, 2, 3 * 64), torch.randn(1, 1, 2, 64), torch.randn(1, 1, 2, 64)
+    lse, rng = torch.randn(1, 1, 2), torch.tensor([7, 12])
+    ctx = types.SimpleNamespace(saved_tensors=(qkv, o, lse, rng), n_head=1, causal=False, scale=0.25, dropout_p=0.2)
+    monkeypatch.delenv("TK_DETERMINISTIC", raising=False)
+    grads = tka._qkv_backward(ctx, do, None, None)
+    assert grads[0] is qkv and grads[1:] == (None, None, None, None)
+    assert tka._qkv_backward(ctx, None, None, None) == (None,) * 5
+    monkeypatch.setenv("TK_DETERMINISTIC", "1")
+    tka._qkv_backward(ctx, do, None, None)
+    assert [c[:5] for c in calls] == [(1, False, 0.25, False, 0.2), (1, False, 0.25, True, 0.2)]
+    assert all(c[5] is rng for c in calls)
+
+
+# per backward path choice: the entry point the fused op calls, the one the views op calls
+BACKWARD_CALLS = [
+    (dict(), "backward_into(hopper=True, deterministic=False)", "backward_hopper"),
+    (dict(TK_DETERMINISTIC="1"), "backward_into(hopper=False, deterministic=True)", "backward(deterministic=True)"),
+    (dict(TK_ATTENTION_BWD="portable"), "backward_into(hopper=False, deterministic=False)",
+     "backward(deterministic=False)"),
+]
+
+
+@pytest.mark.parametrize("env,fused_call,views_call", BACKWARD_CALLS)
+@pytest.mark.parametrize("causal", [True, False])
+def test_eager_qkv_path_equals_the_views_path(qkv_ext, monkeypatch, causal, env, fused_call, views_call):
+    """attention_qkv_op outside torch.compile (_EagerAttentionQKV) gives exactly the output and qkv gradient of
+    attention_op on the views (whose dq, dk, dv autograd concatenates), with the same path choice."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    torch.manual_seed(0)
+    B, H, T, D = 2, 3, 9, 64
+    qkv = torch.randn(B, T, 3 * H * D, requires_grad=True)
+    dout = torch.randn(B, H, T, D)
+    o = tka.attention_qkv_op(qkv, H, causal)
+    o.backward(dout)
+    fused = (o.detach(), qkv.grad)
+    qkv.grad = None
+    o = tka.attention_op(*tka.qkv_views(qkv, H), causal)
+    o.backward(dout)
+    assert torch.equal(fused[0], o.detach()) and torch.equal(fused[1], qkv.grad)
+    assert qkv_ext.calls == ["forward_hopper", fused_call, "forward_hopper", views_call]
+    with torch.no_grad():  # no graph: the forward only
+        assert not tka.attention_qkv_op(qkv, H, causal).requires_grad
+    assert qkv_ext.calls[4:] == ["forward_hopper"]
+
+
+@pytest.fixture
+def qkv_ops_on_cpu(qkv_ext):
+    """The fused ops' own implementations registered for CPU tensors during the test (a library scoped to it),
+    on the stand-in extension: torch.compile's graphs call them as they would on a GPU."""
+    lib = torch.library.Library("tk", "IMPL")
+    for op in (tka.attention_qkv_fwd, tka.attention_qkv_bwd):
+        lib.impl(op._name, op._init_fn, "CPU")
+    yield qkv_ext
+    torch._dynamo.reset()
+    lib._destroy()
+
+
+def test_compiled_gpt_runs_the_fused_ops(qkv_ops_on_cpu):
+    """A kernels=tk GPT under torch.compile (aot_eager, fullgraph: no graph break) calls tk::attention_qkv_fwd
+    in its forward graph and tk::attention_qkv_bwd in its backward graph, one per layer, with the loss and
+    gradients of the eager model."""
+    from model import GPT, GPTConfig
+    from tk_kernels import dispatch
+    ext = qkv_ops_on_cpu
+    ok = lambda device, dtype, dims: None  # noqa: E731
+    with dispatch.override("attention", unsupported=ok), dispatch.override("layer_norm", tk=None), \
+            dispatch.override("classifier", tk=None):
+        torch.manual_seed(0)
+        model = GPT(GPTConfig(block_size=16, vocab_size=64, n_layer=2, n_head=2, n_embd=128, dropout=0.0,
+                              kernels="tk"))
+        model.plan_kernels()
+        idx = torch.randint(64, (2, 16))
+        results = []
+        for m in (model, torch.compile(model, backend="aot_eager", fullgraph=True)):
+            ext.calls.clear()
+            _, loss = m(idx, idx)
+            loss.backward()
+            results.append((loss.detach(), [p.grad.clone() for p in model.parameters()], list(ext.calls)))
+            model.zero_grad(set_to_none=True)
+    (loss_e, grads_e, calls_e), (loss_c, grads_c, calls_c) = results
+    into = "backward_into(hopper=True, deterministic=False)"
+    assert calls_e == calls_c == ["forward_hopper"] * 2 + [into] * 2
+    torch.testing.assert_close(loss_c, loss_e)
+    for a, b in zip(grads_c, grads_e):
+        torch.testing.assert_close(a, b)

@@ -532,7 +532,8 @@ def test_compiled_gpt_matches_eager(n_head):
     with torch.autocast("cuda", dtype=torch.bfloat16):  # as in _gpt_step: the op takes bf16, not fp32
         explained = torch._dynamo.explain(model_tk)(idx, targets)
     assert explained.graph_break_count == 0, str(explained)
-    assert any("attention_fwd" in g.code for g in explained.graphs), "tk op not in the traced graph"
+    # the model's attention takes the fused projection (tests/attention/test_attention_qkv_gpu.py)
+    assert any("attention_qkv_fwd" in g.code for g in explained.graphs), "tk op not in the traced graph"
     torch._dynamo.reset()
 
     compiled = torch.compile(copy.deepcopy(model_tk), fullgraph=True)

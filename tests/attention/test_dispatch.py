@@ -4,6 +4,7 @@ with a stand-in kernel put into the registry with dispatch.override (ours needs 
 test_attention_gpu.py)."""
 
 import math
+import re
 import warnings
 
 import pytest
@@ -382,3 +383,139 @@ def test_attention_dropout_switch_is_the_registry_entry():
     """dispatch.ATTENTION_DROPOUT_ON_TK is the one place that decides whether the model trains on the
     TK attention's dropout: the registry entry follows it."""
     assert dispatch.FAMILIES["attention"].has_dropout == (not dispatch.ATTENTION_DROPOUT_ON_TK)
+
+
+# -----------------------------------------------------------------------------
+# attention_qkv: the attention on the fused (B, T, 3C) projection
+
+def old_attention_forward(self, x, plan, cache=None):
+    """CausalSelfAttention.forward as it was before attention_qkv (the q, k, v views to dispatch.attention),
+    without the KV cache: what the kernels=torch model must still compute bit for bit."""
+    B, T, C = x.size()
+    H, D = self.n_head, C // self.n_head
+    qkv = self.c_attn(x).view(B, T, 3, H, D)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    dropout_p = self.dropout if self.training else 0.0
+    y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=dropout_p)
+    y = y.transpose(1, 2).reshape(B, T, C)
+    return self.resid_dropout(self.c_proj(y))
+
+
+@pytest.mark.parametrize("kernels", ["torch", "auto"])
+@pytest.mark.parametrize("causal,dropout_p,scale", [(True, 0.0, None), (False, 0.0, 0.3), (True, 0.2, None)])
+def test_attention_qkv_fallback_equals_the_views_path(kernels, causal, dropout_p, scale):
+    """On the torch path (kernels=torch, and kernels=auto on a CPU) attention_qkv is dispatch.attention on the
+    views, bit for bit in fp32: the output and the gradient of qkv (dropout: the same seed, the same mask)."""
+    plan = dispatch.plan(kernels, "cpu", torch.float32, 16, warn=False)
+    x, q, k, v = qkv_views(requires_grad=True)
+    results = []
+    for call in (lambda: dispatch.attention_qkv(plan, x, 3, causal=causal, dropout_p=dropout_p, scale=scale),
+                 lambda: dispatch.attention(plan, q, k, v, causal=causal, dropout_p=dropout_p, scale=scale)):
+        torch.manual_seed(1)
+        out = call()
+        (grad,) = torch.autograd.grad(out, x, torch.ones_like(out) + out.detach())
+        results.append((out.detach(), grad))
+    (out_a, grad_a), (out_b, grad_b) = results
+    assert out_a.shape == q.shape and torch.equal(out_a, out_b) and torch.equal(grad_a, grad_b)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_torch_model_is_bitwise_the_views_model(monkeypatch, dropout):
+    """The kernels=torch GPT (attention through attention_qkv) computes exactly what it computed when its
+    attention split q, k, v itself: loss and every gradient, in training (dropout: the same seed) and in eval."""
+    results = []
+    for forward in (None, old_attention_forward):
+        if forward is not None:
+            monkeypatch.setattr("model.CausalSelfAttention.forward", forward)
+        m = tiny_gpt("torch", dropout=dropout)
+        idx = torch.randint(64, (2, 20), generator=torch.Generator().manual_seed(3))
+        torch.manual_seed(7)
+        _, loss = m(idx, idx)
+        loss.backward()
+        m.eval()
+        logits, _ = m(idx)
+        results.append((loss.detach(), logits.detach(), [p.grad for p in m.parameters()]))
+    (la, oa, ga), (lb, ob, gb) = results
+    assert torch.equal(la, lb) and torch.equal(oa, ob)
+    assert all(torch.equal(a, b) for a, b in zip(ga, gb))
+
+
+class FakeFusedKernel:
+    """Stands in for the TK op on the fused projection: records its arguments, computes with SDPA on the views."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, qkv, n_head, causal=True, scale=None, dropout_p=0.0):
+        self.calls.append((tuple(qkv.shape), n_head, causal, scale, dropout_p))
+        q, k, v = dispatch.qkv_views(qkv, n_head)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, dropout_p=dropout_p)
+
+
+@pytest.fixture
+def fake_fused(fake_tk):
+    """fake_tk, with the fused-projection op of the registry replaced too (the model then calls it)."""
+    fused = FakeFusedKernel()
+    with dispatch.override("attention", tk_qkv=fused):
+        yield fused
+
+
+def test_attention_qkv_takes_the_fused_op(fake_fused, fake_tk):
+    """Under a TK plan the model's attention goes to the registry's tk_qkv with the fused projection itself
+    (dropout_p per call: 0 in eval); q, k, v calls (the KV-cache prefill) still go to tk."""
+    x, q, k, v = qkv_views(D=16)
+    plan = dispatch.plan("tk", "cpu", torch.float32, 16, dropout_p=0.1)
+    out = dispatch.attention_qkv(plan, x, 3, causal=False, scale=0.3)
+    torch.testing.assert_close(out, reference.attention(q, k, v, False, 0.0, 0.3))
+    assert fake_fused.calls == [((2, 17, 144), 3, False, 0.3, 0.0)] and fake_tk.calls == 0
+    m = tiny_gpt("tk", dropout=0.1)
+    m(*[torch.randint(64, (2, 20))] * 2)
+    assert fake_fused.calls[1:] == [((2, 20, 96), 2, True, None, 0.1)] * 2 and fake_tk.calls == 0
+    m.eval()
+    m.generate(torch.randint(64, (2, 5)), 3, temperature=0.0)  # the prefill: q, k, v from the cache
+    assert len(fake_fused.calls) == 3 and fake_tk.calls == 2
+
+
+def test_attention_qkv_inputs_that_do_not_fit(fake_fused, fake_tk):
+    """A qkv the plan does not cover (another dtype, another head dim, not 3-D) raises under tk and runs the
+    reference on the views under auto, with one warning; has_dropout while training likewise."""
+    x, q, k, v = qkv_views(D=16)
+    cases = [(x.double(), 3, "the plan is for torch.float32 on cpu"),
+             (x, 6, "is not a (B, T, 3 * n_head * head_dim) projection of n_head=6 heads of the plan's head dim 16")]
+    for qkv, n_head, why in cases:
+        with pytest.raises(TKUnsupportedError, match=re.escape(why)):
+            dispatch.attention_qkv(dispatch.plan("tk", "cpu", torch.float32, 16), qkv, n_head)
+        with pytest.warns(UserWarning, match=re.escape(why)):
+            out = dispatch.attention_qkv(dispatch.plan("auto", "cpu", torch.float32, 16), qkv, n_head)
+        assert torch.equal(out, reference.attention(*dispatch.qkv_views(qkv, n_head), True, 0.0))
+    with pytest.raises(ValueError, match=re.escape("(B, T, 3 * n_head * D) fused projection")):
+        dispatch.attention_qkv(dispatch.plan("auto", "cpu", torch.float32, 16), x, 5)
+    with pytest.raises(ValueError, match=re.escape("(B, T, 3 * n_head * D) fused projection")):
+        dispatch.qkv_views(x[0], 3)
+    with dispatch.override("attention", has_dropout=True):
+        with pytest.raises(TKUnsupportedError, match="dropout"):
+            dispatch.attention_qkv(dispatch.plan("tk", "cpu", torch.float32, 16), x, 3, dropout_p=0.1)
+    assert fake_fused.calls == [] and fake_tk.calls == 0
+
+
+def test_override_of_tk_drops_the_fused_op():
+    """A stand-in for tk also replaces the fused-projection op (the model then hands it the views), unless
+    tk_qkv is given too; the registry comes back as it was."""
+    real = dispatch.FAMILIES["attention"].tk_qkv
+    assert real is tk_kernels.families.attention.ops.attention_qkv_op
+    with dispatch.override("attention", tk=print) as entry:
+        assert entry.tk_qkv is None
+    with dispatch.override("attention", tk=print, tk_qkv=len) as entry:
+        assert entry.tk_qkv is len
+    with dispatch.override("attention", has_dropout=True) as entry:
+        assert entry.tk_qkv is real
+    assert dispatch.FAMILIES["attention"].tk_qkv is real
+
+
+def test_fused_path_compiles_without_graph_breaks(fake_fused):
+    model = tiny_gpt("tk")
+    idx = torch.randint(64, (2, 20))
+    _, loss = model(idx, idx)
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(idx, idx)[1], loss)
+    assert len(fake_fused.calls) == 4

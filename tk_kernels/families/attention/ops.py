@@ -5,15 +5,23 @@ Flash attention on the tk_kernels CUDA kernels, as torch custom ops with autogra
     y = tk_kernels.attention(q, k, v, causal=True)   # same as F.scaled_dot_product_attention(q, k, v, is_causal=True)
     y = tk_kernels.attention(q, k, v, dropout_p=0.2) # dropout on the attention probabilities (training)
 
-Two ops are registered (they work in eager mode and inside torch.compile without graph breaks; in eager
+Four ops are registered (they work in eager mode and inside torch.compile without graph breaks; in eager
 mode tk_kernels.attention and the dispatch call their implementations through an autograd.Function,
-_EagerAttention, with the same saved tensors and backward, skipping the custom-op dispatch):
+_EagerAttention / _EagerAttentionQKV, with the same saved tensors and backward, skipping the custom-op dispatch):
     tk::attention_fwd(q, k, v, causal, scale, dropout_p) -> (o, lse, rng_state)
     tk::attention_bwd(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state) -> (dq, dk, dv)
+    tk::attention_qkv_fwd(qkv, n_head, causal, scale, dropout_p) -> (o, lse, rng_state)
+    tk::attention_qkv_bwd(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state) -> dqkv
 q, k, v are (B, H, T, D) bf16/fp16 CUDA tensors with D in {64, 128}; any strides (views of a fused
 qkv tensor run without a copy). o, dq, dk, dv come back as (B, H, T, D) views of (B, T, H, D)
 memory, so o.transpose(1, 2).view(B, T, H * D) is free. lse is the (B, H, T) fp32 natural-log
 log-sum-exp of the scaled scores (of the softmax before dropout).
+The qkv ops take the fused projection itself, qkv (B, T, 3 * H * D) as model.py's c_attn makes it (q, k, v are
+its views qkv_views(qkv, H), as model.py splits it), and return the same o, lse, rng_state; their backward
+allocates dqkv, the contiguous (B, T, 3 * H * D) gradient of qkv, once and has the kernels write dq, dk, dv
+straight into its three views (the extension's attention_backward_into). The q, k, v ops' gradients instead
+come back as three tensors that autograd concatenates into that layout for c_attn's GEMMs: one more read and
+write of 3 B T C 16-bit values per layer (GPT-2 124M, B=16, T=1024: ~150 MB per layer).
 
 Dropout (dropout_p in [0, 1)) drops each element of the softmax P with probability dropout_p and
 scales the kept ones by 1 / (1 - dropout_p), like F.scaled_dot_product_attention(dropout_p=...).
@@ -211,7 +219,11 @@ def _attention_fwd_fake(q, k, v, causal, scale, dropout_p):
 
 def _backward_impl(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
                    causal: bool, scale: float, deterministic: bool, dropout_p: float,
-                   rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+                   rng_state: Tensor,
+                   out: tuple[Tensor, Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """(dq, dk, dv) of the kernel the path choice picks: fresh (B, T, H, D) tensors, or written into out (three
+    (B, H, T, D) tensors the kernels can store to: stride 1 along D, 16-byte aligned, strides multiples of 8
+    elements, no shared memory; the extension checks) and out returned."""
     q, k, v, o, dout = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v), _kernel_ready(o), _kernel_ready(dout)
     lse = lse.contiguous()
     tma = []  # tma_ready of q, k, v, o, dout, computed once where the Hopper backward is a candidate
@@ -219,11 +231,17 @@ def _backward_impl(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout
     def tma_ok() -> bool:
         tma.extend(tma_ready(t) for t in (q, k, v, o, dout))
         return tma[0] and tma[1] and tma[2]
-    if _backward_kernel(q.device, dropout_p, deterministic, tma_ok) == "hopper":
+    hopper = _backward_kernel(q.device, dropout_p, deterministic, tma_ok) == "hopper"
+    if hopper:
         if not tma:  # TK_ATTENTION_PATH=hopper did not ask
             tma_ok()
         if not all(tma):  # only when forced
             q, k, v, o, dout = (t if ok else t.contiguous() for t, ok in zip((q, k, v, o, dout), tma))
+    if out is not None:
+        _ext().attention_backward_into(q, k, v, o, lse, dout, *out, causal, scale, deterministic, dropout_p, rng_state,
+                                       hopper)
+        return out
+    if hopper:
         return _ext().attention_backward_hopper(q, k, v, o, lse, dout, causal, scale, dropout_p, rng_state)
     return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
 
@@ -285,6 +303,112 @@ class _EagerAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout, dlse, drng):
         return _backward(ctx, dout, dlse, drng, bwd=_backward_impl)
+
+
+# -----------------------------------------------------------------------------
+# the same attention on the fused projection: tk::attention_qkv_fwd / tk::attention_qkv_bwd
+
+def qkv_shape_reason(qkv, n_head) -> str | None:
+    """Why qkv cannot be a fused (B, T, 3 * n_head * D) projection of n_head heads, or None."""
+    if not isinstance(n_head, int) or isinstance(n_head, bool) or n_head < 1:
+        return f"tk attention: n_head must be a positive int, got {n_head!r}"
+    if qkv.dim() != 3 or qkv.shape[-1] % (3 * n_head) != 0:
+        return (f"tk attention: qkv must be a (B, T, 3 * n_head * D) fused projection; got shape {tuple(qkv.shape)} "
+                f"for n_head={n_head}")
+    return None
+
+
+def qkv_views(qkv: Tensor, n_head: int) -> tuple[Tensor, Tensor, Tensor]:
+    """q, k, v: the (B, H, T, D) views of a fused (B, T, 3 * H * D) projection, split the way model.py
+    splits it (no copies: view, permute, unbind)."""
+    B, T, C3 = qkv.shape
+    return qkv.view(B, T, 3, n_head, C3 // (3 * n_head)).permute(2, 0, 3, 1, 4).unbind(0)
+
+
+def _check_qkv(qkv: Tensor, n_head: int) -> None:
+    reason = qkv_shape_reason(qkv, n_head)
+    if reason is not None:
+        raise ValueError(reason)
+
+
+@torch.library.custom_op("tk::attention_qkv_fwd", mutates_args=(), device_types="cuda")
+def attention_qkv_fwd(qkv: Tensor, n_head: int, causal: bool, scale: float,
+                      dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
+    _check_qkv(qkv, n_head)
+    q, k, v = qkv_views(qkv, n_head)
+    return _forward_impl(q, k, v, causal, scale, dropout_p)
+
+
+@attention_qkv_fwd.register_fake
+def _attention_qkv_fwd_fake(qkv, n_head, causal, scale, dropout_p):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
+    _check_qkv(qkv, n_head)
+    B, T, C3 = qkv.shape
+    D = C3 // (3 * n_head)
+    rng_state = qkv.new_empty((2 if dropout_p > 0.0 else 0,), dtype=torch.int64)
+    o = qkv.new_empty((B, T, n_head, D)).transpose(1, 2)  # as _forward_impl's kernels allocate it
+    return o, qkv.new_empty((B, n_head, T), dtype=torch.float32), rng_state
+
+
+def _qkv_backward_impl(qkv: Tensor, o: Tensor, lse: Tensor, dout: Tensor, n_head: int, causal: bool, scale: float,
+                       deterministic: bool, dropout_p: float, rng_state: Tensor) -> Tensor:
+    _check_qkv(qkv, n_head)
+    dqkv = qkv.new_empty(qkv.shape)  # contiguous (B, T, 3C): c_attn's weight / input GEMMs read it as is
+    q, k, v = qkv_views(qkv, n_head)
+    _backward_impl(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state,
+                   out=qkv_views(dqkv, n_head))
+    return dqkv
+
+
+@torch.library.custom_op("tk::attention_qkv_bwd", mutates_args=(), device_types="cuda")
+def attention_qkv_bwd(qkv: Tensor, o: Tensor, lse: Tensor, dout: Tensor, n_head: int, causal: bool, scale: float,
+                      deterministic: bool, dropout_p: float, rng_state: Tensor) -> Tensor:
+    return _qkv_backward_impl(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state)
+
+
+@attention_qkv_bwd.register_fake
+def _attention_qkv_bwd_fake(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
+    _check_qkv(qkv, n_head)
+    return qkv.new_empty(qkv.shape)
+
+
+def _qkv_setup_context(ctx, inputs, output):
+    qkv, n_head, causal, scale, dropout_p = inputs
+    o, lse, rng_state = output
+    ctx.save_for_backward(qkv, o, lse, rng_state)
+    ctx.n_head, ctx.causal, ctx.scale, ctx.dropout_p = n_head, causal, scale, dropout_p
+    ctx.mark_non_differentiable(lse, rng_state)
+
+
+def _qkv_backward(ctx, dout, dlse, drng, bwd=None):
+    # as _backward: dlse, drng ignored; bwd the backward op to call (its implementation on the eager path)
+    qkv, o, lse, rng_state = ctx.saved_tensors
+    if dout is None:
+        return None, None, None, None, None
+    bwd = torch.ops.tk.attention_qkv_bwd if bwd is None else bwd
+    dqkv = bwd(qkv, o, lse, dout, ctx.n_head, ctx.causal, ctx.scale, deterministic_backward(), ctx.dropout_p, rng_state)
+    return dqkv, None, None, None, None
+
+
+attention_qkv_fwd.register_autograd(_qkv_backward, setup_context=_qkv_setup_context)
+
+
+class _EagerAttentionQKV(torch.autograd.Function):
+    """attention_qkv_fwd with its registered backward for eager mode, as _EagerAttention is for attention_fwd."""
+
+    @staticmethod
+    def forward(ctx, qkv, n_head, causal, scale, dropout_p):
+        ctx.set_materialize_grads(False)
+        _check_qkv(qkv, n_head)
+        q, k, v = qkv_views(qkv, n_head)
+        out = _forward_impl(q, k, v, causal, scale, dropout_p)
+        _qkv_setup_context(ctx, (qkv, n_head, causal, scale, dropout_p), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout, dlse, drng):
+        return _qkv_backward(ctx, dout, dlse, drng, bwd=_qkv_backward_impl)
 
 
 def dropout_mask(rng_state: Tensor, B: int, H: int, T: int, dropout_p: float) -> Tensor:
@@ -419,6 +543,36 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: fl
     else:
         o, _, _ = _EagerAttention.apply(q, k, v, causal, float(scale), float(dropout_p))
     return o
+
+
+def attention_qkv_op(qkv: Tensor, n_head: int, causal: bool = True, scale: float | None = None,
+                     dropout_p: float = 0.0) -> Tensor:
+    """attention_op on the (B, H, T, D) q, k, v views of a fused (B, T, 3 * n_head * D) projection qkv (qkv_views),
+    without argument checks beyond qkv's shape: the (B, H, T, D) output, and in the backward the gradient of qkv
+    as one contiguous (B, T, 3 * n_head * D) tensor that the kernels write through its three views (no
+    concatenation of dq, dk, dv)."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(qkv.shape[-1] // (3 * n_head))
+    if torch.compiler.is_compiling():
+        o, _, _ = torch.ops.tk.attention_qkv_fwd(qkv, n_head, causal, float(scale), float(dropout_p))
+    else:
+        o, _, _ = _EagerAttentionQKV.apply(qkv, n_head, causal, float(scale), float(dropout_p))
+    return o
+
+
+def attention_qkv(qkv: Tensor, n_head: int, causal: bool = True, scale: float | None = None,
+                  dropout_p: float = 0.0) -> Tensor:
+    """attention(q, k, v, causal, scale, dropout_p) of the q, k, v views of a fused (B, T, 3 * n_head * D)
+    projection (model.py's c_attn output), with qkv's gradient written in place of a concatenation.
+    Raises ValueError (naming what is supported) for inputs the kernels cannot handle."""
+    if not isinstance(qkv, Tensor):
+        raise ValueError(f"tk attention: qkv must be a torch.Tensor, got {type(qkv).__name__}")
+    reason = qkv_shape_reason(qkv, n_head)
+    if reason is None:
+        reason = check_supported(*qkv_views(qkv, n_head), causal, scale, dropout_p)
+    if reason is not None:
+        raise ValueError(reason)
+    return attention_qkv_op(qkv, n_head, causal, scale, dropout_p)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None,

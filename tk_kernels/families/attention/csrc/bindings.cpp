@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <mutex>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "check.h"
 #include "attention.h"
@@ -119,6 +121,77 @@ void check_rng_state(const at::Tensor& rng_state, const at::Tensor& q) {
               rng_state.scalar_type(), " of shape ", rng_state.sizes());
 }
 
+// The given outputs of attention_backward_into (e.g. the three (B, H, T, D) views of one (B, T, 3, H, D)
+// gradient buffer of a fused qkv projection). Besides check_bhtd's conditions (which also cover the Hopper
+// backward's stores: 4-byte dK / dV stores and the dQ convert kernel's 16-byte stores, at any row stride), every
+// element must have its own address (the kernels' threads write them in parallel), and no output may share
+// memory with another output or with an input.
+
+// (size, stride) of the dims of size > 1, largest stride first.
+std::vector<std::pair<int64_t, int64_t>> spread_dims(const at::Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (int d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.emplace_back(t.size(d), t.stride(d));
+  std::sort(dims.begin(), dims.end(), [](auto a, auto b) { return a.second > b.second; });
+  return dims;
+}
+
+// Whether delta (elements) is sum_i c_i * stride_i with |c_i| < size_i over dims[i..] (strides sorted
+// largest first, each larger than the reach of the smaller ones: then at most three c_i fit per level).
+bool reachable(int64_t delta, const std::vector<std::pair<int64_t, int64_t>>& dims, size_t i) {
+  if (i == dims.size()) return delta == 0;
+  const auto [n, s] = dims[i];
+  const int64_t c0 = delta / s;
+  for (int64_t c = c0 - 1; c <= c0 + 1; ++c)
+    if (c > -n && c < n && reachable(delta - c * s, dims, i + 1)) return true;
+  return false;
+}
+
+// [first, last] byte addresses of t's elements (non-negative strides).
+std::pair<uintptr_t, uintptr_t> byte_range(const at::Tensor& t) {
+  int64_t reach = 0;
+  for (int d = 0; d < t.dim(); ++d) reach += (t.size(d) - 1) * t.stride(d);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(t.data_ptr());
+  return {first, first + uintptr_t((reach + 1) * int64_t(t.element_size())) - 1};
+}
+
+// Whether a and b may share an element: false if their byte ranges are disjoint, or if they have the same
+// layout (as the views of one fused buffer do) and their offset is not a difference of two indices.
+bool may_overlap(const at::Tensor& a, const at::Tensor& b) {
+  const auto ra = byte_range(a), rb = byte_range(b);
+  if (ra.second < rb.first || rb.second < ra.first) return false;
+  if (a.sizes() != b.sizes() || a.strides() != b.strides() || a.element_size() != b.element_size()) return true;
+  const int64_t delta = int64_t(rb.first) - int64_t(ra.first);
+  if (delta % int64_t(a.element_size()) != 0) return true;
+  return reachable(delta / int64_t(a.element_size()), spread_dims(a), 0);
+}
+
+void check_output(const at::Tensor& t, const char* name, const at::Tensor& q) {
+  check_bhtd(t, name, q);
+  int64_t reach = 0;  // of the dims with smaller strides: each stride must exceed it
+  const auto dims = spread_dims(t);
+  for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+    TK_CHECK(it->second > reach, "tk attention: ", name, " has overlapping elements (strides ", t.strides(),
+             " for shape ", t.sizes(), "); every output element needs its own memory");
+    reach += (it->first - 1) * it->second;
+  }
+}
+
+void check_outputs(const at::Tensor (&out)[3], const at::Tensor (&in)[5]) {
+  static const char* out_names[3] = {"dq", "dk", "dv"};
+  static const char* in_names[5] = {"q", "k", "v", "o", "dout"};
+  for (int i = 0; i < 3; ++i) check_output(out[i], out_names[i], in[0]);
+  if (out[0].numel() == 0) return;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = i + 1; j < 3; ++j)
+      TK_CHECK(!may_overlap(out[i], out[j]), "tk attention: the outputs ", out_names[i], " and ", out_names[j],
+               " share memory; they must be distinct (e.g. the q, k, v views of one gradient buffer)");
+    for (int j = 0; j < 5; ++j)
+      TK_CHECK(!may_overlap(out[i], in[j]), "tk attention: the output ", out_names[i], " shares memory with the input ",
+               in_names[j], "; the backward reads its inputs while it writes its outputs");
+  }
+}
+
 // (o, lse, rng_state): rng_state is the (2,) int64 (seed, offset) the dropout used when dropout_p > 0
 // (written by the kernel: correct under CUDA-graph replay too), an empty (0,) tensor when dropout_p == 0
 // (no generator state is drawn then).
@@ -180,13 +253,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward_hopper(const at
   return forward_impl(q, k, v, causal, scale, dropout_p, true);
 }
 
-// (dq, dk, dv). hopper: run the sm_90a kernel (hopper_backward.cu: dropout included, the forward's mask
-// regenerated from rng_state; never deterministic), with its own padded workspaces (attention.h), instead of
-// the portable one (csrc/backward*.cu). ops.py decides when it runs (and hands it q, k, v, dout that TMA can read).
+// (dq, dk, dv): fresh, or out[0..2] (attention_backward_into; checked here after the inputs). hopper: run the sm_90a
+// kernel (hopper_backward.cu: dropout included, the forward's mask regenerated from rng_state; never deterministic),
+// with its own padded workspaces (attention.h), instead of the portable one (csrc/backward*.cu). ops.py decides when
+// it runs (and hands it q, k, v, dout that TMA can read).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
     const at::Tensor& dout, bool causal, double scale, bool deterministic, double dropout_p,
-    const at::Tensor& rng_state, bool hopper) {
+    const at::Tensor& rng_state, bool hopper, const at::Tensor* out = nullptr) {
   check_bhtd(q, "q", q);
   check_bhtd(k, "k", q);
   check_bhtd(v, "v", q);
@@ -201,10 +275,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
   check_lse(lse, q);
   check_dropout_p(dropout_p);
   if (dropout_p > 0.0) check_rng_state(rng_state, q);
+  if (out) check_outputs({out[0], out[1], out[2]}, {q, k, v, o, dout});
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   TK_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
-  at::Tensor dq = empty_bthd(q), dk = empty_bthd(k), dv = empty_bthd(v);
+  at::Tensor dq = out ? out[0] : empty_bthd(q), dk = out ? out[1] : empty_bthd(k), dv = out ? out[2] : empty_bthd(v);
   if (B * H == 0) return {dq, dk, dv};
   const int64_t Tp = tk_attn::dq_accum_rows(T);
   const auto f32 = q.options().dtype(at::kFloat);
@@ -250,6 +325,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
   return backward_impl(q, k, v, o, lse, dout, causal, scale, false, dropout_p, rng_state, true);
 }
 
+// attention_backward (hopper: attention_backward_hopper, then deterministic must be false) writing dq, dk, dv into
+// the given (B, H, T, D) tensors instead of fresh ones: ops.py's tk::attention_qkv_bwd passes the three views of
+// one (B, T, 3, H, D) buffer, so the gradient of a fused qkv projection needs no concatenation.
+void attention_backward_into(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o,
+                             const at::Tensor& lse, const at::Tensor& dout, const at::Tensor& dq, const at::Tensor& dk,
+                             const at::Tensor& dv, bool causal, double scale, bool deterministic, double dropout_p,
+                             const at::Tensor& rng_state, bool hopper) {
+  TK_CHECK(!(hopper && deterministic), "tk attention: the Hopper backward has no deterministic mode");
+  const at::Tensor out[3] = {dq, dk, dv};
+  backward_impl(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state, hopper, out);
+}
+
 // Debug: the (B, H, T, T) uint8 keep mask (1 = kept) of a dropout of probability dropout_p with the
 // (seed, offset) in rng_state, computed by the kernels' own keep function.
 at::Tensor attention_dropout_mask(const at::Tensor& rng_state, int64_t B, int64_t H, int64_t T, double dropout_p) {
@@ -292,6 +379,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
         pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("dropout_p"),
         pybind11::arg("rng_state"));
+  m.def("attention_backward_into", &attention_backward_into,
+        "(q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic, dropout_p, rng_state, hopper) -> None: "
+        "attention_backward (hopper: attention_backward_hopper, not deterministic) writing into the given (B, H, T, D) "
+        "dq, dk, dv (checked like the inputs; no shared memory among them or with the inputs), e.g. the three views "
+        "of one (B, T, 3, H, D) gradient buffer",
+        pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
+        pybind11::arg("dout"), pybind11::arg("dq"), pybind11::arg("dk"), pybind11::arg("dv"), pybind11::arg("causal"),
+        pybind11::arg("scale"), pybind11::arg("deterministic"), pybind11::arg("dropout_p"),
+        pybind11::arg("rng_state"), pybind11::arg("hopper"));
   m.def("attention_dropout_mask", &attention_dropout_mask,
         "(rng_state, B, H, T, dropout_p) -> (B, H, T, T) uint8 keep mask (1 = kept) of the dropout with that (seed, "
         "offset)",
