@@ -255,19 +255,27 @@ eval_gen = torch.Generator().manual_seed(seed + seed_offset + 10_000)
 batch_state = train_gen.get_state()  # train_gen state before drawing the next batch
 
 
+def load_batch(data: np.ndarray, ix: torch.Tensor):
+    """x, y for the windows of block_size + 1 tokens starting at ix: one gather into one (pinned on CUDA)
+    int64 tensor holding x and y, one (asynchronous) copy to the device; x and y are its two halves."""
+    windows = np.lib.stride_tricks.as_strided(data, (len(data) - block_size, block_size + 1),
+                                              (data.strides[0], data.strides[0]), writeable=False)
+    tokens = windows[ix.numpy()]  # (batch_size, block_size + 1) uint16
+    xy = torch.empty((2, len(ix), block_size), dtype=torch.int64, pin_memory=device_type == 'cuda')
+    xy_np = xy.numpy()
+    xy_np[0] = tokens[:, :-1]
+    xy_np[1] = tokens[:, 1:]
+    # pinned host memory: the copy runs asynchronously, overlapping the forward already queued on the GPU
+    xy = xy.to(device, non_blocking=True) if device_type == 'cuda' else xy.to(device)
+    return xy[0], xy[1]
+
+
 def get_batch(split, gen):
     # We recreate np.memmap every batch to avoid a memory leak, as per
     # https://stackoverflow.com/questions/45132940/numpy-memmap-memory-usage-want-to-iterate-once/61472122#61472122
     data = np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r')
     ix = torch.randint(len(data) - block_size, (batch_size,), generator=gen)
-    x = torch.stack([torch.from_numpy((data[i:i + block_size]).astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy((data[i + 1:i + 1 + block_size]).astype(np.int64)) for i in ix])
-    if device_type == 'cuda':
-        # pin arrays x,y, which allows us to move them to GPU asynchronously (non_blocking=True)
-        x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
-    else:
-        x, y = x.to(device), y.to(device)
-    return x, y
+    return load_batch(data, ix)
 
 
 def get_train_batch():
