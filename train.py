@@ -530,14 +530,16 @@ def estimate_loss():
     out = {}
     eval_model.eval()
     for split in ['train', 'val']:
-        losses = torch.zeros(eval_iters)
+        # the losses stay on the device, so that the host can queue the next batches without waiting
+        # for the GPU; each is copied away at once (under CUDA graphs the next replay overwrites it)
+        losses = torch.zeros(eval_iters, device=device)
         for k in range(eval_iters):
             X, Y = get_batch(split, eval_gen)
             new_graph_step()
             with ctx:
                 logits, loss = eval_model(X, Y)
-            losses[k] = loss.item()
-        out[split] = losses.mean().item()
+            losses[k] = loss
+        out[split] = losses.cpu().mean().item()  # one transfer; the mean of the float32 losses on the host
     eval_model.train()
     return out
 

@@ -1,6 +1,7 @@
 """train.py's data path against the code it replaced: get_batch (one gather, one pinned tensor, one copy)
-returns bitwise the batches of the per-sample loader for the same generator state. train.py runs for real
-(a tiny eval_only run through runpy in a subprocess); the old function is a copy of the previous code."""
+returns bitwise the batches of the per-sample loader for the same generator state, and estimate_loss (the
+losses kept on the device, one transfer per split) returns exactly the old means. train.py runs for real
+(a tiny eval_only run through runpy in a subprocess); the old functions are copies of the previous code."""
 
 import os
 import subprocess
@@ -29,6 +30,22 @@ def old_get_batch(g, split, gen):  # train.py's get_batch before the one-gather 
         x, y = x.to(device), y.to(device)
     return x, y
 
+@torch.no_grad()
+def old_estimate_loss(g):  # train.py's estimate_loss before the losses stayed on the device
+    out = {}
+    g['eval_model'].eval()
+    for split in ['train', 'val']:
+        losses = torch.zeros(g['eval_iters'])
+        for k in range(g['eval_iters']):
+            X, Y = g['get_batch'](split, g['eval_gen'])
+            g['new_graph_step']()
+            with g['ctx']:
+                logits, loss = g['eval_model'](X, Y)
+            losses[k] = loss.item()
+        out[split] = losses.mean().item()
+    g['eval_model'].train()
+    return out
+
 sys.argv = sys.argv[1:]
 g = runpy.run_path(sys.argv[0], run_name='__main__')['get_batch'].__globals__  # train.py's own globals
 checked = 0
@@ -52,7 +69,15 @@ for _ in range(5):
     # batch_state (what a checkpoint stores) is train_gen's state before this batch: it draws it again
     g['train_gen'].set_state(g['batch_state'])
     assert all(torch.equal(a, b) for a, b in zip(g['get_train_batch'](), new))
-print(f"CHECKED {checked} batches")
+# estimate_loss: the same floats as the old one from the same eval_gen state
+state = g['eval_gen'].get_state()
+new = g['estimate_loss']()
+after = g['eval_gen'].get_state()
+g['eval_gen'].set_state(state)
+old = old_estimate_loss(g)
+assert torch.equal(after, g['eval_gen'].get_state())
+assert new == old and all(isinstance(v, float) for v in new.values()), (new, old)
+print(f"CHECKED {checked} batches, eval losses {new}")
 '''
 
 
@@ -68,10 +93,10 @@ def run_check(char_data, tmp_path, device, dtype):
     assert "CHECKED 60 batches" in r.stdout, r.stdout[-2000:]
 
 
-def test_batches_match_the_old_code_cpu(char_data, tmp_path):
+def test_batches_and_eval_losses_match_the_old_code_cpu(char_data, tmp_path):
     run_check(char_data, tmp_path, "cpu", "float32")
 
 
 @pytest.mark.gpu
-def test_batches_match_the_old_code_cuda(char_data, tmp_path):
+def test_batches_and_eval_losses_match_the_old_code_cuda(char_data, tmp_path):
     run_check(char_data, tmp_path, "cuda", "bfloat16" if torch.cuda.is_bf16_supported() else "float16")
