@@ -266,8 +266,10 @@ def add_efficiency(rows: list[dict]) -> None:
             r["efficiency"] = r["tokens_per_s_per_gpu"] / base["tokens_per_s_per_gpu"]
 
 
-def run_checks(runner: Runner, kernels: str, gpus: list[int], data_dir: str, control_dir: str) -> tuple[dict, dict]:
-    """The loss check and the resume check of one kernels setting."""
+def run_checks(runner: Runner, kernels: str, gpus: list[int], data_dir: str, control_dir: str,
+               with_resume: bool = True) -> tuple[dict, dict]:
+    """The loss check and the resume check (which continues the loss check's largest-N run) of one kernels
+    setting."""
     a = runner.args
     k = (a.check_iters + 1) // 2
     accum = math.lcm(*gpus) * a.check_accum
@@ -311,6 +313,8 @@ def run_checks(runner: Runner, kernels: str, gpus: list[int], data_dir: str, con
 
     n = max(gpus)
     resume["n"] = n
+    if not with_resume:
+        return loss, resume
     if n not in full:
         resume["error"] = f"no uninterrupted {n}-process run"
         return loss, resume
@@ -651,7 +655,7 @@ def main(argv=None) -> int:
             write_rotated(data_dir, control_dir)
             for k in check_kernels:
                 print(f"loss and resume checks, kernels={k}:", flush=True)
-                loss, resume = run_checks(runner, k, gpus, data_dir, control_dir)
+                loss, resume = run_checks(runner, k, gpus, data_dir, control_dir, with_resume="resume" in checks)
                 if "loss" in checks:
                     res["loss"].append(loss)
                 if "resume" in checks:
