@@ -253,6 +253,7 @@ def test_tiny_build_loads_and_is_cached(tmp_path, monkeypatch, capsys):
     assert lib.name.startswith("tk_tiny_")
     err = capsys.readouterr().err
     assert "this takes a few minutes" in err and "No CUDA runtime is found" not in err
+    assert re.search(r"tk_kernels: tiny: built in [\d.]+ s \(waited [\d.]+ s for the build lock\)", err), err
     mtime = lib.stat().st_mtime_ns
     module2, lib2 = tkb.build("tiny", ["sm_90a", "sm_80"], pkg_dir=pkg)  # same key: no rebuild
     assert lib2 == lib and lib.stat().st_mtime_ns == mtime
@@ -283,24 +284,31 @@ def test_tiny_build_failure_raises_one_clear_error(tmp_path, monkeypatch):
 
 
 def test_tiny_build_concurrent_builders(tmp_path):
-    """Several processes (like torchrun ranks) building the same extension at once all succeed.
-    They import torch.utils.cpp_extension first without CUDA_HOME set (as torch.compile does), so
-    torch guesses CUDA_HOME from PATH on its own; the build must still use the resolved one."""
+    """Several processes (like torchrun ranks) building the same extension at once all succeed, and
+    only one of them builds: the other waits for the build lock and loads the result (its line names its
+    rank and the wait). They import torch.utils.cpp_extension first without CUDA_HOME set (as
+    torch.compile does), so torch guesses CUDA_HOME from PATH on its own; the build must still use the
+    resolved one."""
     _need_nvcc()
     pkg = _tiny_pkg(tmp_path)
     code = ("import sys, torch.utils.cpp_extension; from tk_kernels import build as b; "
-            f"m, lib = b.build('tiny', ['sm_80'], pkg_dir={str(pkg)!r}, quiet=True); "
+            f"m, lib = b.build('tiny', ['sm_80'], pkg_dir={str(pkg)!r}); "
             "assert m.answer() == 42; print(lib)")
     env = _env(tmp_path)
     if os.path.isfile("/usr/local/cuda/bin/nvcc") or shutil.which("nvcc"):  # found without env vars
         env.pop("CUDA_HOME", None)
         env.pop("CUDA_PATH", None)
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(env, RANK=str(rank)), cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     assert len({out.strip().splitlines()[-1] for out, _ in outs}) == 1
+    errs = "".join(err for _, err in outs)
+    built = re.findall(r"tk_kernels: tiny: built in [\d.]+ s \(rank (\d), waited [\d.]+ s for the build lock\)", errs)
+    cached = re.findall(r"tk_kernels: tiny: cached: \S+ \(rank (\d), waited ([\d.]+) s for the build lock\)", errs)
+    assert errs.count("this takes a few minutes") == 1 and len(built) == 1 and len(cached) == 1, errs
+    assert {built[0], cached[0][0]} == {"0", "1"}
 
 
 def test_cli_rejects_bad_arch(tmp_path):
