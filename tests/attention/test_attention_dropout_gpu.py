@@ -33,14 +33,6 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
 from tk_kernels.families.attention import dropout_reference as dref  # noqa: E402
 from tk_kernels.families.attention import ops as tka  # noqa: E402
 from gpu_test_utils import new_seed, poison, rel_err  # noqa: E402
-from tk_kernels import dispatch
-
-
-@pytest.fixture(autouse=True)
-def _attention_enabled_in_the_model():
-    """The registry keeps the kernels' dropout off in the model until these tests pass; here it is on."""
-    with dispatch.override("attention", has_dropout=False):
-        yield
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 FLOOR = {torch.bfloat16: 4e-3, torch.float16: 6e-4}  # as in test_attention_gpu.py
