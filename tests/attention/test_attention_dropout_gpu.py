@@ -345,6 +345,7 @@ def test_other_smem_configurations_with_dropout(D, limit, monkeypatch):
     _, grads_ref = reference(q, k, v, False, 0.125, 0.2, keep, dout)
     monkeypatch.setenv("TK_SMEM_LIMIT", str(limit))
     for det in (False, True):
+        assert tka.backward_path(q, 0.2, det, k, v) == "portable"  # the kernels TK_SMEM_LIMIT configures
         poison_bwd(q)
         grads = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, False, 0.125, det, 0.2, rng)
         for name, g, ref in zip(("dq", "dk", "dv"), grads, grads_ref):

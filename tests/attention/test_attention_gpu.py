@@ -424,6 +424,10 @@ def small_smem(monkeypatch):
     ext = tka._ext()
     monkeypatch.setenv("TK_SMEM_LIMIT", str(SMALL_GPU_SMEM))
     monkeypatch.setenv("TK_ATTENTION_BWD", "portable")
+    q = torch.empty(1, 1, 1, 64, device="cuda", dtype=torch.bfloat16)
+    for det in (False, True):
+        assert tka.backward_path(q, 0.0, det, q, q) == "portable"
+        assert tka.backward_path(q, 0.2, det, q, q) == "portable"
     for D in (64, 128):
         for det in (False, True):
             assert ext.backward_dkdv_smem_bytes(D, det) == SMALL_DKDV_BYTES[D]
@@ -557,8 +561,10 @@ def test_compiled_gpt_matches_eager(n_head):
 
 # -----------------------------------------------------------------------------
 # the configurations between the small ones and the H100/H200 defaults: an A100-sized budget makes the
-# launcher pick the red.add dQ path (the TMA bulk dQ path of sm_90 needs more shared memory), so an
-# H200 also tests what an A100 runs
+# portable backward pick the red.add dQ path (the TMA bulk dQ path of sm_90 needs more shared memory).
+# TK_SMEM_LIMIT configures the portable backward only, and on an sm_90 GPU the default kernels are the
+# Hopper ones, so the test forces the portable forward and backward (what an A100 runs) and checks that
+# the ops take them: an H200 then tests the A100's kernels and configurations.
 
 A100_SMEM = 170_000  # fits the transposed (D=64, 166,016 B) and two-barrier split (D=128, 164,992 B) kernels
 A100_DKDV_BYTES = {64: 166_016, 128: 164_992}
@@ -570,8 +576,14 @@ A100_DKDV_BYTES = {64: 166_016, 128: 164_992}
 def test_atomic_dq_configs_vs_float64(T, D, causal, monkeypatch):
     ext = tka._ext()
     monkeypatch.setenv("TK_SMEM_LIMIT", str(A100_SMEM))
+    monkeypatch.setenv("TK_ATTENTION_PATH", "portable")
+    monkeypatch.setenv("TK_ATTENTION_BWD", "portable")
+    monkeypatch.delenv("TK_DETERMINISTIC", raising=False)  # the atomic (red.add) dQ path, not the deterministic one
     assert ext.backward_dkdv_smem_bytes(D, False) == A100_DKDV_BYTES[D]
     B, H = batch_heads(T, D)
     seed = new_seed()
     q, k, v = qkv_split(B, H, T, D, torch.bfloat16, gen(seed))
+    assert not tka.deterministic_backward()
+    assert tka.forward_path(q, 0.0, k, v) == "portable"
+    assert tka.backward_path(q, 0.0, False, k, v) == "portable"
     run_case(q, k, v, causal, None, seed, f"A100-budget B={B} H={H} T={T} D={D} causal={causal}")
