@@ -48,7 +48,7 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
-from ...support import device_reason
+from ...support import device_reason, extension
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -66,16 +66,9 @@ MIN_SMEM_BYTES = 99_456
 # -----------------------------------------------------------------------------
 # the custom ops
 
-_loaded = None  # the extension module once loaded (each op call asks for it: skip the build's lock)
-
-
 def _ext():
     """The compiled attention extension (built on first use, then cached on disk and per process)."""
-    global _loaded
-    if _loaded is None:
-        from tk_kernels.build import load_extension
-        _loaded = load_extension("attention")
-    return _loaded
+    return extension("attention")
 
 
 def _kernel_ready(t: Tensor) -> Tensor:

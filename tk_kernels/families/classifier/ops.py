@@ -33,23 +33,16 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
-from ...support import device_reason
+from ...support import device_reason, extension
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 MAX_VOCAB = 65536      # the kernel keeps a row in registers: 512 threads x 16 vectors of 8 elements
 CHUNK_BYTES = 1 << 28  # logits held at a time: 256 MiB
 
 
-_loaded = None  # the extension module once loaded
-
-
 def _ext():
     """The compiled classifier extension (built on first use, then cached on disk and per process)."""
-    global _loaded
-    if _loaded is None:
-        from tk_kernels.build import load_extension
-        _loaded = load_extension("classifier")
-    return _loaded
+    return extension("classifier")
 
 
 def chunk_rows(n_rows: int, vocab_size: int) -> int:
