@@ -58,8 +58,9 @@ MIN_CAPABILITY = (8, 0)
 # backward picks its configuration at launch: the faster large ones (up to ~225 KB) where the GPU
 # offers them (A100, H100, H200), the small ones on 99 KB GPUs (RTX 30xx/40xx, 101,376 B).
 # The extension's min_smem_bytes() computes the same number from the kernels (a GPU test checks).
-# TK_SMEM_LIMIT=<bytes> caps what the launcher may use (a testing override: TK_SMEM_LIMIT=101376
-# makes an H100/H200 run the RTX configurations).
+# TK_SMEM_LIMIT=<bytes> caps what the portable backward's launcher may use (a testing override:
+# TK_SMEM_LIMIT=101376 with TK_ATTENTION_BWD=portable makes an H100/H200 run the RTX configurations; the
+# Hopper backward, the default there, does not read it).
 MIN_SMEM_BYTES = 99_456
 
 

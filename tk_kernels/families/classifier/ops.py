@@ -23,8 +23,10 @@ gradients do not underflow where F.cross_entropy's would. Targets outside [0, V)
 ignore_index give a NaN loss (F.cross_entropy stops with a device assert instead).
 
 One op is registered (eager and torch.compile without graph breaks):
-    tk::linear_cross_entropy_fwd(x, weight, targets, ignore_index) -> (loss, dx, dw, count)
-with x (N, C) and weight (V, C) bf16/fp16 CUDA tensors of one dtype, targets (N,) int64, V <= 65536.
+    tk::linear_cross_entropy_fwd(x, weight, targets, ignore_index) -> (loss, dx, dw, scales)
+with x (N, C) and weight (V, C) bf16/fp16 CUDA tensors of one dtype, targets (N,) int64, V <= 65536:
+the fp32 loss, the unscaled gradients dx and dw in the inputs' dtype, and the (2,) fp32 factors
+[1 / count, n_chunks / count] that the backward multiplies them by.
 """
 
 from __future__ import annotations
