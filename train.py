@@ -22,6 +22,12 @@ $ torchrun --standalone --nproc_per_node=2 train.py config/train_shakespeare_cha
 Resuming (init_from='resume') continues exactly like the uninterrupted run: the
 checkpoint holds the model, optimizer, grad scaler and every process's RNG
 states, including the generator that picks the training batches.
+
+The training batches do not depend on the number of processes: with the same
+seed and gradient_accumulation_steps (a count over all processes), iteration i
+averages the gradients of the same samples on 1, 2, 4 or 8 processes, and a
+checkpoint resumed on another number of processes continues the same batches
+(with a warning: the dropout masks differ).
 """
 
 import gc
@@ -248,11 +254,31 @@ for split in ('train', 'val'):
     if n_tokens <= block_size:
         fail(f"{data_dir}/{split}.bin holds {n_tokens} tokens, too few for block_size={block_size}")
 
-# batches are drawn from dedicated generators: the training order is a pure
-# function of the seed and the checkpointed generator state
-train_gen = torch.Generator().manual_seed(seed + seed_offset)
+# Batches are drawn from dedicated generators. The training batches are a pure function of the seed and
+# the global micro-step, whatever the number of processes: every process holds the same train_gen, and at
+# each of its micro-steps draws the indices of all processes' batches (ddp_world_size draws of batch_size:
+# the draws the one-process run makes at its micro-steps m*N .. m*N+N-1) and loads only its own. So each
+# iteration's gradient averages the same samples on any number of processes that divides
+# gradient_accumulation_steps. Rank r loads draw N-1-r: the master's last micro-batch, whose loss is
+# logged, is the one-process run's last micro-batch. Evaluation runs on the master, from eval_gen.
+train_gen = torch.Generator().manual_seed(seed)
 eval_gen = torch.Generator().manual_seed(seed + seed_offset + 10_000)
 batch_state = train_gen.get_state()  # train_gen state before drawing the next batch
+
+
+def load_batch(data: np.ndarray, ix: torch.Tensor):
+    """x, y for the windows of block_size + 1 tokens starting at ix: one gather into one (pinned on CUDA)
+    int64 tensor holding x and y, one (asynchronous) copy to the device; x and y are its two halves."""
+    windows = np.lib.stride_tricks.as_strided(data, (len(data) - block_size, block_size + 1),
+                                              (data.strides[0], data.strides[0]), writeable=False)
+    tokens = windows[ix.numpy()]  # (batch_size, block_size + 1) uint16
+    xy = torch.empty((2, len(ix), block_size), dtype=torch.int64, pin_memory=device_type == 'cuda')
+    xy_np = xy.numpy()
+    xy_np[0] = tokens[:, :-1]
+    xy_np[1] = tokens[:, 1:]
+    # pinned host memory: the copy runs asynchronously, overlapping the forward already queued on the GPU
+    xy = xy.to(device, non_blocking=True) if device_type == 'cuda' else xy.to(device)
+    return xy[0], xy[1]
 
 
 def get_batch(split, gen):
@@ -260,20 +286,19 @@ def get_batch(split, gen):
     # https://stackoverflow.com/questions/45132940/numpy-memmap-memory-usage-want-to-iterate-once/61472122#61472122
     data = np.memmap(os.path.join(data_dir, f'{split}.bin'), dtype=np.uint16, mode='r')
     ix = torch.randint(len(data) - block_size, (batch_size,), generator=gen)
-    x = torch.stack([torch.from_numpy((data[i:i + block_size]).astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy((data[i + 1:i + 1 + block_size]).astype(np.int64)) for i in ix])
-    if device_type == 'cuda':
-        # pin arrays x,y, which allows us to move them to GPU asynchronously (non_blocking=True)
-        x, y = x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
-    else:
-        x, y = x.to(device), y.to(device)
-    return x, y
+    return load_batch(data, ix)
 
 
 def get_train_batch():
+    """This process's next training micro-batch (see train_gen above)."""
     global batch_state
     batch_state = train_gen.get_state()
-    return get_batch('train', train_gen)
+    data = np.memmap(os.path.join(data_dir, 'train.bin'), dtype=np.uint16, mode='r')
+    for draw in range(ddp_world_size):
+        ix_draw = torch.randint(len(data) - block_size, (batch_size,), generator=train_gen)
+        if draw == ddp_world_size - 1 - ddp_rank:
+            ix = ix_draw
+    return load_batch(data, ix)
 
 
 # init these up here, can override if init_from='resume' (i.e. from a checkpoint)
@@ -451,14 +476,18 @@ def rng_state() -> dict:
     return state
 
 
-def set_rng_state(state: dict):
+def set_batch_state(state: dict):
     global batch_state
-    torch.set_rng_state(state['torch'])
-    if device_type == 'cuda' and 'cuda' in state:
-        torch.cuda.set_rng_state(state['cuda'], device)
     batch_state = state['train_batches']
     train_gen.set_state(batch_state)
     eval_gen.set_state(state['eval_batches'])
+
+
+def set_rng_state(state: dict):
+    """This process's own RNGs (the batch generators: set_batch_state)."""
+    torch.set_rng_state(state['torch'])
+    if device_type == 'cuda' and 'cuda' in state:
+        torch.cuda.set_rng_state(state['cuda'], device)
     np.random.set_state(('MT19937', state['numpy_keys'].numpy().astype(np.uint32), state['numpy_pos'],
                          state['numpy_has_gauss'], state['numpy_cached_gaussian']))
     random.setstate((state['python_version'], tuple(state['python_state'].tolist()),
@@ -503,14 +532,22 @@ def save_checkpoint(checkpoint: dict, path: str):
 resume_iter = None
 if checkpoint is not None:
     states = checkpoint.get('rng')
-    if states and len(states) == ddp_world_size:
-        set_rng_state(states[ddp_rank])
+    if states:
+        # the batch generators do not depend on the number of processes: the master's state holds
+        # train_gen (the same on every process) and the master's eval_gen, so the batches continue in the
+        # original order on any number of processes
+        set_batch_state(states[0])
         # this iteration's eval ran before the checkpoint was written: don't repeat it,
         # so that the run continues exactly like the uninterrupted one
         resume_iter = iter_num
+        if len(states) == ddp_world_size:
+            set_rng_state(states[ddp_rank])
+        elif master_process:  # the per-process torch / numpy / Python RNGs (dropout) start afresh
+            print(f"warning: the checkpoint's RNG states are for {len(states)} process(es), this run has "
+                  f"{ddp_world_size}; the batches continue in the original order, but dropout and the other "
+                  f"random draws will differ from the original run")
     elif master_process:
-        print(f"warning: the checkpoint's RNG states are for {len(states or [])} process(es), "
-              f"this run has {ddp_world_size}; the data order will differ from the original run")
+        print("warning: the checkpoint holds no RNG states; the data order will differ from the original run")
     checkpoint = None  # free up memory
 
 
@@ -522,14 +559,16 @@ def estimate_loss():
     out = {}
     eval_model.eval()
     for split in ['train', 'val']:
-        losses = torch.zeros(eval_iters)
+        # the losses stay on the device, so that the host can queue the next batches without waiting
+        # for the GPU; each is copied away at once (under CUDA graphs the next replay overwrites it)
+        losses = torch.zeros(eval_iters, device=device)
         for k in range(eval_iters):
             X, Y = get_batch(split, eval_gen)
             new_graph_step()
             with ctx:
                 logits, loss = eval_model(X, Y)
-            losses[k] = loss.item()
-        out[split] = losses.mean().item()
+            losses[k] = loss
+        out[split] = losses.cpu().mean().item()  # one transfer; the mean of the float32 losses on the host
     eval_model.train()
     return out
 

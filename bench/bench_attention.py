@@ -306,9 +306,13 @@ def main(argv=None) -> int:
         try:
             make_impl("tk")
             from tk_kernels.families.attention import ops as tka
-            path = tka.forward_path(torch.empty(1, 1, 1, 64, device="cuda", dtype=dtype))
-            print(f"tk kernels ready ({time.time() - t0:.1f}s); tk forward path: {path} "
-                  f"(TK_ATTENTION_PATH=hopper|portable forces one)", flush=True)
+            q1 = torch.empty(1, 1, 1, 64, device="cuda", dtype=dtype)
+            path, bwd_path = tka.forward_path(q1), tka.backward_path(q1)
+            print(f"tk kernels ready ({time.time() - t0:.1f}s); tk forward path: {path}, backward path: "
+                  f"{bwd_path} (TK_ATTENTION_PATH=hopper|portable, TK_ATTENTION_BWD force them)", flush=True)
+            if os.environ.get("TK_SMEM_LIMIT") and bwd_path != "portable":
+                print("note: TK_SMEM_LIMIT configures the portable backward only; set TK_ATTENTION_BWD=portable "
+                      "to time the configurations it selects", flush=True)
         except Exception as e:
             print(f"tk kernels unavailable, shown as n/a: {short_error(e)}", flush=True)
 

@@ -109,9 +109,10 @@ step_train_bench() {
 }
 
 step_sanitize() {
-  # every attention kernel under compute-sanitizer's memcheck, racecheck and synccheck at small odd
-  # shapes (bench/sanitize_attention.py), with the GPU's own shared-memory budget, an A100-sized one
-  # and the 99 KB one of RTX-class GPUs; prints the error count per tool and budget
+  # every attention kernel (dropout included) under compute-sanitizer's memcheck, racecheck and synccheck
+  # at small odd shapes (bench/sanitize_attention.py), with the GPU's own shared-memory budget (a Hopper
+  # and a portable pass on sm_90), an A100-sized one and the 99 KB one of RTX-class GPUs (portable kernels
+  # forced: TK_SMEM_LIMIT configures only them); prints the error count and the passes per tool and budget
   local cs
   cs=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
   [ -x "$cs" ] || { echo "compute-sanitizer not found (looked on PATH and in \$CUDA_HOME/bin)"; return 1; }

@@ -2,7 +2,8 @@
 # Prepared in session 6 (no GPU lent then) for the next session's first GPU call, run on branch s6-integration:
 # main (whose session-5 host-glue changes no GPU ran yet: one backward_impl, support.py, the CUDA-graphs .grad
 # buffers) + the revert of 81e3126 (the spill-free D=128 dropout backward, s5-bwd-spill) + s5-attn-pipeline
-# (the Hopper forward on the pipeline template) + s5-bwd-pipeline (the Hopper backward on it). Correctness
+# (the Hopper forward on the pipeline template) + s5-bwd-pipeline (the Hopper backward on it) + s6-qkv (the
+# attention on the fused qkv projection, tests/attention/test_attention_qkv_gpu.py). Correctness
 # first: the Hopper dropout and backward check scripts (float64 cases, the dropout mask, timings beside cuDNN), then
 # every attention GPU test (the Hopper forward's float64 matrix among them) and the other families' GPU tests. Logs tarred into $OUT/logs.tgz.
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions PYTHONFAULTHANDLER=1
@@ -27,6 +28,6 @@ c check_attention_dropout 100 python dev/hopper/check_attention_dropout.py
 tail -8 $O/check_attention_dropout.log
 c check_attention_bwd 100 python dev/hopper/check_attention_bwd.py
 tail -12 $O/check_attention_bwd.log
-t attn 150 "" tests/attention
-t families 90 "" tests/mlp tests/layernorm tests/classifier
+t attn 180 "" tests/attention
+t families 80 "" tests/mlp tests/layernorm tests/classifier
 cd $O && tar czf logs.tgz --exclude logs.tgz *.log 2>/dev/null

@@ -29,7 +29,7 @@ for k in tk torch; do
   done
 done
 t attn_portable 90 "TK_ATTENTION_PATH=portable TK_ATTENTION_BWD=portable" tests/attention/test_attention_gpu.py
-t train 240 "" tests/train/test_cuda_graphs_gpu.py tests/train/test_torchrun_gpu.py
+t train 240 "" tests/train/test_cuda_graphs_gpu.py tests/train/test_torchrun_gpu.py tests/train/test_batches.py
 wait
 echo "seeds done $((SECONDS - t0)) s"
 for f in $O/seeds/*.rc; do echo "$(basename $f .rc): rc, s = $(cat $f); $(grep 'best val loss' ${f%.rc}.log)"; done

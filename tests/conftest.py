@@ -57,6 +57,19 @@ def shakespeare_path() -> str:
 
 
 @pytest.fixture(scope="session")
+def char_data(tmp_path_factory, shakespeare_path) -> str:
+    """tiny shakespeare, char-level, prepared by the real prepare script into a temp dir (read only:
+    the tests write their checkpoints elsewhere)."""
+    import subprocess
+    out = tmp_path_factory.mktemp("shakespeare_char")
+    r = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "data", "shakespeare_char", "prepare.py"),
+                        "--input", shakespeare_path, "--out_dir", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return str(out)
+
+
+@pytest.fixture(scope="session")
 def bpe_path() -> str:
     """Path of GPT-2's BPE ranks (../shared/data/gpt2/r50k_base.tiktoken); skips if absent."""
     return _shared_file("gpt2", "r50k_base.tiktoken")

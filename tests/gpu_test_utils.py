@@ -12,6 +12,11 @@ poison_free_memory(blocks, max_block_bytes)
 attention_reference(q, k, v, causal, scale), attention_reference_grads(q, k, v, dout, causal, scale)
                                 float64 attention (o, lse) and its gradients, for the attention tests
 rel_err(x, ref)                 the relative L2 error the attention tests compare with
+row_err(x, ref)                 the worst (b, h, t) row's error, relative to the rms row norm of ref
+gen(seed), randn(shape, g, dtype), qkv_split(B, H, T, D, dtype, g)
+                                the attention tests' random inputs: a CUDA generator, normal values in
+                                `dtype`, and nanoGPT's q, k, v as strided views of one fused projection
+ATTENTION_FLOOR                 the dtype floors of the attention tests' relative L2 errors
 """
 
 import math
@@ -70,3 +75,32 @@ def rel_err(x, ref):
     x = x.double()
     denom = max(ref.norm().item(), 1e-3 * math.sqrt(ref.numel()))
     return (x - ref).norm().item() / denom
+
+
+def row_err(x, ref):
+    """Worst (b, h, t) row: max_r ||x_r - ref_r|| / rms-row-norm of ref (ref float64; the same tiny floor
+    as rel_err for all-zero refs)."""
+    x = x.double()
+    rows = ref.reshape(-1, ref.shape[-1])
+    denom = max(rows.norm().item() / math.sqrt(rows.shape[0]), 1e-3 * math.sqrt(rows.shape[1]))
+    return ((x - ref).reshape(-1, ref.shape[-1]).norm(dim=-1).max().item()) / denom
+
+
+# floors of the attention tests' relative L2 errors (a correct kernel is ~ the output rounding, 1e-3 bf16 /
+# 1.5e-4 fp16)
+ATTENTION_FLOOR = {torch.bfloat16: 4e-3, torch.float16: 6e-4}
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator(device="cuda").manual_seed(seed)
+
+
+def randn(shape, g, dtype, scale=1.0):
+    """Normal values drawn in fp32 from generator g (times scale), then rounded to dtype."""
+    return (torch.randn(shape, generator=g, device="cuda", dtype=torch.float32) * scale).to(dtype)
+
+
+def qkv_split(B, H, T, D, dtype, g):
+    """q, k, v exactly like nanoGPT: (B, H, T, D) views of a fused (B, T, 3, H, D) projection."""
+    qkv = randn((B, T, 3, H, D), g, dtype)
+    return qkv.permute(2, 0, 3, 1, 4).unbind(0)

@@ -1,6 +1,7 @@
 """CPU tests of tk_kernels/build.py: architecture parsing, the per-family cache key, the build pipeline
-on a tiny extension (success, failure, concurrent builders), the rule that shipped kernel sources and
-DSL headers have no compile-time TK_* tuning macros, and the real ahead-of-time build
+on a tiny extension (success, failure, concurrent builders), the source layout rules (shipped kernel sources
+and DSL headers have no compile-time TK_* tuning macros; only each family's bindings.cpp includes torch; no
+inline PTX outside tk_kernels/include/), and the real ahead-of-time build
 `python -m tk_kernels.build --arch sm_80 --arch sm_90a` (needs nvcc; takes minutes on 2 cores)."""
 
 import importlib.util
@@ -178,10 +179,62 @@ def test_sources_are_bindings_and_every_cu():
         tkb.source_files("nope")
 
 
+# a torch / ATen / c10 / pybind11 header, or the families' torch glue (families/glue/check.h)
+_TORCH_INCLUDE = re.compile(r'^\s*#\s*include\s*(?:[<"](?:torch|ATen|c10|pybind11)/|"(?:[\w./]*/)?check\.h")', re.M)
+
+
 def test_only_bindings_include_torch():
-    for f in ATTN_CSRC.iterdir():
-        if f.suffix in tkb.SOURCE_SUFFIXES and f.name != "bindings.cpp":
-            assert not re.search(r"#include\s*[<\"](torch|ATen|c10|pybind11)/", f.read_text()), f
+    """In every family's csrc/ only bindings.cpp includes torch: the kernel files build without it."""
+    families = tkb.families()
+    assert {"attention", "classifier", "layernorm", "mlp"} <= set(families), families
+    hits = []
+    for fam in families:
+        files = [p for p in (tkb.FAMILIES_DIR / fam / "csrc").rglob("*") if p.suffix in tkb.SOURCE_SUFFIXES]
+        assert any(p.name == "bindings.cpp" for p in files), fam
+        assert any(p.suffix == ".cu" for p in files), fam
+        hits += [f"{p.relative_to(REPO_ROOT)}: {m.group(0).strip()}" for p in files if p.name != "bindings.cpp"
+                 for m in _TORCH_INCLUDE.finditer(p.read_text())]
+    assert not hits, "torch headers outside bindings.cpp (kernel files must not need torch):\n" + "\n".join(hits)
+
+
+def test_torch_include_check_can_fail():
+    assert _TORCH_INCLUDE.search('#include <torch/extension.h>')
+    assert _TORCH_INCLUDE.search('x\n  #include "ATen/ATen.h"')
+    assert _TORCH_INCLUDE.search('#include "check.h"') and _TORCH_INCLUDE.search('#include "../../glue/check.h"')
+    assert not _TORCH_INCLUDE.search('#include "configs.cuh"')
+    assert not _TORCH_INCLUDE.search('#include <cuda_bf16.h>')
+
+
+# -----------------------------------------------------------------------------
+# inline PTX lives in the DSL headers (tk_kernels/include/) only
+
+_INLINE_ASM = re.compile(r"\b(?:asm|__asm__)\b(?:\s+(?:volatile|__volatile__))?\s*\(")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def test_no_inline_ptx_outside_include():
+    """No kernel source under tk_kernels/ outside include/ has inline PTX (asm / asm volatile): kernel files
+    use the DSL's wrappers, so every PTX instruction is in one place."""
+    files = sorted(p for p in (REPO_ROOT / "tk_kernels").rglob("*")
+                   if p.suffix in tkb.SOURCE_SUFFIXES and tkb.INCLUDE_DIR not in p.parents)
+    assert any(p.suffix == ".cu" for p in files) and not any(tkb.INCLUDE_DIR in p.parents for p in files)
+    hits = []
+    for p in files:
+        code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), p.read_text())  # keep the line numbers
+        hits += [f"{p.relative_to(REPO_ROOT)}:{code[:m.start()].count(chr(10)) + 1}: {m.group(0)}"
+                 for m in _INLINE_ASM.finditer(code)]
+    assert not hits, ("inline PTX outside tk_kernels/include/ (move it into a DSL header, e.g. "
+                      "include/thread/ or include/warp/, and call the wrapper):\n" + "\n".join(hits))
+
+
+def test_inline_ptx_check_can_fail():
+    assert _INLINE_ASM.search('  asm volatile("bar.sync 0;");')
+    assert _INLINE_ASM.search('asm("mov.u32 %0, %%laneid;" : "=r"(x));')
+    assert _INLINE_ASM.search('__asm__ __volatile__ ("trap;");')
+    assert not _INLINE_ASM.search("int plasma(int x);") and not _INLINE_ASM.search("// asm-free")
+    assert _INLINE_ASM.search("asm (") and not _INLINE_ASM.search(_COMMENT.sub("", '// asm("x")\n/* asm("y") */'))
+    # the DSL headers do have some: the scan above would see them if it looked there
+    assert any(_INLINE_ASM.search(p.read_text()) for p in tkb.INCLUDE_DIR.rglob("*.cuh"))
 
 
 # -----------------------------------------------------------------------------
@@ -253,6 +306,7 @@ def test_tiny_build_loads_and_is_cached(tmp_path, monkeypatch, capsys):
     assert lib.name.startswith("tk_tiny_")
     err = capsys.readouterr().err
     assert "this takes a few minutes" in err and "No CUDA runtime is found" not in err
+    assert re.search(r"tk_kernels: tiny: built in [\d.]+ s \(waited [\d.]+ s for the build lock\)", err), err
     mtime = lib.stat().st_mtime_ns
     module2, lib2 = tkb.build("tiny", ["sm_90a", "sm_80"], pkg_dir=pkg)  # same key: no rebuild
     assert lib2 == lib and lib.stat().st_mtime_ns == mtime
@@ -283,24 +337,31 @@ def test_tiny_build_failure_raises_one_clear_error(tmp_path, monkeypatch):
 
 
 def test_tiny_build_concurrent_builders(tmp_path):
-    """Several processes (like torchrun ranks) building the same extension at once all succeed.
-    They import torch.utils.cpp_extension first without CUDA_HOME set (as torch.compile does), so
-    torch guesses CUDA_HOME from PATH on its own; the build must still use the resolved one."""
+    """Several processes (like torchrun ranks) building the same extension at once all succeed, and
+    only one of them builds: the other waits for the build lock and loads the result (its line names its
+    rank and the wait). They import torch.utils.cpp_extension first without CUDA_HOME set (as
+    torch.compile does), so torch guesses CUDA_HOME from PATH on its own; the build must still use the
+    resolved one."""
     _need_nvcc()
     pkg = _tiny_pkg(tmp_path)
     code = ("import sys, torch.utils.cpp_extension; from tk_kernels import build as b; "
-            f"m, lib = b.build('tiny', ['sm_80'], pkg_dir={str(pkg)!r}, quiet=True); "
+            f"m, lib = b.build('tiny', ['sm_80'], pkg_dir={str(pkg)!r}); "
             "assert m.answer() == 42; print(lib)")
     env = _env(tmp_path)
     if os.path.isfile("/usr/local/cuda/bin/nvcc") or shutil.which("nvcc"):  # found without env vars
         env.pop("CUDA_HOME", None)
         env.pop("CUDA_PATH", None)
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(env, RANK=str(rank)), cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     assert len({out.strip().splitlines()[-1] for out, _ in outs}) == 1
+    errs = "".join(err for _, err in outs)
+    built = re.findall(r"tk_kernels: tiny: built in [\d.]+ s \(rank (\d), waited [\d.]+ s for the build lock\)", errs)
+    cached = re.findall(r"tk_kernels: tiny: cached: \S+ \(rank (\d), waited ([\d.]+) s for the build lock\)", errs)
+    assert errs.count("this takes a few minutes") == 1 and len(built) == 1 and len(cached) == 1, errs
+    assert {built[0], cached[0][0]} == {"0", "1"}
 
 
 def test_cli_rejects_bad_arch(tmp_path):
@@ -342,21 +403,11 @@ def test_cli_builds_real_kernels_for_sm80_and_sm90a(tmp_path):
                         capture_output=True, text=True, timeout=600)
     assert r2.returncode == 0 and f"cached: {lib.parent}" in r2.stderr, r2.stderr
     assert Path(r2.stdout.strip().splitlines()[-1]) == lib
-    # attention.py's shared-memory gate uses the number the kernels compute (no GPU needed to ask)
+    # the attention ops' shared-memory gate (ops.MIN_SMEM_BYTES) is the number the kernels compute (no GPU
+    # needed to ask)
     spec = importlib.util.spec_from_file_location(lib.stem, lib)
     ext = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ext)  # loads without a GPU (torch's CUDA build brings the runtime)
-    assert ext.min_smem_bytes() == _python_min_smem_bytes()
+    from tk_kernels.families.attention import ops as tka
+    assert ext.min_smem_bytes() == tka.MIN_SMEM_BYTES
     assert ext.min_smem_bytes() == 99456  # the D = 64 backward with 64-query blocks (configs.cu)
-
-
-def _python_min_smem_bytes() -> int:
-    """MIN_SMEM_BYTES of the attention family's Python side (its module moved with issue 7)."""
-    for name in ("tk_kernels.families.attention.ops", "tk_kernels.families.attention", "tk_kernels.attention"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(mod, "MIN_SMEM_BYTES"):
-            return mod.MIN_SMEM_BYTES
-    raise AssertionError("no MIN_SMEM_BYTES in the attention family's Python modules")

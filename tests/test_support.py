@@ -126,8 +126,7 @@ def test_family_device_checks_messages_and_cache(monkeypatch, family, check, cap
     ops = _family(family)
     cache_name = "_hopper_reasons" if check == "hopper_reason" else "_env_reasons"
     monkeypatch.setattr(ops, cache_name, {})
-    if hasattr(ops, "_loaded"):
-        monkeypatch.setattr(ops, "_loaded", None)  # the family's own handle on its extension
+    monkeypatch.delitem(support._extensions, family, raising=False)  # the per-process handle on its extension
     loads = []
     monkeypatch.setattr(tkb, "load_extension", lambda f, verbose=False: loads.append(f) or
                         types.SimpleNamespace(tk_archs=archs))
@@ -146,3 +145,16 @@ def test_family_device_checks_messages_and_cache(monkeypatch, family, check, cap
     assert getattr(ops, check)(torch.device("cuda")) == expect  # the current device: 3
     assert {index for _, index in gpus.queries[n_queries:]} == {3}
     assert getattr(ops, cache_name) == {0: expect, 3: expect}
+
+
+@pytest.mark.parametrize("family", ["attention", "classifier", "layernorm", "mlp"])
+def test_family_extension_is_loaded_once_per_process(monkeypatch, family):
+    """Every op call asks its family's _ext(): after the first, no call reaches the build's locked
+    load_extension (the MLP's _ext once went through it on every GEMM)."""
+    ops = _family(family)
+    monkeypatch.delitem(support._extensions, family, raising=False)
+    loads = []
+    fake = types.SimpleNamespace(tk_archs=("sm_80",))
+    monkeypatch.setattr(tkb, "load_extension", lambda f, verbose=False: loads.append(f) or fake)
+    assert all(ops._ext() is fake for _ in range(3))
+    assert loads == [family]

@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 PKG_DIR = Path(__file__).resolve().parent
@@ -336,18 +337,25 @@ def build(family: str = "attention", archs: list[str] | None = None, verbose: bo
     lib = _library_path(build_dir, name)
     log_path = build_dir / "build.log"
 
+    # under torchrun the lines name the rank: the first rank builds, the others wait for its lock and load
+    rank = f"rank {os.environ['RANK']}, " if "RANK" in os.environ else ""
+    t_lock = time.perf_counter()
     with _DirLock(build_dir):
+        waited = time.perf_counter() - t_lock
         baton = build_dir / "lock"
         if baton.exists() and not hasattr(cpp_extension, "FileLock"):
             baton.unlink()  # stale baton of a killed build (see _DirLock)
+        building = not lib.exists()
         if not quiet:
-            if lib.exists():
-                print(f"tk_kernels: {family}: cached: {build_dir}", file=sys.stderr, flush=True)
+            if not building:
+                print(f"tk_kernels: {family}: cached: {build_dir} ({rank}waited {waited:.1f} s for the build lock)",
+                      file=sys.stderr, flush=True)
             else:
                 jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
                 print(f"tk_kernels: {family}: building {name} for {','.join(archs)} with {len(sources)} sources, "
                       f"MAX_JOBS={jobs}, CUDA toolkit {cuda_home} (nvcc {nvcc_ver}) in {build_dir} "
                       "(this takes a few minutes)", file=sys.stderr, flush=True)
+        t_build = time.perf_counter()
         os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 1))
         try:
             module = cpp_extension.load(
@@ -361,6 +369,9 @@ def build(family: str = "attention", archs: list[str] | None = None, verbose: bo
             # process and only try to import the missing library
             getattr(getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None), "entries", {}).pop(name, None)
             _raise_build_error(name, archs, nvcc_ver, build_dir, lib, log_path, verbose)
+        if building and not quiet:
+            print(f"tk_kernels: {family}: built in {time.perf_counter() - t_build:.1f} s ({rank}waited "
+                  f"{waited:.1f} s for the build lock)", file=sys.stderr, flush=True)
     if not lib.exists():  # very old/new torch naming; fall back to what the module says
         lib = Path(getattr(module, "__file__", lib))
     module.tk_archs = tuple(archs)  # what this library was compiled for (see arch_runs_on)

@@ -1,6 +1,7 @@
 """
-The families' support checks' shared part: why a family's kernels cannot run on a CUDA device, asked
-once per device (tk_kernels/families/*/ops.py: environment_reason, attention's hopper_reason).
+What the kernel families share (tk_kernels/families/*/ops.py): their compiled extension, loaded once per
+process (extension), and the support checks' common part: why a family's kernels cannot run on a CUDA
+device, asked once per device (device_reason: environment_reason, attention's hopper_reason).
 """
 
 from __future__ import annotations
@@ -8,6 +9,19 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
+
+_extensions: dict[str, object] = {}  # family -> its loaded extension module
+
+
+def extension(family: str):
+    """The compiled extension module of kernel family `family`: tk_kernels.build.load_extension (built on
+    first use, then cached on disk) the first time, then kept here, so that the ops, which ask for it on
+    every call, take neither the build's lock nor an import."""
+    module = _extensions.get(family)
+    if module is None:
+        from .build import load_extension  # not at import: `python -m tk_kernels.build` imports the families
+        module = _extensions[family] = load_extension(family)
+    return module
 
 
 def device_reason(cache: dict[int, str | None], device: torch.device,

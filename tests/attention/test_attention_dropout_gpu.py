@@ -9,7 +9,7 @@ Python. The exactness tests build a float64 reference with that mask:
 O = (softmax(S) * mask / (1 - p)) V, and its gradients. Tolerances: ours with dropout <= 2 x the larger
 of our own error without dropout on the same inputs and, for the gradients, the error inherent to the
 flash backward with this mask (inherent_grads: delta from the stored 16-bit O, 16-bit dS), with the
-dtype floors of test_attention_gpu.py below. Outputs are poisoned (NaN) before each launch.
+attention dtype floors (gpu_test_utils.ATTENTION_FLOOR). Outputs are poisoned (NaN) before each launch.
 
 Both kernel paths: the tests taking the `path` fixture run once on the Hopper kernels (hopper_forward.cu,
 hopper_backward.cu; skipped, with the reason, where the GPU or the build cannot run them) and once on the
@@ -32,18 +32,9 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
 
 from tk_kernels.families.attention import dropout_reference as dref  # noqa: E402
 from tk_kernels.families.attention import ops as tka  # noqa: E402
-from gpu_test_utils import new_seed, poison, rel_err  # noqa: E402
-from tk_kernels import dispatch
-
-
-@pytest.fixture(autouse=True)
-def _attention_enabled_in_the_model():
-    """The registry keeps the kernels' dropout off in the model until these tests pass; here it is on."""
-    with dispatch.override("attention", has_dropout=False):
-        yield
+from gpu_test_utils import ATTENTION_FLOOR as FLOOR, gen, new_seed, poison, qkv_split, randn, rel_err, row_err  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-FLOOR = {torch.bfloat16: 4e-3, torch.float16: 6e-4}  # as in test_attention_gpu.py
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,19 +45,6 @@ def _built():
 
 # -----------------------------------------------------------------------------
 # helpers
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator(device="cuda").manual_seed(seed)
-
-
-def randn(shape, g, dtype):
-    return torch.randn(shape, generator=g, device="cuda", dtype=torch.float32).to(dtype)
-
-
-def qkv_split(B, H, T, D, dtype, g):
-    """q, k, v as (B, H, T, D) views of a fused (B, T, 3, H, D) projection, like nanoGPT."""
-    return randn((B, T, 3, H, D), g, dtype).permute(2, 0, 3, 1, 4).unbind(0)
-
 
 def poison_fwd(q):
     B, H, T, D = q.shape  # o, lse, rng_state (csrc/bindings.cpp)
@@ -121,13 +99,6 @@ def inherent_grads(q, k, v, causal, scale, p, keep, dout, o_stored):
     dS = (P * (Z * (do64 @ v64.transpose(-2, -1)) - delta)).to(dt).double()
     Pt = (P * keep.double()).to(dt).double() / (1.0 - p)  # the kernels round the dropped P, then scale dV
     return scale * dS @ k64, scale * dS.transpose(-2, -1) @ q64, Pt.transpose(-2, -1) @ do64
-
-
-def row_err(x, ref):
-    x = x.double()
-    rows = ref.reshape(-1, ref.shape[-1])
-    denom = max(rows.norm().item() / math.sqrt(rows.shape[0]), 1e-3 * math.sqrt(rows.shape[1]))
-    return (x - ref).reshape(-1, ref.shape[-1]).norm(dim=-1).max().item() / denom
 
 
 PATHS = ("hopper", "portable")
@@ -353,6 +324,7 @@ def test_other_smem_configurations_with_dropout(D, limit, monkeypatch):
     _, grads_ref = reference(q, k, v, False, 0.125, 0.2, keep, dout)
     monkeypatch.setenv("TK_SMEM_LIMIT", str(limit))
     for det in (False, True):
+        assert tka.backward_path(q, 0.2, det, k, v) == "portable"  # the kernels TK_SMEM_LIMIT configures
         poison_bwd(q)
         grads = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, False, 0.125, det, 0.2, rng)
         for name, g, ref in zip(("dq", "dk", "dv"), grads, grads_ref):

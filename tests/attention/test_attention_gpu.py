@@ -29,11 +29,10 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
     pytest.skip("tk attention needs compute capability >= 8.0", allow_module_level=True)
 
 from tk_kernels.families.attention import ops as tka  # noqa: E402
-from gpu_test_utils import attention_reference, attention_reference_grads, new_seed, poison, rel_err  # noqa: E402
+from gpu_test_utils import (ATTENTION_FLOOR as FLOOR, attention_reference, attention_reference_grads,  # noqa: E402
+                            gen, new_seed, poison, qkv_split, randn, rel_err, row_err)
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-# floors of the relative L2 error (a correct kernel is ~ the output rounding, 1e-3 bf16 / 1.5e-4 fp16)
-FLOOR = {torch.bfloat16: 4e-3, torch.float16: 6e-4}
 ROW_FLOOR_FACTOR = 6.0  # worst-row errors get this times the floor: at (3,5,255,128) bf16 non-causal the worst dk
 # row over 16 seeds (dev/attention_row_errors.py, H200) averaged 1.05e-2 on every path (SDPA 9.8e-3) and reached
 # 1.76e-2, over the former 4x floor (1.6e-2) whenever SDPA's own worst row happened to be small
@@ -48,20 +47,6 @@ def _built():
 
 # -----------------------------------------------------------------------------
 # helpers
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator(device="cuda").manual_seed(seed)
-
-
-def randn(shape, g, dtype, scale=1.0):
-    return (torch.randn(shape, generator=g, device="cuda", dtype=torch.float32) * scale).to(dtype)
-
-
-def qkv_split(B, H, T, D, dtype, g):
-    """q, k, v exactly like nanoGPT: (B, H, T, D) views of a fused (B, T, 3, H, D) projection."""
-    qkv = randn((B, T, 3, H, D), g, dtype)
-    return qkv.permute(2, 0, 3, 1, 4).unbind(0)
-
 
 # the rng_state argument of the backward op without dropout (dropout_p = 0 reads none)
 NO_RNG = torch.empty(0, dtype=torch.int64, device="cuda") if torch.cuda.is_available() else None
@@ -78,14 +63,6 @@ def poison_bwd(q):
     B, H, T, D = q.shape
     poison(((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype),
            ((B, H, T), torch.float32))
-
-
-def row_err(x, ref):
-    """Worst (b, h, t) row: max_r ||x_r - ref_r|| / rms-row-norm of ref."""
-    x = x.double()
-    rows = ref.reshape(-1, ref.shape[-1])
-    denom = max(rows.norm().item() / math.sqrt(rows.shape[0]), 1e-3 * math.sqrt(rows.shape[1]))
-    return ((x - ref).reshape(-1, ref.shape[-1]).norm(dim=-1).max().item()) / denom
 
 
 def check_close(name, ours, sdpa, ref, dtype, report):
@@ -409,10 +386,10 @@ def test_hopper_forward_matches_portable(B, H, T, D, causal, monkeypatch):
 
 # -----------------------------------------------------------------------------
 # the small-shared-memory configurations (99 KB GPUs: RTX 30xx / 40xx), forced on a large GPU with
-# TK_SMEM_LIMIT, which the launcher reads on every call (csrc/attention_bwd.cu, device_budget)
+# TK_SMEM_LIMIT, which the portable backward's launcher reads on every call (csrc/configs.cu: device_budget)
 
 SMALL_GPU_SMEM = 101_376  # opt-in shared memory per block of sm_86 / sm_89
-# dK/dV shared memory of the small configurations (csrc/attention_bwd.cu, dkdv_choice)
+# dK/dV shared memory of the small configurations (csrc/configs.cu: the CONFIGS table, select_dkdv)
 SMALL_DKDV_BYTES = {64: 99_456, 128: 90_496}
 
 
@@ -424,6 +401,10 @@ def small_smem(monkeypatch):
     ext = tka._ext()
     monkeypatch.setenv("TK_SMEM_LIMIT", str(SMALL_GPU_SMEM))
     monkeypatch.setenv("TK_ATTENTION_BWD", "portable")
+    q = torch.empty(1, 1, 1, 64, device="cuda", dtype=torch.bfloat16)
+    for det in (False, True):
+        assert tka.backward_path(q, 0.0, det, q, q) == "portable"
+        assert tka.backward_path(q, 0.2, det, q, q) == "portable"
     for D in (64, 128):
         for det in (False, True):
             assert ext.backward_dkdv_smem_bytes(D, det) == SMALL_DKDV_BYTES[D]
@@ -558,8 +539,10 @@ def test_compiled_gpt_matches_eager(n_head):
 
 # -----------------------------------------------------------------------------
 # the configurations between the small ones and the H100/H200 defaults: an A100-sized budget makes the
-# launcher pick the red.add dQ path (the TMA bulk dQ path of sm_90 needs more shared memory), so an
-# H200 also tests what an A100 runs
+# portable backward pick the red.add dQ path (the TMA bulk dQ path of sm_90 needs more shared memory).
+# TK_SMEM_LIMIT configures the portable backward only, and on an sm_90 GPU the default kernels are the
+# Hopper ones, so the test forces the portable forward and backward (what an A100 runs) and checks that
+# the ops take them: an H200 then tests the A100's kernels and configurations.
 
 A100_SMEM = 170_000  # fits the transposed (D=64, 166,016 B) and two-barrier split (D=128, 164,992 B) kernels
 A100_DKDV_BYTES = {64: 166_016, 128: 164_992}
@@ -571,8 +554,14 @@ A100_DKDV_BYTES = {64: 166_016, 128: 164_992}
 def test_atomic_dq_configs_vs_float64(T, D, causal, monkeypatch):
     ext = tka._ext()
     monkeypatch.setenv("TK_SMEM_LIMIT", str(A100_SMEM))
+    monkeypatch.setenv("TK_ATTENTION_PATH", "portable")
+    monkeypatch.setenv("TK_ATTENTION_BWD", "portable")
+    monkeypatch.delenv("TK_DETERMINISTIC", raising=False)  # the atomic (red.add) dQ path, not the deterministic one
     assert ext.backward_dkdv_smem_bytes(D, False) == A100_DKDV_BYTES[D]
     B, H = batch_heads(T, D)
     seed = new_seed()
     q, k, v = qkv_split(B, H, T, D, torch.bfloat16, gen(seed))
+    assert not tka.deterministic_backward()
+    assert tka.forward_path(q, 0.0, k, v) == "portable"
+    assert tka.backward_path(q, 0.0, False, k, v) == "portable"
     run_case(q, k, v, causal, None, seed, f"A100-budget B={B} H={H} T={T} D={D} causal={causal}")

@@ -24,9 +24,8 @@ if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0)
     pytest.skip("the Hopper attention backward needs an sm_90 GPU", allow_module_level=True)
 
 from tk_kernels.families.attention import ops as tka  # noqa: E402
-from gpu_test_utils import attention_reference_grads, new_seed, poison, rel_err  # noqa: E402
+from gpu_test_utils import ATTENTION_FLOOR as FLOOR, attention_reference_grads, new_seed, poison, rel_err  # noqa: E402
 
-FLOOR = {torch.bfloat16: 4e-3, torch.float16: 6e-4}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 

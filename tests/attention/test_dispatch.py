@@ -93,7 +93,7 @@ def test_families_without_tk_kernel_are_plain_pytorch(kernels):
     mlp, ln = m.transformer.h[0].mlp, m.transformer.h[0].ln_1
     torch.nn.init.normal_(ln.weight)
     torch.nn.init.normal_(ln.bias)
-    torch.testing.assert_close(mlp(x), reference.mlp(x, mlp.c_fc.weight, mlp.c_fc.bias,
+    torch.testing.assert_close(mlp(x, plan), reference.mlp(x, mlp.c_fc.weight, mlp.c_fc.bias,
                                                      mlp.c_proj.weight, mlp.c_proj.bias))
     torch.testing.assert_close(ln(x), reference.layer_norm(x, ln.weight, ln.bias))
     mu, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
@@ -250,12 +250,12 @@ def test_inputs_that_do_not_fit_the_plan(fake_tk):
 
 
 def test_dropout_while_training_runs_tk(fake_tk):
-    """With its dropout enabled (has_dropout=False: the registry leaves it off until the kernels
-    pass their GPU tests), a plan with dropout_p > 0 takes the TK attention in training too, and
-    the per-call dropout_p reaches the kernel (the model passes 0 in eval)."""
+    """The registry's attention entry applies dropout in its TK op (has_dropout=False), so a plan with
+    dropout_p > 0 takes the TK attention in training too, and the per-call dropout_p reaches the kernel
+    (the model passes 0 in eval)."""
+    assert dispatch.FAMILIES["attention"].has_dropout is False
     _, q, k, v = qkv_views(D=16)
-    with dispatch.override("attention", has_dropout=False):
-        _dropout_runs_tk(fake_tk, q, k, v)
+    _dropout_runs_tk(fake_tk, q, k, v)
 
 
 def _dropout_runs_tk(fake_tk, q, k, v):
@@ -377,12 +377,6 @@ def test_unplanned_compile_plans_on_its_first_call():
     assert counter.frame_count == frames  # nothing recompiled once planned
     assert len(fallback_warnings(caught)) == 1
     torch.testing.assert_close(loss, model(idx, idx)[1])
-
-
-def test_attention_dropout_switch_is_the_registry_entry():
-    """dispatch.ATTENTION_DROPOUT_ON_TK is the one place that decides whether the model trains on the
-    TK attention's dropout: the registry entry follows it."""
-    assert dispatch.FAMILIES["attention"].has_dropout == (not dispatch.ATTENTION_DROPOUT_ON_TK)
 
 
 # -----------------------------------------------------------------------------

@@ -4,7 +4,13 @@ Accuracy: loss, dx and dW of tk_kernels.linear_cross_entropy against a float64 r
 from the same bf16/fp16 inputs, with the logits rounded to the input dtype first (the precision the
 op promises: the GEMM's output dtype), as relative L2 errors; PyTorch's own bf16/fp16 path
 (F.linear + F.cross_entropy on .float() logits) against the same reference sets the scale:
-ours <= max(2 x PyTorch's error, a dtype floor). Fresh random inputs from an os.urandom seed (printed).
+ours <= max(2 x PyTorch's error, a dtype floor), except for the bf16 dW, which has no floor: the op
+rounds dW once per chunk of tokens (classifier/ops.py), so its error grows with the chunk count n, and
+it must stay within dw_factor(n) x PyTorch's error, and (N > 1) within dw_factor(n) x the error of the
+float64 dW correctly rounded to bf16, the best any bf16 dW can do (PyTorch's own error is 1.0-2.1x that
+one depending on the inputs, dev/classifier_dw_rounding.py, so it alone is a loose yardstick). PyTorch's
+fp16 gradients underflow (it scales by 1 / count before the 16-bit cast), so for fp16 its error is no
+yardstick and the floor stays. Fresh random inputs from an os.urandom seed (printed).
 Unwritten outputs are caught by poisoning the caching allocator's free blocks with NaN first.
 """
 
@@ -48,15 +54,29 @@ def inputs(N, C, V, dtype, seed, ignore_frac=0.1):
     return x, w, t
 
 
-def ref64(x, w, t, ignore_index=-1):
-    """float64 loss, dx, dW from the dtype-rounded logits (autograd in float64)."""
-    x64 = x.double().requires_grad_()
-    w64 = w.double().requires_grad_()
-    logits = (x64 @ w64.t())
-    logits = logits + (logits.detach().to(x.dtype).double() - logits.detach())  # the GEMM's rounding
-    loss = F.cross_entropy(logits, t, ignore_index=ignore_index)
-    loss.backward()
-    return loss.detach(), x64.grad, w64.grad
+def ref64(x, w, t, ignore_index=-1, rows=4096):
+    """float64 loss, dx, dW from the dtype-rounded logits, in blocks of rows (the float64 logits of the
+    largest case would take 17 GB at once): with g = softmax(logits) - onehot(target) (0 on ignored rows),
+    dx = g W / count and dW = g^T x / count, the gradients of F.cross_entropy's mean (the rounding of the
+    logits passes the gradient through, as the op's does)."""
+    x64, w64 = x.double(), w.double()
+    keep = t != ignore_index
+    count = keep.sum().item()
+    loss = torch.zeros((), dtype=torch.float64, device=x.device)
+    dx = torch.empty_like(x64)
+    dw = torch.zeros_like(w64)
+    for i in range(0, x.shape[0], rows):
+        xs, ks = x64[i:i + rows], keep[i:i + rows]
+        ts = t[i:i + rows].clamp_min(0)[:, None]  # ignored rows: any valid index, masked below
+        logits = (xs @ w64.t()).to(x.dtype).double()  # the GEMM's rounding
+        loss += ((logits.logsumexp(-1) - logits.gather(1, ts)[:, 0]) * ks).sum()
+        g = logits.softmax(-1)
+        g.scatter_add_(1, ts, -torch.ones_like(ts, dtype=g.dtype))
+        g *= ks[:, None]
+        dx[i:i + rows] = g @ w64
+        dw += g.t() @ xs
+        del logits, g
+    return loss / count, dx / count, dw / count
 
 
 def torch_path(x, w, t):
@@ -81,8 +101,28 @@ def rel(a, ref):
     return ((a.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
+def n_chunks(N, V):
+    """How many chunks of tokens the op walks for N tokens at vocabulary V (ops.chunk_rows)."""
+    return -(-N // ops.chunk_rows(N, V))
+
+
+def dw_factor(chunks):
+    """How many times the error of a correctly rounded bf16 dW (and so of PyTorch's, which cannot beat it)
+    ours may have after `chunks` per-chunk roundings: 1.2 x sqrt(1.6 + 0.75 chunks) = 1.84 / 3.31 / 6.07 at
+    1 / 8 / 32 chunks. dev/classifier_dw_rounding.py (float64 CPU simulation of the op and of PyTorch's
+    path) measured ours / rounded 1.43-1.59 at 1 chunk, 2.35-2.38 at 8 (V = 2048) and 2.58-2.59 at 8
+    (V = 50304, 2048 rows a chunk), 5.02-5.03 at 32 (V = 32771): sqrt(1.6 + 0.75 chunks) covers them, and
+    the 1.2 leaves ~20% for what the simulation does not model (the GPU's fp32 accumulation order). The
+    8-chunk cases thus fail if their error grows to what ~12 chunks give."""
+    return 1.2 * math.sqrt(1.6 + 0.75 * chunks)
+
+
+# (N, C, V): 1 chunk up to N = 2048 at V ~ 50k; 8 chunks at N = 16384 (a GPT-2 step); 32 at N = 65536
+# (a 64k-token micro-batch; V = 32771 keeps 2048 rows per chunk with 2/3 of the logits of V = 50304: PyTorch's
+# path holds ~35 GB of them)
 CASES = [(1, 64, 65), (7, 768, 50257), (1000, 1024, 50304), (1000, 64, 65), (7, 64, 50304),
-         (16384, 768, 50304), (16384, 1024, 50257), (1000, 768, 65)]
+         (16384, 768, 50304), (16384, 1024, 50257), (1000, 768, 65), (65536, 256, 32771)]
+assert {n_chunks(N, V) for N, _, V in CASES} == {1, 8, 32}
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
@@ -93,6 +133,7 @@ def test_vs_float64(N, C, V, dtype_name):
     x, w, t = inputs(N, C, V, dtype, seed)
     if (t != -1).sum() == 0:
         t[0] = 0
+    chunks = n_chunks(N, V)
     ref = ref64(x, w, t)
     got = ours(x, w, t)
     base = torch_path(x, w, t)
@@ -100,8 +141,18 @@ def test_vs_float64(N, C, V, dtype_name):
     for name, a, b, r in zip(names, got, base, ref):
         assert torch.isfinite(a).all(), f"{name} has non-finite values (seed {seed})"
         e, eb = rel(a, r), rel(b, r)
-        print(f"[N={N} C={C} V={V} {dtype_name} seed={seed}] {name}: ours {e:.2e}, torch {eb:.2e}")
-        assert e <= max(2 * eb, FLOOR[dtype] if name != "loss" else 1e-4), f"{name} (seed {seed})"
+        label = f"[N={N} C={C} V={V} {dtype_name} {chunks} chunks seed={seed}] {name}"
+        if name == "dw" and dtype == torch.bfloat16:  # no floor: bounded by the chunk count (dw_factor)
+            tol = dw_factor(chunks) * eb
+            er = rel(r.to(dtype), r)  # the correctly rounded dW's error
+            print(f"{label}: ours {e:.2e}, torch {eb:.2e}, correctly rounded {er:.2e}: ours / torch "
+                  f"{e / max(eb, 1e-30):.2f}, ours / rounded {e / max(er, 1e-30):.2f} (bound {dw_factor(chunks):.2f})")
+            if N > 1:  # N = 1: one outer product, whose 16-bit logit gradient shows unaveraged (up to 1.7x)
+                assert e <= dw_factor(chunks) * er, f"{label}: {e:.3e} > {dw_factor(chunks):.2f} x {er:.3e} (rounded)"
+        else:
+            tol = max(2 * eb, FLOOR[dtype] if name != "loss" else 1e-4)
+            print(f"{label}: ours {e:.2e}, torch {eb:.2e} (tol {tol:.2e})")
+        assert e <= tol, f"{label}: {e:.3e} > {tol:.3e} (torch {eb:.3e})"
 
 
 def test_ignored_rows_and_all_ignored():

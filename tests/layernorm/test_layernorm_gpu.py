@@ -30,12 +30,6 @@ from tk_kernels.families.layernorm import ops as ln  # noqa: E402
 from gpu_test_utils import new_seed, poison  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _layer_norm_enabled_in_the_model():
-    """The registry keeps the LayerNorm kernel out of the model until it measures faster; these tests use it there anyway."""
-    with dispatch.override("layer_norm", not_used=None):
-        yield
-
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 # tolerance of the relative L2 error by the dtype a value is stored in (bf16 rounding is ~1e-3)
 TOL = {F32: 2e-4, BF16: 8e-3, F16: 1.5e-3}

@@ -140,6 +140,49 @@ def test_ddp_two_processes_gloo_and_exact_resume(char_data, tmp_path):
     assert json_losses(tmp_path / "resumed.jsonl") == {i: full_json[i] for i in range(3, 7)}
 
 
+def json_evals(path):
+    with open(path) as f:
+        return {r["iter"]: r["val_loss"] for r in map(json.loads, f) if "val_loss" in r}
+
+
+def max_rel(a, b):
+    return max(abs(a[i] - b[i]) / abs(b[i]) for i in a)
+
+
+def test_ddp_losses_are_the_one_process_losses_with_the_same_global_batch(char_data, tmp_path):
+    """The training batches do not depend on the number of processes: with the same seed and global batch
+    (gradient_accumulation_steps counts over all processes) 2 gloo processes average the gradients of the
+    same samples as 1 process, so in float32 without dropout the losses agree up to the order of the
+    gradient sums (measured on this CPU: at most 1.2e-7 relative, one float32 ulp; iteration 0 and most
+    others bitwise). A checkpoint of the 2-process run resumed on 1 process continues the same batches."""
+    torchrun = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    common = dict(max_iters=6, eval_interval=3, lr_decay_iters=6, gradient_accumulation_steps=4, dropout=0.0)
+    one = run([TRAIN, *tiny_args(char_data, "one", log_file="one.jsonl", **common)], tmp_path)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = run([TRAIN, *tiny_args(char_data, "two", log_file="two.jsonl", **dict(common, max_iters=3))],
+              tmp_path, prefix=torchrun)
+    assert two.returncode == 0, two.stderr[-3000:]
+    one_json, two_json = json_losses(tmp_path / "one.jsonl"), json_losses(tmp_path / "two.jsonl")
+    assert sorted(two_json) == [0, 1, 2, 3]
+    assert two_json[0] == one_json[0]  # the same first batch on the same initial model
+    assert max_rel(two_json, one_json) < 1e-5, (two_json, one_json)
+    assert json_evals(tmp_path / "two.jsonl")[3] == pytest.approx(json_evals(tmp_path / "one.jsonl")[3], rel=1e-5)
+
+    # the 2-process checkpoint (iteration 3) resumed on 1 process: a warning, then the same batches
+    resumed = run([TRAIN, *tiny_args(char_data, "two", init_from="resume", log_file="resumed.jsonl",
+                                     **common)], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert ("warning: the checkpoint's RNG states are for 2 process(es), this run has 1; the batches "
+            "continue in the original order") in resumed.stdout
+    resumed_json = json_losses(tmp_path / "resumed.jsonl")
+    assert sorted(resumed_json) == [3, 4, 5, 6]
+    assert resumed_json[3] == two_json[3]  # the checkpoint's model on the batch the 2 processes had next
+    assert max_rel(resumed_json, one_json) < 1e-5, (resumed_json, one_json)
+    assert "step 3:" not in resumed.stdout  # its evaluation ran before the checkpoint was written
+    assert json_evals(tmp_path / "resumed.jsonl")[6] == pytest.approx(json_evals(tmp_path / "one.jsonl")[6],
+                                                                      rel=1e-5)
+
+
 # -----------------------------------------------------------------------------
 # bad input: one clear message, non-zero exit, nothing already written is lost
 

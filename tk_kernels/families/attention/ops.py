@@ -56,7 +56,7 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
-from ...support import device_reason
+from ...support import device_reason, extension
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 SUPPORTED_HEAD_DIMS = (64, 128)
@@ -66,24 +66,18 @@ MIN_CAPABILITY = (8, 0)
 # backward picks its configuration at launch: the faster large ones (up to ~225 KB) where the GPU
 # offers them (A100, H100, H200), the small ones on 99 KB GPUs (RTX 30xx/40xx, 101,376 B).
 # The extension's min_smem_bytes() computes the same number from the kernels (a GPU test checks).
-# TK_SMEM_LIMIT=<bytes> caps what the launcher may use (a testing override: TK_SMEM_LIMIT=101376
-# makes an H100/H200 run the RTX configurations).
+# TK_SMEM_LIMIT=<bytes> caps what the portable backward's launcher may use (a testing override:
+# TK_SMEM_LIMIT=101376 with TK_ATTENTION_BWD=portable makes an H100/H200 run the RTX configurations; the
+# Hopper backward, the default there, does not read it).
 MIN_SMEM_BYTES = 99_456
 
 
 # -----------------------------------------------------------------------------
 # the custom ops
 
-_loaded = None  # the extension module once loaded (each op call asks for it: skip the build's lock)
-
-
 def _ext():
     """The compiled attention extension (built on first use, then cached on disk and per process)."""
-    global _loaded
-    if _loaded is None:
-        from tk_kernels.build import load_extension
-        _loaded = load_extension("attention")
-    return _loaded
+    return extension("attention")
 
 
 def _kernel_ready(t: Tensor) -> Tensor:

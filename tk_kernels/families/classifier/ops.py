@@ -22,9 +22,24 @@ recomputes the softmax. The kernel writes softmax - onehot without the 1/count f
 gradients do not underflow where F.cross_entropy's would. Targets outside [0, V) that are not
 ignore_index give a NaN loss (F.cross_entropy stops with a device assert instead).
 
+dW precision: dw is a (V, C) tensor of the inputs' dtype and each chunk's addmm reads it back (beta = 1),
+so a bf16 dW is rounded once per chunk (8 times for the 16384 tokens of a GPT-2 step at V = 50304, 32
+times for 65536) and once more when the backward scales it, where PyTorch's single GEMM rounds once.
+Liger-Kernel's fused linear cross-entropy does the same by default (its weight gradient stays in the
+parameter dtype unless an fp32 accumulation dtype is asked for); an fp32 (V, C) accumulator would cost
+154 MB more at 50304 x 768. What it costs, from float64 CPU simulations with bf16 rounding where the GPU
+rounds (not GPU measurements): the review's simulation (V = 2048, C = 128) gave a relative L2 dW error of
+1.7e-3 for one chunk, 3.5e-3 for 8 and 6.7e-3 for 32 (1.66e-3 for a dW rounded once);
+dev/classifier_dw_rounding.py, which also models the backward's scaling, gives 2.4e-3 / 3.9e-3 / 6.8e-3
+there and 4.3e-3 at 8 chunks of 2048 rows at V = 50304: 1.4x / 2.4-2.6x / 4.1-5.0x the error of the
+correctly rounded dW. tests/classifier/test_classifier_gpu.py bounds it, per chunk count n, by
+1.2 sqrt(1.6 + 0.75 n) times both PyTorch's error and the correctly rounded one.
+
 One op is registered (eager and torch.compile without graph breaks):
-    tk::linear_cross_entropy_fwd(x, weight, targets, ignore_index) -> (loss, dx, dw, count)
-with x (N, C) and weight (V, C) bf16/fp16 CUDA tensors of one dtype, targets (N,) int64, V <= 65536.
+    tk::linear_cross_entropy_fwd(x, weight, targets, ignore_index) -> (loss, dx, dw, scales)
+with x (N, C) and weight (V, C) bf16/fp16 CUDA tensors of one dtype, targets (N,) int64, V <= 65536:
+the fp32 loss, the unscaled gradients dx and dw in the inputs' dtype, and the (2,) fp32 factors
+[1 / count, n_chunks / count] that the backward multiplies them by.
 """
 
 from __future__ import annotations
@@ -33,23 +48,16 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
-from ...support import device_reason
+from ...support import device_reason, extension
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 MAX_VOCAB = 65536      # the kernel keeps a row in registers: 512 threads x 16 vectors of 8 elements
 CHUNK_BYTES = 1 << 28  # logits held at a time: 256 MiB
 
 
-_loaded = None  # the extension module once loaded
-
-
 def _ext():
     """The compiled classifier extension (built on first use, then cached on disk and per process)."""
-    global _loaded
-    if _loaded is None:
-        from tk_kernels.build import load_extension
-        _loaded = load_extension("classifier")
-    return _loaded
+    return extension("classifier")
 
 
 def chunk_rows(n_rows: int, vocab_size: int) -> int:

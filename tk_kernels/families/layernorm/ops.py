@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
-from ...support import device_reason
+from ...support import device_reason, extension
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MIN_WIDTH, MAX_WIDTH, WIDTH_MULTIPLE = 64, 8192, 8
@@ -41,16 +41,9 @@ MIN_CAPABILITY = (8, 0)
 # -----------------------------------------------------------------------------
 # the custom ops
 
-_loaded = None  # the extension module once loaded (each op call asks for it: skip the build's lock)
-
-
 def _ext():
     """The compiled layernorm extension (built on first use, then cached on disk and per process)."""
-    global _loaded
-    if _loaded is None:
-        from tk_kernels.build import load_extension
-        _loaded = load_extension("layernorm")
-    return _loaded
+    return extension("layernorm")
 
 
 def _kernel_ready(t: Tensor) -> Tensor:

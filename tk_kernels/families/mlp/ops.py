@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
-from ...support import device_reason
+from ...support import device_reason, extension
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 APPROXIMATIONS = ("none", "tanh")
@@ -50,8 +50,7 @@ STORE, GELU, DGELU, STORE_F32 = 0, 1, 2, 3  # the GEMM's epilogues (csrc/mlp.h)
 
 def _ext():
     """The compiled MLP extension (built on first use, then cached on disk and per process)."""
-    from tk_kernels.build import load_extension
-    return load_extension("mlp")
+    return extension("mlp")
 
 
 def _dtype(name: str) -> torch.dtype:

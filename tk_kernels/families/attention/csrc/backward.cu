@@ -32,9 +32,12 @@
 //      accumulates dQ in registers, so dQ is bitwise reproducible (no atomics).
 // Convention: dq_accum holds the UNSCALED sum of dS K; the scale is applied by the convert kernel.
 //
-// Measured on an H200 (bench/RESULTS.md, commit 2071b28, bf16): the backward runs 1.02-1.30x SDPA flash
-// at all 14 benchmark configurations (D = 64: 1.06-1.30x, D = 128: 1.04-1.13x); the per-kernel choices
-// and their numbers are in the header comments of the kernel files.
+// Measured on an H200 (bench/RESULTS.md, "attention ... commit 2071b28", bf16): the backward runs 1.02-1.30x
+// SDPA flash at all 14 benchmark configurations (D = 64: 1.06-1.30x, D = 128: 1.02-1.13x, the low end at
+// (1,16,16384,128) both masks); the per-kernel choices and their numbers are in the header comments of the
+// kernel files. On sm_90 the default backward is hopper_backward.cu (ops.backward_path), which measured
+// 1.0-1.66x this one except 0.92x / 0.98x at (64,6,256,64) (session 4, call 2); these kernels remain the
+// A100 / RTX-class path, the deterministic backward everywhere, and TK_ATTENTION_BWD=portable.
 #include <cmath>
 
 #include "backward.cuh"

@@ -28,7 +28,8 @@
 // Both pipelines run the same arithmetic in the same order, so dK / dV stay bitwise equal; the
 // deterministic path always uses the two-barrier pipeline.
 //
-// Measured (H200, bench/RESULTS.md, 2071b28): the whole D = 128 backward runs 1.04-1.13x SDPA flash.
+// Measured (H200, bench/RESULTS.md, "attention ... commit 2071b28"): the whole D = 128 backward runs
+// 1.02-1.13x SDPA flash (1.02x at (1,16,16384,128), both masks).
 // Choices that won (alternatives removed; their code is in git history as TK_BWD_* macros, commit 1674171):
 //   * this kernel over the transposed one at D = 128: +7-10%.
 //   * one-barrier over two-barrier pipeline: +3-4% at D = 128 (the launch table falls back to two barriers

@@ -1,7 +1,15 @@
 // Attention backward, the two small row-wise kernels around the dK / dV kernel (overview: backward.cu):
 //   bwd_delta_kernel        delta = rowsum(dO * O), before it
-//   bwd_dq_convert_kernel   dq = scale * dq_accum, after it (default, atomic dQ path)
+//   bwd_dq_convert_kernel   dq = scale * dq_accum, after it (default, atomic dQ path; hopper_backward.cu
+//                           launches it too)
 // (The deterministic path's bwd_dq_kernel is in backward_dkdv.cu.)
+// Both are one pass over their rows with no data reuse, so they are bound by memory traffic: delta reads
+// dO and O once (2 x 2 B per element, 16-bit) and writes 4 B per row; convert reads the fp32 dq_accum once
+// (4 B per element) and writes dq (2 B). Tiling: every lane moves 16-byte vectors (8 elements of 16 bits,
+// two float4 of dq_accum), consecutive lanes cover consecutive 16-byte pieces of a row, 256 threads per CTA,
+// one element group per thread, no shared memory and no loop.
+// Not measured on their own: bench/RESULTS.md has no timing of these two kernels (they are inside the
+// backward totals there), so the 256-thread CTAs and this lane mapping were not compared with alternatives.
 #include "backward.cuh"
 
 namespace tk_attn {

@@ -63,11 +63,16 @@
 //   prefetch addressed from the kernel arguments (no head pointers held across the loop). (The 16-bit P
 //   variant of the flag version, masks per 16-bit pair, spilled up to 40 bytes; hoisting the Philox rounds
 //   that do not depend on the key saved ~1% and spilled.)
-//   Overhead: bench/bench_attention_dropout.py (H200, fwd+bwd at (16,12,1024,64): +63.6% with the 64-key
-//   tiles; with these 128-key tiles and the hoisted backward: +0.2% at (16,12,1024,64), -12% at
-//   (64,6,256,64); forward alone 0.107 -> 0.162 ms at (16,12,1024,64)).
-// Measured (H200, bf16, bench/RESULTS.md, commit 2071b28): 1.04-1.25x SDPA flash at the 10 forward shapes
-// (D = 64: 1.11-1.25x, D = 128: 1.04-1.10x). No spills on sm_80 and sm_90a.
+//   Overhead (bench/bench_attention_dropout.py, causal fwd+bwd, p = 0.2 vs 0, H200; bench/RESULTS.md):
+//   +63.6% at (16,12,1024,64) with the earlier 64-key tiles ("kernel families after issues 9/10"); with
+//   these 128-key tiles, portable forward + backward, 0.449 -> 0.561 ms (+24.9%) at (16,12,1024,64) and
+//   0.180 -> 0.180 ms (+0.3%) at (64,6,256,64) (session 5, calls 3-4). Session 3 (call 4) had measured
+//   +0.2% / -12.1% there, when the p = 0 backward ran a slower configuration than the p = 0.2 one (its
+//   caveat). Forward alone 0.107 -> 0.162 ms at (16,12,1024,64) (session 3, call 4).
+// Measured (H200, bf16, bench/RESULTS.md, "attention ... commit 2071b28"): 1.04-1.25x SDPA flash at the 14
+// forward configurations (D = 64: 1.11-1.25x, D = 128: 1.04-1.17x, the top at (1,16,16384,128) causal).
+// On sm_90 the default forward is hopper_forward.cu (ops.forward_path); this kernel is the A100 / RTX-class
+// path (and TK_ATTENTION_PATH=portable). No spills on sm_80 and sm_90a.
 #include <cmath>
 
 #include "attention.h"

@@ -26,11 +26,19 @@
 // loads were interleaved with stores (one memory latency per chunk) and a backward of one 8-warp CTA
 // per SM (141 registers under __launch_bounds__(256, 1)). Target: >= 2x the faster of eager and
 // torch.compile and >= 70 % of the 4.27 TB/s copy bandwidth over 28 N C + 16 N bytes.
-// Measured with this design (H200, bench/bench_layernorm.py, fwd + bwd of the op through autograd):
-// 0.196 / 0.257 / 0.298 / 0.272 ms at C = 768 / 1024 / 1600 / 2048 = 1.80 / 1.83 / 2.46 / 3.45 TB/s,
-// 1.70x / 1.57x / 2.01x / 2.70x the faster of eager and torch.compile: the targets hold at 2048 and not
-// at 768 (42 % of the copy bandwidth), where C = 1024 costing about what C = 2048 does points at a fixed
-// per-call cost still to be profiled (dev/layernorm_variants.py times the kernels alone).
+// Measured with this design (H200, fwd + bwd at N = 16384; bench/RESULTS.md):
+//   - session 3 (call 4), bench/bench_layernorm.py, the op through its Python autograd: 0.196 / 0.257 /
+//     0.298 / 0.272 ms at C = 768 / 1024 / 1600 / 2048 = 1.80 / 1.83 / 2.46 / 3.45 TB/s, 1.70x / 1.57x /
+//     2.01x / 2.70x the faster of eager and torch.compile (42 % of the copy bandwidth at 768);
+//   - session 4 (call 1), the same kernels as CUDA-graph replays (GPU time alone): 0.1115 / 0.1506 /
+//     0.2179 / 0.2712 ms = 3.16 / 3.12 / 3.37 / 3.47 TB/s, 74-81 % of the copy bandwidth at every width,
+//     so the gap at 768 was host time (~85 us per fwd + bwd: mostly PyTorch's autograd floor, session 4's
+//     dev/layernorm_host.py), not the kernels;
+//   - session 5 (call 4), through the C++ autograd op the model calls now: 0.1126 / 0.1520 / 0.2730 ms at
+//     C = 768 / 1024 / 2048 = 3.13 / 3.09 / 3.44 TB/s, 2.96x / 2.65x / 2.69x the faster of eager and
+//     torch.compile, 73 / 72 / 81 % of the copy bandwidth: the targets are met at 768 and at 2048.
+//   Against torch.compile's fused kernel inside a CUDA graph (0.127 ms at C = 768) these kernels are 1.14x,
+//   not 2x (session 4, call 1).
 #include "config.cuh"
 
 namespace tk_ln {
