@@ -56,7 +56,7 @@ def test_torchrun_one_gpu_trains_checkpoints_and_resumes_like_a_plain_run(char_d
     ddp = run([*TORCHRUN, TRAIN, *args(char_data, "ddp", "ddp.jsonl")], tmp_path)
     steps_plain, evals_plain = records(tmp_path / "plain.jsonl")
     steps_ddp, evals_ddp = records(tmp_path / "ddp.jsonl")
-    assert sorted(steps_plain) == list(range(10)) and set(evals_plain) == {0, 5, 10}
+    assert sorted(steps_plain) == list(range(11)) and set(evals_plain) == {0, 5, 10}  # iterations 0 .. max_iters
     assert steps_ddp == steps_plain and evals_ddp == evals_plain  # bitwise
     ckpt = torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=True)
     assert ckpt["iter_num"] == 10 and ckpt["world_size"] == 1
@@ -69,5 +69,5 @@ def test_torchrun_one_gpu_trains_checkpoints_and_resumes_like_a_plain_run(char_d
     run([TRAIN, *args(char_data, "part_plain", "resumed_plain.jsonl", init_from="resume")], tmp_path)
     for log in ("resumed.jsonl", "resumed_plain.jsonl"):
         steps_resumed, evals_resumed = records(tmp_path / log)
-        assert steps_resumed == {i: steps_plain[i] for i in range(5, 10)}, log
+        assert steps_resumed == {i: steps_plain[i] for i in range(5, 11)}, log  # iterations 5 .. max_iters
         assert evals_resumed[10] == evals_plain[10], log
