@@ -149,7 +149,7 @@ def main() -> int:
     s()
     finals["flat"] = torch.cat([p.detach().flatten() for p in ps])
     results["flat"] = bench(s.timed)
-    src = torch.empty(7 * n, device=device)
+    src = torch.empty(7 * n // 2, device=device)  # 14 B read + 14 B written per parameter, + g.sum's 4 B read
     dst = torch.empty_like(src)
     g = torch.empty(n, device=device)
     results["copy"] = bench(lambda: (dst.copy_(src), g.sum()))
