@@ -18,7 +18,8 @@ out of memory, ...) records its error and the run goes on.
 Models: gpt2 (124M: 12 layers x 768, 12 heads) and gpt2-medium (350M: 24 x 1024, 16 heads) at
 block 1024, batch 16, vocab 50304; shakespeare_char: config/train_shakespeare_char.py's model,
 batch and block (6 x 384, block 256, batch 64, 65 characters); --batch_size / --block_size override
-them. Dropout is 0 everywhere (the same step for both kernels settings).
+them. Dropout is 0 everywhere unless --dropout is given (the step train.py takes with that config
+setting: embedding, attention and residual dropout; kernels=tk runs the attention's in its kernels).
 
 --profile adds a torch.profiler pass per mode and prints its GPU time per op family (GEMM,
 attention, LayerNorm, fused (triton), elementwise, loss, optimizer, other), classified by kernel
@@ -149,11 +150,11 @@ def run_mode(name: str, spec: dict, kernels: str, compile_mode: str, args, devic
     try:
         torch.manual_seed(0)
         with contextlib.redirect_stdout(io.StringIO()):  # GPT's and the optimizer's set-up prints
-            model = GPT(GPTConfig(**cfg, dropout=0.0, bias=True, kernels=kernels)).to(device)
+            model = GPT(GPTConfig(**cfg, dropout=args.dropout, bias=True, kernels=kernels)).to(device)
             optimizer = model.configure_optimizers(0.1, 6e-4, (0.9, 0.95), device.type)
         result["params_M"] = round(model.get_num_params() / 1e6, 2)
         result["fused_adamw"] = bool(optimizer.defaults.get("fused"))
-        plan = model.plan_kernels(device, ptdtype, warn=False)  # kernels=tk: raises if it cannot run
+        plan = model.plan_kernels(device, ptdtype, dropout_p=args.dropout, warn=False)  # tk: raises if it cannot run
         result["plan"] = plan.describe()
         graphs = compile_mode == "graphs" and device.type == "cuda"
         step_model = (model if compile_mode == "eager" else
@@ -299,6 +300,8 @@ def main(argv=None) -> int:
                    help="override every model's batch size (e.g. 1 with a short --block_size: a step with little "
                         "GPU work, whose time is then the host's time per step)")
     p.add_argument("--block_size", type=int, default=None, help="override every model's sequence length")
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="every model's dropout (default 0; config/train_shakespeare_char.py trains with 0.2)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failing modes")
     args = p.parse_args(argv)
 
@@ -333,9 +336,9 @@ def main(argv=None) -> int:
 
     env = dict(torch=torch.__version__, device=str(device), dtype=str(ptdtype).removeprefix("torch."),
                gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-               warmup=args.warmup, iters=args.iters)
+               warmup=args.warmup, iters=args.iters, dropout=args.dropout)
     print(f"bench_train: torch {env['torch']}, {env['gpu'] or 'cpu'}, {env['dtype']}, "
-          f"warm-up {args.warmup}, timed {args.iters} steps")
+          f"warm-up {args.warmup}, timed {args.iters} steps, dropout {args.dropout}")
     results = []
     for name in names:
         for kernels in kernels_modes:

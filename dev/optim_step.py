@@ -16,6 +16,8 @@ betas (0.9, 0.95), weight decay 0.1 on the >= 2-D params, nanoGPT's two groups):
               grad_scale (the divisor it already applies for the GradScaler: no separate scaling pass)
   flat        the parameters, grads and moments as two flat fp32 tensors (decay / no decay): clip + fused AdamW
               over 2 tensors instead of one per parameter
+  graphed     train.py's step (clip_grad_norm_ + fused AdamW with capturable=True) captured once in a CUDA
+              graph and replayed: what the step costs without its host-side launches
   copy        a device copy of 28 B per parameter plus a 4 B read: the bandwidth floor
 All variants start from the same parameters and grads; the updated parameters of clip-fused and flat are
 checked against train.py's (max abs difference printed). Median ms of do_bench (CUDA) after warm-up.
@@ -35,7 +37,8 @@ from model import GPT, GPTConfig  # noqa: E402
 
 MODELS = {"tiny": dict(n_layer=2, n_head=2, n_embd=64, block_size=64, vocab_size=512),
           "gpt2": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50304),
-          "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024, block_size=1024, vocab_size=50304)}
+          "gpt2-medium": dict(n_layer=24, n_head=16, n_embd=1024, block_size=1024, vocab_size=50304),
+          "shakespeare_char": dict(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65)}
 HP = dict(lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
 WD = 0.1
 
@@ -144,6 +147,27 @@ def main() -> int:
     run("foreach", lambda ps: train_py(ps, foreach=True))
     if fused:
         run("clip-fused", clip_fused)
+    if fused:
+        def graphed(ps):
+            opt = torch.optim.AdamW(param_groups(ps), **HP, fused=True, capturable=True)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up outside the graph: state allocation, lazy init
+                for _ in range(2):
+                    torch.nn.utils.clip_grad_norm_(ps, 1.0)
+                    opt.step()
+            torch.cuda.current_stream().wait_stream(side)
+            for p, p0 in zip(ps, clone_state(params, grads)):  # back to the common start for the check
+                p.data.copy_(p0.data)
+                p.grad.copy_(p0.grad)
+            for st in opt.state.values():
+                st["exp_avg"].zero_(), st["exp_avg_sq"].zero_(), st["step"].zero_()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                torch.nn.utils.clip_grad_norm_(ps, 1.0)
+                opt.step()
+            return graph.replay
+        run("graphed", graphed)
     ps = clone_state(params, grads)
     s = flat(ps)
     s()

@@ -1,0 +1,23 @@
+# Sourced by the GPU-call scripts from session 7 on (dev/gpu_call_s7*.sh): the environment, the call's time
+# budget and the one extension build every call starts with. Keeps NVLink multicast off in every process.
+#   rem N      seconds a step may take: N, or what is left of the call's LIMIT (default 585 s) if less
+#   step NAME SECONDS CMD...   run CMD under timeout with its output in $O/NAME.log, then say rc and time
+set -o pipefail
+export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions PYTHONFAULTHANDLER=1
+export SHAKESPEARE_INPUT=$PWD/.gpu_data/input.txt TIKTOKEN_GPT2_BPE=$PWD/.gpu_data/r50k_base.tiktoken
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+O=${OUT:-out}; mkdir -p "$O"
+t0=$SECONDS
+LIMIT=${LIMIT:-585}
+rem() { local r=$((LIMIT - SECONDS + t0)); [ $r -lt 1 ] && r=1; [ $r -lt $1 ] && echo $r || echo $1; }
+step() {
+  local name=$1 secs=$2; shift 2
+  timeout -s SIGABRT "$(rem "$secs")" "$@" > "$O/$name.log" 2>&1
+  local rc=$?
+  echo "== $name rc=$rc at $((SECONDS - t0)) s"
+  return $rc
+}
+python -m tk_kernels.build > "$O/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error|failed" "$O/build.log" | head -30; }
+echo "build $((SECONDS - t0)) s"
+python data/shakespeare_char/prepare.py --input "$SHAKESPEARE_INPUT" > /dev/null 2>&1
+python data/shakespeare/prepare.py --input "$SHAKESPEARE_INPUT" --bpe "$TIKTOKEN_GPT2_BPE" > /dev/null 2>&1

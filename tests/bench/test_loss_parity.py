@@ -1,0 +1,47 @@
+"""bench/loss_parity.py: its comparison, and both runs end to end on a CPU (a tiny model, kernels=torch vs auto)."""
+
+import json
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+import loss_parity  # noqa: E402
+
+SHAKESPEARE = os.path.join(os.path.dirname(REPO), "shared", "data", "shakespeare", "input.txt")
+BPE = os.path.join(os.path.dirname(REPO), "shared", "data", "gpt2", "r50k_base.tiktoken")
+
+
+def test_compare_flags_the_largest_difference_and_missing_evals():
+    a = {0: (4.0, 4.0), 50: (2.0, 2.5)}
+    ok = loss_parity.compare(a, {0: (4.0, 4.02), 50: (2.01, 2.5)}, tol=0.01)
+    assert ok["ok"] and ok["max_rel"] == pytest.approx(0.005)
+    far = loss_parity.compare(a, {0: (4.0, 4.0), 50: (2.0, 2.6)}, tol=0.01)
+    assert not far["ok"] and far["max_rel"] == pytest.approx(0.04)
+    missing = loss_parity.compare(a, {0: (4.0, 4.0)}, tol=0.01)
+    assert not missing["ok"] and missing["rows"][-1] == dict(iter=50, missing="B")
+    assert not loss_parity.compare({}, {}, tol=0.01)["ok"]  # nothing compared is no parity
+
+
+def test_gpt2_run_decays_over_its_steps():
+    args = loss_parity.train_args("gpt2", 300, 50)
+    assert "--lr_decay_iters=300" in args and "--warmup_iters=30" in args and "--dataset=shakespeare" in args
+
+
+@pytest.mark.skipif(not (os.path.exists(SHAKESPEARE) and os.path.exists(BPE)), reason="needs ../shared/data")
+def test_tiny_cpu_runs_agree_and_a_negative_tolerance_fails(tmp_path):
+    pytest.importorskip("tiktoken")
+    common = ["--device", "cpu", "--tiny", "--kernels", "torch,auto", "--compile", "False", "--iters", "6",
+              "--eval_interval", "3", "--input", SHAKESPEARE, "--bpe", BPE]
+    out = tmp_path / "out"
+    assert loss_parity.main(common + ["--out", str(out)]) == 0
+    res = json.loads((out / "loss_parity.json").read_text())
+    for run in ("shakespeare_char", "gpt2"):
+        assert res[run]["ok"] and [r["iter"] for r in res[run]["rows"]] == [0, 3, 6]
+        assert res[run]["max_rel"] == 0.0  # kernels=auto is PyTorch on a CPU: the same run, bitwise
+    # the same runs judged against an impossible tolerance: the script must say no
+    bad = tmp_path / "bad"
+    assert loss_parity.main(common + ["--runs", "shakespeare_char", "--tol", "-1", "--out", str(bad)]) == 1
