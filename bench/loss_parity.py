@@ -110,6 +110,9 @@ def main(argv=None) -> int:
     p.add_argument("--serial", action="store_true", help="one train.py at a time (default: both at once)")
     p.add_argument("--input", default=os.environ.get("SHAKESPEARE_INPUT"), help="local tiny shakespeare")
     p.add_argument("--bpe", default=os.environ.get("TIKTOKEN_GPT2_BPE"), help="local r50k_base.tiktoken")
+    p.add_argument("--b_args", default="", help="more train.py arguments for the second run only, e.g. "
+                   "--kernels torch,torch --b_args=--compile=False: a control pair, two PyTorch runs that differ "
+                   "only in their rounding")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "loss_parity"))
     args = p.parse_args(argv)
     runs, kernels = args.runs.split(","), args.kernels.split(",")
@@ -128,15 +131,17 @@ def main(argv=None) -> int:
             base += TINY
         procs, logs, t0 = [], {}, time.time()
         ckpt_dir = tempfile.mkdtemp(prefix=f"loss_parity_{run}_")  # the runs' checkpoints: not kept
-        for k in kernels:
-            logs[k] = os.path.join(args.out, f"{run}_{k}.jsonl")
-            if os.path.exists(logs[k]):
-                os.remove(logs[k])
-            cmd = [sys.executable, "train.py", *base, f"--kernels={k}",
-                   f"--out_dir={os.path.join(ckpt_dir, k)}", f"--log_file={logs[k]}"]
-            stdout = open(os.path.join(args.out, f"{run}_{k}.log"), "w")
-            print(f"{run}, kernels={k}: {' '.join(cmd)}", flush=True)
-            procs.append((k, subprocess.Popen(cmd, cwd=ROOT, stdout=stdout, stderr=subprocess.STDOUT), stdout))
+        names = kernels if kernels[0] != kernels[1] else [f"{kernels[0]}_a", f"{kernels[1]}_b"]
+        for i, (name, k) in enumerate(zip(names, kernels)):
+            logs[name] = os.path.join(args.out, f"{run}_{name}.jsonl")
+            if os.path.exists(logs[name]):
+                os.remove(logs[name])
+            extra = args.b_args.split() if i == 1 else []
+            cmd = [sys.executable, "train.py", *base, f"--kernels={k}", *extra,
+                   f"--out_dir={os.path.join(ckpt_dir, name)}", f"--log_file={logs[name]}"]
+            stdout = open(os.path.join(args.out, f"{run}_{name}.log"), "w")
+            print(f"{run}, {name}: {' '.join(cmd)}", flush=True)
+            procs.append((name, subprocess.Popen(cmd, cwd=ROOT, stdout=stdout, stderr=subprocess.STDOUT), stdout))
             if args.serial:
                 procs[-1][1].wait()
         codes = {}
@@ -144,14 +149,15 @@ def main(argv=None) -> int:
             codes[k] = proc.wait()
             stdout.close()
         shutil.rmtree(ckpt_dir, ignore_errors=True)
-        a, b = read_evals(logs[kernels[0]]), read_evals(logs[kernels[1]])
+        a, b = read_evals(logs[names[0]]), read_evals(logs[names[1]])
         res = compare(a, b, args.tol)
         res.update(returncodes=codes, wall_s=round(time.time() - t0, 1), kernels=kernels,
-                   command=" ".join(base))
+                   command=" ".join(base), b_args=args.b_args)
         res["ok"] = res["ok"] and all(c == 0 for c in codes.values())
         results[run] = res
         failed |= not res["ok"]
         A, B = kernels
+        B += f" {args.b_args}" if args.b_args else ""
         print(f"\n{run}: {args.iters} steps, kernels={A} (A) vs kernels={B} (B), return codes {codes}, "
               f"{res['wall_s']} s")
         print(f"{'iter':>6}{'train A':>10}{'train B':>10}{'rel':>9}{'val A':>10}{'val B':>10}{'rel':>9}")

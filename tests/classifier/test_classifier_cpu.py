@@ -223,3 +223,43 @@ def test_chunk_loop_gives_the_loss_and_gradients(monkeypatch, n_rows):
     torch.testing.assert_close(loss, ref.detach())
     torch.testing.assert_close(dx * scales[0], x.grad)
     torch.testing.assert_close(dw * scales[1], w.grad)
+
+
+@pytest.mark.parametrize("n_rows", [21, 3])
+def test_loss_only_op_gives_the_training_ops_loss(monkeypatch, n_rows):
+    """tk::linear_cross_entropy_loss (evaluation) walks the same chunks through the kernel and returns the
+    training op's loss bitwise, with no gradient GEMMs (torch.mm runs once per chunk: the logits)."""
+    ext = SoftmaxXentStandIn()
+    monkeypatch.setattr(ops, "_ext", lambda: ext)
+    monkeypatch.setattr(ops, "CHUNK_BYTES", 8 * 2 * 16 * 2)
+    torch.manual_seed(0)
+    x, w = torch.randn(n_rows, 12), torch.randn(16, 12)
+    t = torch.randint(0, 16, (n_rows,))
+    t[-1] = -1
+    want = ops.linear_cross_entropy_fwd._init_fn(x, w, t, -1)[0]
+    ext.rows.clear()
+    mm_calls = []
+    real_mm = torch.mm
+    monkeypatch.setattr(torch, "mm", lambda *a, **k: mm_calls.append(1) or real_mm(*a, **k))
+    got = ops.linear_cross_entropy_loss._init_fn(x, w, t, -1)
+    n_chunks = len(range(0, n_rows, ops.chunk_rows(n_rows, 16)))
+    assert torch.equal(got, want) and len(ext.rows) == n_chunks and len(mm_calls) == n_chunks
+    with FakeTensorMode():
+        fake = torch.ops.tk.linear_cross_entropy_loss(torch.empty(5, 8, dtype=torch.bfloat16, device="cuda"),
+                                                      torch.empty(16, 8, dtype=torch.bfloat16, device="cuda"),
+                                                      torch.empty(5, dtype=torch.long, device="cuda"), -1)
+    assert fake.shape == () and fake.dtype == torch.float32
+
+
+def test_op_picks_the_loss_only_op_when_no_gradient_is_wanted(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.ops.tk, "linear_cross_entropy_fwd",
+                        lambda *a: calls.append("train") or (torch.zeros(()),) * 4, raising=False)
+    monkeypatch.setattr(torch.ops.tk, "linear_cross_entropy_loss",
+                        lambda *a: calls.append("loss") or torch.zeros(()), raising=False)
+    x, w, t = torch.randn(4, 8), torch.randn(16, 8, requires_grad=True), torch.zeros(4, dtype=torch.long)
+    ops.linear_cross_entropy_op(x, w, t)
+    with torch.no_grad():
+        ops.linear_cross_entropy_op(x, w, t)
+    ops.linear_cross_entropy_op(x, w.detach(), t)
+    assert calls == ["train", "loss", "loss"]

@@ -191,6 +191,33 @@ def test_grad_output_scales_the_gradients():
         torch.testing.assert_close(got, want, rtol=2e-2, atol=want.abs().max().item() * 2.0 ** -8)
 
 
+@pytest.mark.parametrize("N,C,V", [(1, 64, 65), (1000, 64, 50257), (16384, 768, 50304)])
+def test_eval_loss_is_the_training_loss_without_the_gradient_gemms(N, C, V):
+    """Under no_grad the op runs tk::linear_cross_entropy_loss: the same loss bitwise (same GEMM, same kernel,
+    same sum), and none of the training op's dx and dW (their memory is the witness)."""
+    x, w, t = inputs(N, C, V, torch.bfloat16, new_seed())
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    poison()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    want = tk_kernels.linear_cross_entropy(xg, wg, t)
+    peak_train = torch.cuda.max_memory_allocated() - base
+    want = want.detach()
+    poison()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.no_grad():
+        got = tk_kernels.linear_cross_entropy(xg, wg, t)
+    peak_eval = torch.cuda.max_memory_allocated() - base
+    assert not got.requires_grad
+    assert torch.equal(got, want), (got.item(), want.item())
+    grads_bytes = (x.numel() + w.numel()) * x.element_size()
+    assert peak_eval <= peak_train - grads_bytes, (peak_eval, peak_train, grads_bytes)
+    torch.library.opcheck(torch.ops.tk.linear_cross_entropy_loss, (x, w, t, -1))
+
+
 def test_opcheck():
     x, w, t = inputs(100, 64, 65, torch.bfloat16, new_seed())
     torch.library.opcheck(torch.ops.tk.linear_cross_entropy_fwd, (x, w, t, -1))

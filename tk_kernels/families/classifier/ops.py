@@ -35,8 +35,9 @@ there and 4.3e-3 at 8 chunks of 2048 rows at V = 50304: 1.4x / 2.4-2.6x / 4.1-5.
 correctly rounded dW. tests/classifier/test_classifier_gpu.py bounds it, per chunk count n, by
 1.2 sqrt(1.6 + 0.75 n) times both PyTorch's error and the correctly rounded one.
 
-One op is registered (eager and torch.compile without graph breaks):
+Two ops are registered (eager and torch.compile without graph breaks):
     tk::linear_cross_entropy_fwd(x, weight, targets, ignore_index) -> (loss, dx, dw, scales)
+    tk::linear_cross_entropy_loss(x, weight, targets, ignore_index) -> loss   (no gradient wanted: eval)
 with x (N, C) and weight (V, C) bf16/fp16 CUDA tensors of one dtype, targets (N,) int64, V <= 65536:
 the fp32 loss, the unscaled gradients dx and dw in the inputs' dtype, and the (2,) fp32 factors
 [1 / count, n_chunks / count] that the backward multiplies them by.
@@ -69,38 +70,70 @@ def chunk_rows(n_rows: int, vocab_size: int) -> int:
     return max(1, min(rows, n_rows))
 
 
+def _chunked(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, row_loss: Tensor,
+             dx: Tensor | None, dw: Tensor | None) -> int:
+    """The chunk loop: per chunk of rows the logits GEMM and our kernel (row losses, and the chunk's logits
+    turned into softmax - onehot in place), then, if dx and dw are given, the two gradient GEMMs.
+    Returns the number of chunks."""
+    N, V = x.shape[0], weight.shape[0]
+    rows = chunk_rows(N, V)
+    n_chunks = max(1, (N + rows - 1) // rows)
+    if N == 0:
+        return n_chunks
+    ext = _ext()
+    logits = x.new_empty((rows, V))  # the one chunk of logits, reused
+    w_t = weight.t()
+    # the chunks' views, made by one split() per tensor (not four slices per chunk)
+    dx_chunks = dx.split(rows) if dx is not None else [None] * n_chunks
+    chunks = zip(x.split(rows), targets.split(rows), row_loss.split(rows), dx_chunks)
+    with torch.autocast(x.device.type, enabled=False):  # the op's dtypes are its inputs' dtypes
+        for i, (xc, tc, lc, dxc) in enumerate(chunks):
+            lg = logits if xc.shape[0] == rows else logits[:xc.shape[0]]
+            torch.mm(xc, w_t, out=lg)
+            ext.softmax_xent_grad_(lg, tc, lc, ignore_index)
+            if dx is None:
+                continue
+            torch.mm(lg, weight, out=dxc)
+            # dW summed over the chunks, each scaled by 1/n_chunks in cuBLAS's fp32 epilogue:
+            # bounded like a mean, so fp16 does not overflow
+            dw.addmm_(lg.t(), xc, beta=0.0 if i == 0 else 1.0, alpha=1.0 / n_chunks)
+    return n_chunks
+
+
 @torch.library.custom_op("tk::linear_cross_entropy_fwd", mutates_args=(), device_types="cuda")
 def linear_cross_entropy_fwd(x: Tensor, weight: Tensor, targets: Tensor,
                              ignore_index: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(loss, dx, dw, scales): the fp32 loss, the unscaled gradients dx (N, C) and dw (V, C) in the
     inputs' dtype, and the fp32 factors (2,) that turn them into d loss / dx and d loss / dw."""
     x, weight, targets = x.contiguous(), weight.contiguous(), targets.contiguous()
-    N, V = x.shape[0], weight.shape[0]
     dx = torch.empty_like(x)
     dw = torch.empty_like(weight)
-    row_loss = torch.empty(N, device=x.device, dtype=torch.float32)
+    row_loss = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
     count = (targets != ignore_index).sum(dtype=torch.float32)
-    rows = chunk_rows(N, V)
-    n_chunks = max(1, (N + rows - 1) // rows)
-    if N == 0:
+    n_chunks = _chunked(x, weight, targets, ignore_index, row_loss, dx, dw)
+    if x.shape[0] == 0:
         dw.zero_()
-    else:
-        ext = _ext()
-        logits = x.new_empty((rows, V))  # the one chunk of logits, reused
-        w_t = weight.t()
-        # the chunks' views, made by one split() per tensor (not four slices per chunk)
-        chunks = zip(x.split(rows), targets.split(rows), row_loss.split(rows), dx.split(rows))
-        with torch.autocast(x.device.type, enabled=False):  # the op's dtypes are its inputs' dtypes
-            for i, (xc, tc, lc, dxc) in enumerate(chunks):
-                lg = logits if xc.shape[0] == rows else logits[:xc.shape[0]]
-                torch.mm(xc, w_t, out=lg)
-                ext.softmax_xent_grad_(lg, tc, lc, ignore_index)
-                torch.mm(lg, weight, out=dxc)
-                # dW summed over the chunks, each scaled by 1/n_chunks in cuBLAS's fp32 epilogue:
-                # bounded like a mean, so fp16 does not overflow
-                dw.addmm_(lg.t(), xc, beta=0.0 if i == 0 else 1.0, alpha=1.0 / n_chunks)
     scales = torch.stack([1.0 / count, n_chunks / count])
     return row_loss.sum() / count, dx, dw, scales
+
+
+@torch.library.custom_op("tk::linear_cross_entropy_loss", mutates_args=(), device_types="cuda")
+def linear_cross_entropy_loss(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
+    """The fp32 loss alone, for evaluation: the logits GEMM and the kernel per chunk, without the two
+    gradient GEMMs the training op runs in its forward (two thirds of its FLOPs). The same loss as
+    linear_cross_entropy_fwd's, bitwise. No autograd: linear_cross_entropy_op calls it only when no
+    gradient is wanted."""
+    x, weight, targets = x.contiguous(), weight.contiguous(), targets.contiguous()
+    row_loss = torch.empty(x.shape[0], device=x.device, dtype=torch.float32)
+    count = (targets != ignore_index).sum(dtype=torch.float32)
+    _chunked(x, weight, targets, ignore_index, row_loss, None, None)
+    return row_loss.sum() / count
+
+
+@linear_cross_entropy_loss.register_fake
+def _linear_cross_entropy_loss_fake(x, weight, targets, ignore_index):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
+    return torch.empty((), device=x.device, dtype=torch.float32)
 
 
 @linear_cross_entropy_fwd.register_fake
@@ -198,9 +231,12 @@ def tensor_reason(x, weight, targets, ignore_index=-1) -> str | None:
 # public API
 
 def linear_cross_entropy_op(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -1) -> Tensor:
-    """The op without argument checks, for callers that checked already (tk_kernels.dispatch)."""
-    loss, _, _, _ = torch.ops.tk.linear_cross_entropy_fwd(x, weight, targets, ignore_index)
-    return loss
+    """The op without argument checks, for callers that checked already (tk_kernels.dispatch): the
+    training op if a gradient is wanted, else the loss-only one (evaluation, no_grad)."""
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        loss, _, _, _ = torch.ops.tk.linear_cross_entropy_fwd(x, weight, targets, ignore_index)
+        return loss
+    return torch.ops.tk.linear_cross_entropy_loss(x, weight, targets, ignore_index)
 
 
 def linear_cross_entropy(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -1) -> Tensor:
