@@ -440,23 +440,11 @@ def new_graph_step():
 # accumulation the second micro step would add to overwritten memory (torch raises "accessing tensor
 # output of CUDAGraphs that has been overwritten"). Stable zeroed .grad buffers, made here outside the
 # graphs and zeroed in place each step, take the gradients instead.
-keep_grads = cuda_graphs
+keep_grads = cuda_graphs and gradient_accumulation_steps > 1
 if keep_grads:
     for p in raw_model.parameters():
         if p.requires_grad:
             p.grad = torch.zeros_like(p)
-
-# With those stable buffers the rest of the step (clip, fused AdamW, zero_grad) is captured as a CUDA graph
-# too, after its first eager run has created the optimizer state: one replay instead of a dozen launches
-# and their host time (dev/optim_step.py on the H200: GPT-2 124M 2.45 -> 1.47 ms, shakespeare_char 1.15 ->
-# 0.16 ms). The captured AdamW reads the learning rate from a device tensor, which the loop fills. Not with
-# fp16's GradScaler (its inf check syncs with the host).
-capture_optimizer = keep_grads and optimizer.defaults.get('fused') and not scaler.is_enabled()
-if capture_optimizer:
-    for param_group in optimizer.param_groups:
-        param_group['lr'] = torch.tensor(float(param_group['lr']), device=device)
-        param_group['capturable'] = True
-optimizer_graph = None  # the captured optimizer step, once it exists
 
 # wrap model into DDP container
 if ddp:
@@ -617,18 +605,6 @@ def time_left(next_iter: int) -> float:
     return (max_iters - next_iter + 1) * step + evals * per_eval
 
 
-def optimizer_step():
-    # clip the gradient
-    if grad_clip != 0.0:
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    # step the optimizer and scaler if training in fp16
-    scaler.step(optimizer)
-    scaler.update()
-    # flush the gradients as soon as we can, no need for this memory anymore
-    optimizer.zero_grad(set_to_none=not keep_grads)
-
-
 # training loop
 X, Y = get_train_batch()  # fetch the very first batch
 t_start = t0 = time.time()
@@ -642,10 +618,7 @@ while True:
     # determine and set the learning rate for this iteration
     lr = get_lr(iter_num) if decay_lr else learning_rate
     for param_group in optimizer.param_groups:
-        if capture_optimizer:
-            param_group['lr'].fill_(lr)  # the device tensor the captured step reads
-        else:
-            param_group['lr'] = lr
+        param_group['lr'] = lr
 
     # evaluate the loss on train/val sets and write checkpoints
     if (iter_num % eval_interval == 0 and iter_num != resume_iter) or eval_only:
@@ -706,16 +679,15 @@ while True:
         X, Y = get_train_batch()
         # backward pass, with gradient scaling if training in fp16
         scaler.scale(loss).backward()
-    if optimizer_graph is not None:
-        optimizer_graph.replay()  # the clip, AdamW and zero_grad of optimizer_step(), captured below
-    else:
-        optimizer_step()
-        if capture_optimizer:  # the optimizer state exists now: capture the step for the iterations to come
-            optimizer_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(optimizer_graph):
-                optimizer_step()
-            if master_process:
-                print("the optimizer step (clip, AdamW, zero_grad) now replays as a CUDA graph", flush=True)
+    # clip the gradient
+    if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    # step the optimizer and scaler if training in fp16
+    scaler.step(optimizer)
+    scaler.update()
+    # flush the gradients as soon as we can, no need for this memory anymore
+    optimizer.zero_grad(set_to_none=not keep_grads)
 
     # timing and logging
     t1 = time.time()

@@ -9,8 +9,7 @@ role, for this repo's model and optimizer).
     python bench/bench_train.py --models gpt2 --batch_size 1 --block_size 64   # ~ the host's time per step
 
 Per mode: tokens/s, ms/iter and MFU (GPT.estimate_mfu) of one training step as train.py takes it:
-bf16 autocast forward, backward, gradient clipping at 1.0, fused AdamW step (on CUDA), zero_grad; in the
-graphs mode, like train.py, into stable .grad buffers with the optimizer step replayed as a CUDA graph.
+bf16 autocast forward, backward, gradient clipping at 1.0, fused AdamW step (on CUDA), zero_grad.
 Inputs are random tokens (no dataset), the same batch every step; the warm-up steps (which
 include torch.compile's compilation) are not timed. All modes run in one process, one after the
 other, with the memory freed in between; a mode that fails (kernels=tk without a usable GPU,
@@ -168,35 +167,15 @@ def run_mode(name: str, spec: dict, kernels: str, compile_mode: str, args, devic
         X = torch.randint(cfg["vocab_size"], (B, T), device=device)
         Y = torch.randint(cfg["vocab_size"], (B, T), device=device)
 
-        def optimizer_step():
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=not graphs)
-
-        optimizer_graph = None
-        if graphs:  # as train.py does under CUDA graphs: stable zeroed .grad buffers, and the optimizer step
-            # captured as a CUDA graph after its first eager run (a device learning rate, capturable AdamW)
-            for p in model.parameters():
-                p.grad = torch.zeros_like(p)
-            for g in optimizer.param_groups:
-                g["lr"] = torch.tensor(float(g["lr"]), device=device)
-                g["capturable"] = True
-
         def step():
-            nonlocal optimizer_graph
             if graphs:  # the previous step's graph outputs are dead: their memory may be reused
                 torch.compiler.cudagraph_mark_step_begin()
             with ctx:
                 _, loss = step_model(X, Y)
             loss.backward()
-            if optimizer_graph is not None:
-                optimizer_graph.replay()
-            else:
-                optimizer_step()
-                if graphs and result["fused_adamw"]:
-                    optimizer_graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(optimizer_graph):
-                        optimizer_step()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
             return loss
 
         t0 = time.perf_counter()

@@ -35,6 +35,8 @@ The decision is made in two parts:
         per call: c_proj(gelu(c_fc(x))) of the transformer block.
 
 describe(...) / Plan.describe() say per family which path runs and why (train.py prints it).
+The environment variable TK_TORCH_FAMILIES=name[,name...] (e.g. classifier,layer_norm) keeps those
+families on PyTorch under kernels=tk and auto: to find which family a difference comes from.
 override(family, ...) swaps a registry entry inside a `with` block (tests, kernel experiments).
 """
 
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -140,6 +143,7 @@ class Choice:
     reason: str | None = None         # why the TK op does not run (kernels=torch: None)
     train_tk: bool = False            # True: the TK op runs while training with the plan's dropout
     train_reason: str | None = None   # why it does not then
+    forced_torch: bool = False        # kept on PyTorch by TK_TORCH_FAMILIES
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,8 @@ class Plan:
                 text = "torch" + (" (SDPA)" if name == "attention" else "")
             elif c.family.tk is None:
                 text = "torch (no TK kernel yet)"
+            elif c.forced_torch:
+                text = "torch (TK_TORCH_FAMILIES)"
             elif c.family.not_used is not None:
                 text = f"torch (TK kernel not used yet: {c.family.not_used})"
             elif not c.tk:
@@ -215,7 +221,20 @@ def _dropout_reason(family: str) -> str:
             "enabled; set dropout=0.0, or evaluate with model.eval())")
 
 
-def _choice(family: Family, kernels: str, device, dtype, dims: dict, dropout_p) -> Choice:
+def torch_families() -> set[str]:
+    """The families TK_TORCH_FAMILIES keeps on PyTorch; TKUnsupportedError naming the valid ones for a typo."""
+    names = {n.strip() for n in os.environ.get("TK_TORCH_FAMILIES", "").split(",") if n.strip()}
+    unknown = sorted(names - set(FAMILIES))
+    if unknown:
+        raise TKUnsupportedError(f"TK_TORCH_FAMILIES: unknown famil{'y' if len(unknown) == 1 else 'ies'} "
+                         f"{', '.join(unknown)}; the families are {', '.join(FAMILIES)}")
+    return names
+
+
+def _choice(family: Family, kernels: str, device, dtype, dims: dict, dropout_p,
+            forced: set[str] = frozenset()) -> Choice:
+    if kernels != "torch" and family.tk is not None and family.name in forced:
+        return Choice(family, False, None, False, None, forced_torch=True)
     if kernels != "torch" and family.tk is not None and family.not_used is not None:
         return Choice(family, False, None, False, None)
     if kernels == "torch" or family.tk is None:
@@ -235,7 +254,8 @@ def _resolve(kernels, device, dtype, head_dim, dropout_p, dims=None) -> Plan:
     check_mode(kernels)
     device = normalize_device(device)
     dims = {"head_dim": int(head_dim), **(dims or {})}
-    choices = {name: _choice(f, kernels, device, dtype, dims, dropout_p)
+    forced = torch_families()
+    choices = {name: _choice(f, kernels, device, dtype, dims, dropout_p, forced)
                for name, f in FAMILIES.items()}
     return Plan(kernels, device, dtype, int(head_dim), float(dropout_p), choices)
 

@@ -513,3 +513,19 @@ def test_fused_path_compiles_without_graph_breaks(fake_fused):
     compiled = torch.compile(model, backend="eager", fullgraph=True)
     torch.testing.assert_close(compiled(idx, idx)[1], loss)
     assert len(fake_fused.calls) == 4
+
+
+def test_tk_torch_families_keeps_the_named_families_on_pytorch(monkeypatch):
+    """TK_TORCH_FAMILIES (for bisecting a difference between kernels=tk and torch) keeps the named families on
+    the reference ops, says so in describe(), and names the valid families for a typo."""
+    from tk_kernels import dispatch
+    monkeypatch.setenv("TK_TORCH_FAMILIES", "classifier, layer_norm")
+    ok = lambda device, dtype, dims: None  # noqa: E731
+    with dispatch.override("attention", unsupported=ok), dispatch.override("layer_norm", unsupported=ok), \
+            dispatch.override("classifier", unsupported=ok):
+        p = dispatch.plan("tk", "cpu", torch.bfloat16, head_dim=64)
+    assert p.path("attention") == "tk" and p.path("classifier") == "torch" and p.path("layer_norm") == "torch"
+    assert "classifier=torch (TK_TORCH_FAMILIES)" in p.describe()
+    monkeypatch.setenv("TK_TORCH_FAMILIES", "clasifier")
+    with pytest.raises(dispatch.TKUnsupportedError, match="unknown family clasifier; the families are attention"):
+        dispatch.plan("tk", "cpu", torch.bfloat16, head_dim=64)

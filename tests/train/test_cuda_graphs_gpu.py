@@ -1,6 +1,5 @@
 """train.py with --compile_mode=reduce-overhead (CUDA graphs) on a GPU: the same run as the default
-compile mode, step for step, with kernels=tk, gradient accumulation and evaluations in between; the
-graphs run also replays its optimizer step (clip, fused AdamW, zero_grad) as a captured CUDA graph.
+compile mode, step for step, with kernels=tk, gradient accumulation and evaluations in between.
 
 Both runs start from the same seed and draw the same batches; dropout is 0 so that nothing random
 differs. The losses agree to bf16 noise (the graphs replay the same kernels; only fusion decisions
@@ -34,7 +33,7 @@ def train(char_data, out, compile_mode, kernels):
     steps = {x["iter"]: x["loss"] for x in records if "loss" in x}
     evals = {x["iter"]: x["val_loss"] for x in records if "val_loss" in x}
     times = [x["time_ms"] for x in records if "time_ms" in x][5:]
-    return steps, evals, sorted(times)[len(times) // 2], r.stdout
+    return steps, evals, sorted(times)[len(times) // 2]
 
 
 @pytest.mark.parametrize("kernels", ["torch", "tk"])
@@ -43,11 +42,8 @@ def test_reduce_overhead_trains_like_default(char_data, tmp_path, kernels):
         pytest.skip("the tk kernels need compute capability >= 8.0")
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    steps_d, evals_d, ms_d, out_d = train(char_data, tmp_path / "a", "default", kernels)
-    steps_g, evals_g, ms_g, out_g = train(char_data, tmp_path / "b", "reduce-overhead", kernels)
-    captured = "the optimizer step (clip, AdamW, zero_grad) now replays as a CUDA graph"
-    assert captured in out_g and captured not in out_d  # and its learning rate follows the schedule: the
-    # losses below would part from the default run's within the warm-up if the graph kept its first one
+    steps_d, evals_d, ms_d = train(char_data, tmp_path / "a", "default", kernels)
+    steps_g, evals_g, ms_g = train(char_data, tmp_path / "b", "reduce-overhead", kernels)
     print(f"[cuda graphs, kernels={kernels}] median step {ms_d:.2f} ms default, {ms_g:.2f} ms graphs")
     assert set(steps_d) == set(steps_g) and len(steps_d) == 41  # iterations 0 .. max_iters
     assert set(evals_d) == set(evals_g) == {0, 20, 40}
