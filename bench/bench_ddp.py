@@ -68,6 +68,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/, when imported from elsewhere
+from run_all import git_commit  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "train.py")
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -363,15 +366,7 @@ def environment(device: str) -> dict:
     env = json.loads(r.stdout.strip().splitlines()[-1])
     if device == "cpu":
         env.update(gpu=None, cuda=None, cudnn=None, nccl=None)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit, dirty = "", ""
-    env.update(date=datetime.date.today().isoformat(), commit=(commit or "unknown") + ("+" if dirty else ""),
-               device=device)
+    env.update(date=datetime.date.today().isoformat(), commit=git_commit(), device=device)
     return env
 
 

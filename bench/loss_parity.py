@@ -33,6 +33,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/, when imported from elsewhere
+from bench_ddp import read_log  # noqa: E402  train.py's JSON log, read the same way
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RUNS = {
@@ -70,14 +73,7 @@ def prepare_data(dataset: str, input_path: str | None, bpe_path: str | None) -> 
 
 def read_evals(log_file: str) -> dict[int, tuple[float, float]]:
     """iteration -> (train loss, val loss) of the eval records in a train.py log_file."""
-    evals = {}
-    if os.path.exists(log_file):
-        with open(log_file) as f:
-            for line in f:
-                r = json.loads(line)
-                if "val_loss" in r:
-                    evals[int(r["iter"])] = (float(r["train_loss"]), float(r["val_loss"]))
-    return evals
+    return {int(it): (float(r["train_loss"]), float(r["val_loss"])) for it, r in read_log(log_file)["evals"].items()}
 
 
 def compare(a: dict[int, tuple[float, float]], b: dict[int, tuple[float, float]], tol: float) -> dict:

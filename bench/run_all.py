@@ -43,6 +43,12 @@ def environment() -> dict:
     import torch
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU (cpu)"
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return dict(date=datetime.date.today().isoformat(), gpu=gpu, torch=torch.__version__,
+                cuda=torch.version.cuda, cudnn=cudnn, commit=git_commit())
+
+
+def git_commit() -> str:
+    """The checkout's short commit, with a + when tracked files differ from it ("unknown" without git)."""
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                 text=True).stdout.strip()
@@ -50,8 +56,7 @@ def environment() -> dict:
                                capture_output=True, text=True).stdout.strip()
     except OSError:
         commit, dirty = "", ""
-    return dict(date=datetime.date.today().isoformat(), gpu=gpu, torch=torch.__version__,
-                cuda=torch.version.cuda, cudnn=cudnn, commit=(commit or "unknown") + ("+" if dirty else ""))
+    return (commit or "unknown") + ("+" if dirty else "")
 
 
 def run_bench(name: str, out: str, extra: list[str], timeout: int) -> dict:

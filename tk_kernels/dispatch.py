@@ -227,7 +227,7 @@ def torch_families() -> set[str]:
     unknown = sorted(names - set(FAMILIES))
     if unknown:
         raise TKUnsupportedError(f"TK_TORCH_FAMILIES: unknown famil{'y' if len(unknown) == 1 else 'ies'} "
-                         f"{', '.join(unknown)}; the families are {', '.join(FAMILIES)}")
+                                 f"{', '.join(unknown)}; the families are {', '.join(FAMILIES)}")
     return names
 
 
