@@ -40,14 +40,17 @@
 //   Against torch.compile's fused kernel inside a CUDA graph (0.127 ms at C = 768) these kernels are 1.14x,
 //   not 2x (session 4, call 1).
 #include "config.cuh"
+#include "dropout.cuh"
 
 namespace tk_ln {
 namespace {
 
 constexpr int FWD_MAX_K = 4;  // chunks per thread at most (config.cuh); see the header for why
 
-template <typename X, typename D, typename Y, int K>
-__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(const FwdParams p, const int G) {
+// DROP: dropout on delta (dropout.cuh; delta is then never nullptr), with the threshold and keep scale in drop.
+template <typename X, typename D, typename Y, int K, bool DROP>
+__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? (DROP ? 2 : 3) : 4)
+    forward_kernel(const FwdParams p, const int G, const dropout_args drop) {
   __shared__ float red_sum[CTA_WARPS], red_var[CTA_WARPS];
   const int group = threadIdx.x / G, t = threadIdx.x % G;
   const int64_t row = int64_t(blockIdx.x) * (CTA_THREADS / G) + group;
@@ -56,7 +59,23 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(co
   const int64_t base = row * p.cols;
   const X *__restrict__ x = static_cast<const X *>(p.x) + base;
   const D *__restrict__ delta = static_cast<const D *>(p.delta) + base;
-  const bool has_delta = p.delta != nullptr;
+  const bool has_delta = DROP || p.delta != nullptr;
+
+  // 0. dropout: the keep bits of the thread's chunks (bit 8 k + j: element j of chunk k; a chunk's element
+  //    index / 8 is (row * cols + c * 8) / 8 = row * chunks + c), before any load is issued, so that the
+  //    Philox rounds do not hold registers while the K chunks of x and delta are in flight (computed after
+  //    the loads, they spilled at K = 3 and 4 under the launch bounds below). Padding chunks keep no bits.
+  uint32_t keep = 0;
+  if constexpr (DROP) {
+    uint64_t seed, offset;
+    const tk::dropout_key key = tk::load_dropout_key(drop.rng, drop.threshold, seed, offset);
+    const uint32_t thr16 = drop.threshold << 16;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      const int c = t + k * G;
+      if (active && c < chunks) keep |= dropout_bits8(key, thr16, uint64_t(row) * chunks + c) << (8 * k);
+    }
+  }
 
   // 1. every load of the row first: x, then delta (nothing is stored before they are all issued)
   float v[K][8], d[K][8];
@@ -82,6 +101,7 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(co
     }
 #pragma unroll
     for (int k = 0; k < K; k++) {
+      if constexpr (DROP) apply_keep8<D>(d[k], keep >> (8 * k), drop.keep_scale);
 #pragma unroll
       for (int i = 0; i < 8; i++) v[k][i] += d[k][i];
       tk::round_to<X>(v[k]);
@@ -137,38 +157,55 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(co
     p.mean[row] = mean;
     p.rstd[row] = rstd;
   }
+  if constexpr (DROP) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {  // the (seed, offset) this call used, for the backward
+      uint64_t seed, offset;
+      tk::load_dropout_key(drop.rng, drop.threshold, seed, offset);
+      drop.rng_out[0] = int64_t(seed);
+      drop.rng_out[1] = int64_t(offset);
+    }
+  }
 }
 
-template <typename X, typename D, typename Y>
-cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
+template <typename X, typename D, typename Y, bool DROP>
+cudaError_t launch(const FwdParams &p, cudaStream_t stream, const FwdDropout *fd) {
   const Tiling tl = tiling(p.cols, FWD_MAX_K);
   const int64_t ctas = (p.rows + tl.rows_per_cta() - 1) / tl.rows_per_cta();
   if (ctas > INT32_MAX) return cudaErrorInvalidConfiguration;
   const dim3 grid{unsigned(ctas)}, block{unsigned(CTA_THREADS)};
+  dropout_args drop{};
+  if constexpr (DROP) drop = make_dropout_args(fd->rng, fd->p, fd->rng_state);
   switch (tl.K) {
-    case 1: forward_kernel<X, D, Y, 1><<<grid, block, 0, stream>>>(p, tl.G); break;
-    case 2: forward_kernel<X, D, Y, 2><<<grid, block, 0, stream>>>(p, tl.G); break;
-    case 3: forward_kernel<X, D, Y, 3><<<grid, block, 0, stream>>>(p, tl.G); break;
-    case 4: forward_kernel<X, D, Y, 4><<<grid, block, 0, stream>>>(p, tl.G); break;
+    case 1: forward_kernel<X, D, Y, 1, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
+    case 2: forward_kernel<X, D, Y, 2, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
+    case 3: forward_kernel<X, D, Y, 3, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
+    case 4: forward_kernel<X, D, Y, 4, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }
 
+template <typename X, typename D, typename Y>
+cudaError_t launch(const FwdParams &p, cudaStream_t stream, const FwdDropout *fd) {
+  return fd != nullptr ? launch<X, D, Y, true>(p, stream, fd) : launch<X, D, Y, false>(p, stream, fd);
+}
+
 }  // namespace
 
-cudaError_t layer_norm_forward(const FwdParams &p, cudaStream_t stream) {
+cudaError_t layer_norm_forward(const FwdParams &p, cudaStream_t stream, const FwdDropout *fd) {
   if (p.cols % VEC != 0 || p.cols < MIN_COLS || p.cols > MAX_COLS || p.rows < 0) return cudaErrorInvalidValue;
   if (!supported_dtypes(p.x_t, p.delta_t, p.y_t)) return cudaErrorInvalidValue;
+  if (fd != nullptr && (!(fd->p > 0.f && fd->p < 1.f) || p.delta == nullptr || fd->rng_state == nullptr))
+    return cudaErrorInvalidValue;
   if (p.rows == 0) return cudaSuccess;
   const DType x = p.x_t, d = p.delta_t, y = p.y_t;
-  if (y == DType::f32) return launch<float, float, float>(p, stream);
+  if (y == DType::f32) return launch<float, float, float>(p, stream, fd);
   if (y == DType::bf16) {
-    if (x == DType::f32) return d == DType::f32 ? launch<float, float, tk::bf16>(p, stream) : launch<float, tk::bf16, tk::bf16>(p, stream);
-    return launch<tk::bf16, tk::bf16, tk::bf16>(p, stream);
+    if (x == DType::f32) return d == DType::f32 ? launch<float, float, tk::bf16>(p, stream, fd) : launch<float, tk::bf16, tk::bf16>(p, stream, fd);
+    return launch<tk::bf16, tk::bf16, tk::bf16>(p, stream, fd);
   }
-  if (x == DType::f32) return d == DType::f32 ? launch<float, float, tk::half>(p, stream) : launch<float, tk::half, tk::half>(p, stream);
-  return launch<tk::half, tk::half, tk::half>(p, stream);
+  if (x == DType::f32) return d == DType::f32 ? launch<float, float, tk::half>(p, stream, fd) : launch<float, tk::half, tk::half>(p, stream, fd);
+  return launch<tk::half, tk::half, tk::half>(p, stream, fd);
 }
 
 }  // namespace tk_ln
