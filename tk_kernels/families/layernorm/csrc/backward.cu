@@ -56,6 +56,17 @@
 //     torch.compile, 73 / 72 / 81 % of the copy bandwidth: the targets are met at 768 and at 2048.
 //   Against torch.compile's fused kernel inside a CUDA graph (0.127 ms at C = 768) these kernels are 1.14x,
 //   not 2x (session 4, call 1).
+//
+// Dropout (DROP = true: the forward had dropout on delta; ops.py's tk::dropout_add_layer_norm_bwd):
+//     ddelta = keep ? round_D(dx * (1 / (1 - p))) : 0       (dx = the gradient of the sum s, as above)
+// always written as its own tensor (also where delta's dtype is x's: the two gradients now differ). The
+// mask is regenerated chunk by chunk in the store phase (dropout.cuh: the forward's counters, from the
+// (seed, offset) the forward wrote to rng_state, read here as a captured tk::philox_state), after the row
+// sums, when the raw loads are dead: registers (ptxas) 95-128 at K = 1..3 under the same (256, 2) and
+// 187-218 at K = 4 under (256, 1), no spills; SASS at fp32 x / bf16 delta, K = 3, sm_90a: 1688
+// instructions with dropout, 1320 without. Bytes: as without dropout where delta's dtype differs from x's
+// (autocast: the masked ddelta replaces the plain copy), one more write of ddelta where it is x's (pure
+// 16-bit models). NOT MEASURED YET on a GPU (bench/bench_layernorm_dropout.py).
 #include <algorithm>
 #include <mutex>
 

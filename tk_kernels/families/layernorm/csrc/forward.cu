@@ -39,6 +39,29 @@
 //     torch.compile, 73 / 72 / 81 % of the copy bandwidth: the targets are met at 768 and at 2048.
 //   Against torch.compile's fused kernel inside a CUDA graph (0.127 ms at C = 768) these kernels are 1.14x,
 //   not 2x (session 4, call 1).
+//
+// Dropout on delta (DROP = true; ops.py's tk::dropout_add_layer_norm_fwd, the model's residual dropout):
+//     s = x + dropout(delta),   dropout(delta) = keep ? round_D(delta * (1 / (1 - p))) : 0
+// the kept values rounded to delta's dtype D as F.dropout stores them, so s is bitwise x + F.dropout(delta)
+// for the kernel's mask (test_layernorm_dropout_gpu.py checks it). The mask (dropout.cuh) is one Philox4x32-10
+// call per 8-element chunk, its counter the chunk's element index / 8, so it does not depend on this
+// tiling and the backward regenerates it with its own; seed and offset come from PyTorch's CUDA generator
+// (values, or pointers read here under CUDA-graph capture) and CTA 0 writes them to rng_state. Nothing of
+// the mask is stored: the same bytes as without dropout, against F.dropout + this kernel's extra
+// read + write of delta and write of a 1-byte mask (and the mask's read in the backward).
+//  - Each thread computes its K chunks' 8K keep bits (one register) BEFORE issuing its loads. Computed
+//    after them, next to the K chunks of x and delta in flight, the Philox rounds' temporaries spilled
+//    (ptxas, sm_80 / sm_90a: 24-48 B of stack at K = 3 under (256, 4), 32-48 B at K = 4 under (256, 3)).
+//    This way K <= 3 keep the bounds and registers of the kernels without dropout (40-64, no spills), and
+//    K = 4 gets (256, 2), 80-96 registers (under (256, 3) sm_90a still spilled 4-16 B): 2 CTAs per SM,
+//    ~100 KB in flight at C = 2048, above the ~30-50 KB the DRAM latency asks for.
+//  - ALU: a Philox call is ~60 integer instructions (10 rounds of two 32 x 32 -> 64-bit multiplies, xors and
+//    key additions) for 8 elements, ~8 per element against 12 B of DRAM traffic; SASS at fp32 x / bf16
+//    delta, K = 3, sm_90a: 1408 instructions with dropout, 952 without.
+//  - NOT MEASURED YET: the time with dropout (bench/bench_layernorm_dropout.py has not run on a GPU). The
+//    expectation is the time without dropout (same bytes, the Philox work overlapping the first loads of
+//    other warps), against F.dropout's separate kernel: 0.32 ms per step forward for the shakespeare_char
+//    model under CUDA graphs on an H200 (its dropout backward 0.14 ms), out of 5.15 ms of GPU time.
 #include "config.cuh"
 #include "dropout.cuh"
 
