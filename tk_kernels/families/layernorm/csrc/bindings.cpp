@@ -65,7 +65,7 @@ using Fwd5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tens
 // (y, s, mean, rstd, rng_state); s is empty without delta. dropout_p > 0 (delta required): s = x +
 // dropout(delta) with the seed and offset drawn from the CUDA generator now, returned as rng_state ((2,)
 // int64, written by the kernel: correct under CUDA-graph replay too); dropout_p == 0: rng_state is an
-// empty (0,) tensor and nothing is drawn.
+// undefined tensor and nothing is drawn.
 Fwd5 forward_impl(const at::Tensor &x, const std::optional<at::Tensor> &delta, const at::Tensor &weight,
                   const std::optional<at::Tensor> &bias, double eps, at::ScalarType out_dtype, double dropout_p) {
   const int C = check_cols(x);
@@ -104,10 +104,11 @@ Fwd5 forward_impl(const at::Tensor &x, const std::optional<at::Tensor> &delta, c
   p.eps = float(eps);
   p.x_t = xt; p.delta_t = dt; p.y_t = yt;
   const bool drop = dropout_p > 0.0;
-  at::Tensor rng_state = at::empty({drop ? 2 : 0}, x.options().dtype(at::kLong));
+  at::Tensor rng_state;  // undefined without dropout (forward_op drops it): the same allocations as before
   tk_ln::FwdDropout fd{};
   if (drop) {
     TK_CHECK(delta.has_value(), "tk layer_norm: dropout needs delta");
+    rng_state = at::empty({2}, x.options().dtype(at::kLong));
     fd.p = float(dropout_p);
     fd.rng = tk_glue::next_philox_state(x.device());
     fd.rng_state = rng_state.data_ptr<int64_t>();
