@@ -11,8 +11,9 @@ PyTorch's SDPA according to config.kernels ("torch", "tk" or "auto") and the
 model's kernel plan (GPT.plan_kernels; see tk_kernels/dispatch.py), and so does
 the loss (lm_head + cross-entropy, our fused chunked kernel: with targets under
 kernels=tk/auto, forward returns None for the logits). When the plan runs our
-LayerNorm kernel, each residual add is fused into the LayerNorm that follows it
-(Block.forward_fused); else the blocks are nanoGPT's (Block.forward). The MLP
+LayerNorm kernel, each residual add is fused into the LayerNorm that follows it,
+together with the residual dropout before it (Block.forward_fused); else the
+blocks are nanoGPT's (Block.forward). The MLP
 goes through the dispatch too (dispatch.mlp), whose plan keeps it on PyTorch
 today: the TK MLP is not used yet (dispatch.FAMILIES says why).
 """
@@ -83,7 +84,7 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.layer = layer
 
-    def forward(self, x, plan: dispatch.Plan, cache: KVCache | None = None):
+    def forward(self, x, plan: dispatch.Plan, cache: KVCache | None = None, resid_dropout: bool = True):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         H = self.n_head
         qkv = self.c_attn(x)  # (B, T, 3C): q, k, v of all heads side by side
@@ -104,7 +105,9 @@ class CausalSelfAttention(nn.Module):
                 # lengths, so decode steps use PyTorch's SDPA in every kernels mode.
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=False)
         y = y.transpose(1, 2).reshape(B, T, C)  # re-assemble all head outputs side by side
-        return self.resid_dropout(self.c_proj(y))
+        y = self.c_proj(y)
+        # resid_dropout=False: the caller applies the dropout itself (Block.forward_fused: in the LayerNorm kernel)
+        return self.resid_dropout(y) if resid_dropout else y
 
 
 class MLP(nn.Module):
@@ -115,11 +118,12 @@ class MLP(nn.Module):
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, plan: dispatch.Plan):
+    def forward(self, x, plan: dispatch.Plan, dropout: bool = True):
         # c_proj(gelu(c_fc(x))) (exact GELU): nanoGPT's module under kernels=torch (reference.mlp), our
         # GEMM with the GELU fused in where the plan chose it
         x = dispatch.mlp(plan, x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight, self.c_proj.bias)
-        return self.dropout(x)
+        # dropout=False: the caller applies the dropout itself (Block.forward_fused: in the next LayerNorm kernel)
+        return self.dropout(x) if dropout else x
 
 
 class Block(nn.Module):
@@ -138,11 +142,15 @@ class Block(nn.Module):
 
     def forward_fused(self, x, delta, plan: dispatch.Plan, cache: KVCache | None = None):
         """The same block with each residual add fused into the LayerNorm after it: the residual
-        stream is x + delta, where delta (None for the first block) is the previous block's MLP
-        output, not yet added. Returns (x, delta) of the same kind for the next block."""
-        x, h = dispatch.add_layer_norm(plan, x, delta, self.ln_1.weight, self.ln_1.bias)
-        x, h = dispatch.add_layer_norm(plan, x, self.attn(h, plan, cache), self.ln_2.weight, self.ln_2.bias)
-        return x, self.mlp(h, plan)
+        stream is x + dropout(delta), where delta (None for the first block) is the previous block's
+        MLP output, not yet dropped out nor added. Returns (x, delta) of the same kind for the next
+        block. The residual dropout (resid_dropout, the MLP's dropout) runs inside the fused add
+        (dropout_p while training), not as separate nn.Dropout calls."""
+        p = self.attn.dropout if self.training else 0.0
+        x, h = dispatch.add_layer_norm(plan, x, delta, self.ln_1.weight, self.ln_1.bias, dropout_p=p)
+        y = self.attn(h, plan, cache, resid_dropout=False)
+        x, h = dispatch.add_layer_norm(plan, x, y, self.ln_2.weight, self.ln_2.bias, dropout_p=p)
+        return x, self.mlp(h, plan, dropout=False)
 
 
 @dataclass
@@ -310,7 +318,8 @@ class GPT(nn.Module):
             for block in self.transformer.h:
                 x, delta = block.forward_fused(x, delta, plan, cache)
             ln_f = self.transformer.ln_f
-            x = dispatch.add_layer_norm(plan, x, delta, ln_f.weight, ln_f.bias)[1]
+            p = self.config.dropout if self.training else 0.0  # the last MLP's dropout
+            x = dispatch.add_layer_norm(plan, x, delta, ln_f.weight, ln_f.bias, dropout_p=p)[1]
         if cache is not None:
             cache.pos += t
 

@@ -19,7 +19,7 @@ Models: gpt2 (124M: 12 layers x 768, 12 heads) and gpt2-medium (350M: 24 x 1024,
 block 1024, batch 16, vocab 50304; shakespeare_char: config/train_shakespeare_char.py's model,
 batch and block (6 x 384, block 256, batch 64, 65 characters); --batch_size / --block_size override
 them. Dropout is 0 everywhere unless --dropout is given (the step train.py takes with that config
-setting: embedding, attention and residual dropout; kernels=tk runs the attention's in its kernels).
+setting: embedding, attention and residual dropout; kernels=tk runs the attention's and the residual dropout in its kernels).
 
 --profile adds a torch.profiler pass per mode and prints its GPU time per op family (GEMM,
 attention, LayerNorm, fused (triton), elementwise, loss, optimizer, other), classified by kernel

@@ -6,7 +6,7 @@ Every benchmark in one command, and bench/RESULTS.md's "latest full run" section
 
 Runs, one after the other and each in its own process (a crash or a timeout in one is recorded and
 the others still run): bench_attention.py, bench_attention_dropout.py, bench_layernorm.py,
-bench_classifier.py and bench_train.py --profile. Their logs, JSON files and plots go to --out
+bench_layernorm_dropout.py, bench_classifier.py and bench_train.py --profile. Their logs, JSON files and plots go to --out
 (default bench/out/run_all); the plots are also copied to bench/plots/, which RESULTS.md links.
 
 RESULTS.md keeps its hand-written sections; this script owns only the block between the markers
@@ -33,6 +33,7 @@ BENCHES = {
     "attention": ("bench_attention.py", ["--json", "{out}/bench_attention.json", "--png", "{out}/bench_attention.png"]),
     "dropout": ("bench_attention_dropout.py", ["--json", "{out}/bench_attention_dropout.json"]),
     "layernorm": ("bench_layernorm.py", ["--json", "{out}/bench_layernorm.json", "--png", "{out}/bench_layernorm.png"]),
+    "layernorm_dropout": ("bench_layernorm_dropout.py", ["--json", "{out}/bench_layernorm_dropout.json"]),
     "classifier": ("bench_classifier.py", ["--json", "{out}/bench_classifier.json", "--png", "{out}/bench_classifier.png"]),
     "train": ("bench_train.py", ["--profile", "--out", "{out}"]),
 }

@@ -25,10 +25,11 @@ The decision is made in two parts:
     dispatch.attention_qkv(plan, qkv, n_head, causal=True, dropout_p=0.0)
         the same on the q, k, v views of a fused (B, T, 3C) projection (model.py): on the TK path its
         gradient is written straight into one (B, T, 3C) tensor
-    dispatch.add_layer_norm(plan, x, delta, weight, bias) / dispatch.layer_norm(plan, x, weight, bias)
+    dispatch.add_layer_norm(plan, x, delta, weight, bias, dropout_p=0.0) / dispatch.layer_norm(plan, x, weight, bias)
         per call: what varies per call (dropout while training, q and k of different shapes)
         is plain Python on Python numbers and tensor metadata, which torch.compile folds into
-        the graph without a break.
+        the graph without a break. add_layer_norm's dropout_p is the residual dropout of delta
+        (x + dropout(delta)), applied inside the TK kernel.
     dispatch.linear_cross_entropy(plan, x, weight, targets, ignore_index=-1)
         per call, the same way: the loss of the lm_head, without keeping all logits on the TK path.
     dispatch.mlp(plan, x, w_fc, b_fc, w_proj, b_proj)
@@ -98,7 +99,10 @@ FAMILIES: dict[str, Family] = {
     "mlp": Family("mlp", reference.mlp, mlp_ops.mlp_op, mlp_ops.unsupported_reason,
                   not_used="not faster than cuBLAS + eager PyTorch at every width on an H200: MLP fwd+bwd 1.02x at "
                            "C=768, 0.98x at 1024, 0.95x at 2048 (bench/RESULTS.md, session 5)"),
-    # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype]) -> (x + delta, LayerNorm(x + delta))
+    # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype][, dropout_p]) -> (x + delta, LayerNorm(x +
+    # delta)), with dropout_p > 0 x + dropout(delta). The TK op applies the residual dropout itself (in its forward
+    # kernel, the mask regenerated in the backward), so has_dropout stays False and the model trains on it with
+    # dropout > 0: Block.forward_fused hands it the sublayer output before dropout
     "layer_norm": Family("layer_norm", reference.add_layer_norm, layernorm_ops.add_layer_norm_op,
                          layernorm_ops.unsupported_reason),
     "classifier": Family("classifier", reference.linear_cross_entropy,
@@ -277,8 +281,8 @@ def _warn_once(family: str, reason: str) -> None:
 
 def plan(kernels: str, device, dtype: torch.dtype, head_dim: int, dropout_p: float = 0.0,
          warn: bool = True, **dims: int) -> Plan:
-    """Decide, for inputs of this device and dtype with head dim head_dim (and attention dropout
-    dropout_p while training), which implementation each family runs. Runs the GPU checks
+    """Decide, for inputs of this device and dtype with head dim head_dim (and dropout dropout_p while
+    training: the model's attention and residual dropout), which implementation each family runs. Runs the GPU checks
     (and may build the extension). kernels=tk: TKUnsupportedError if a TK op cannot run (also
     while training with dropout_p > 0). kernels=auto: a one-time warning per distinct reason
     (warn=False: none, e.g. when the caller prints plan.describe() instead). Other model dims
@@ -434,21 +438,33 @@ def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | No
 
 
 def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,
-                   bias: torch.Tensor | None, eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor]:
+                   bias: torch.Tensor | None, eps: float = 1e-5, *,
+                   dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, y): s = x + delta (x itself if delta is None), y = LayerNorm(s) over the last dim, on the
     implementation the plan chose. The reference is exactly `s = x + delta; F.layer_norm(s, ...)`;
     the TK kernel computes the same s and returns y in the plan's dtype (under autocast the
-    autocast dtype, which the next GEMM reads as is, where F.layer_norm returns float32)."""
+    autocast dtype, which the next GEMM reads as is, where F.layer_norm returns float32).
+    dropout_p > 0 (training; pass 0.0 in eval): s = x + F.dropout(delta, dropout_p), the residual
+    dropout of the sublayer whose output delta is, inside the TK kernel (its mask drawn from PyTorch's
+    CUDA generator) or as F.dropout on the reference path; with delta None there is nothing to drop.
+    dropout_p == 0 calls exactly what the op without dropout calls."""
     choice = plan.choices["layer_norm"]
+    drop = delta is not None and dropout_p > 0.0
     if choice.tk:
         if x.device != plan.device:
             reason = (f"the plan is for {plan.device}, the inputs are on {x.device} (make a plan for "
                       "them: dispatch.plan or GPT.plan_kernels)")
         else:
             reason = layernorm_ops.tensor_reason(x, delta, weight, bias, plan.dtype)
+            if reason is None and drop:
+                reason = layernorm_ops.dropout_reason(dropout_p)
         if reason is None:
+            if drop:
+                return choice.family.tk(x, delta, weight, bias, eps, plan.dtype, dropout_p)
             return choice.family.tk(x, delta, weight, bias, eps, plan.dtype)
         _fall_back(plan, "layer_norm", reason)
+    if drop:
+        return reference.add_layer_norm(x, delta, weight, bias, eps, dropout_p)
     return reference.add_layer_norm(x, delta, weight, bias, eps)
 
 

@@ -1,6 +1,6 @@
 """
 The attention dropout's keep mask in plain Python / PyTorch: an independent implementation of
-csrc/dropout.cuh (Philox4x32-10 and the element -> random bits map), for tests.
+csrc/dropout.cuh (the element -> random bits map; Philox4x32-10 from tk_kernels/philox_reference.py), for tests.
 
     philox4x32_10((c0, c1, c2, c3), (k0, k1)) -> (x0, x1, x2, x3)      one block, Python ints
     keep_mask(seed, offset, B, H, T, dropout_p, device) -> (B, H, T, T) bool, True = kept
@@ -13,52 +13,10 @@ where u is half (k >> 3) & 1 of word (q >> 3) & 3 of
 
 from __future__ import annotations
 
-import struct
-
 import torch
 
-MASK32 = 0xFFFFFFFF
-M0, M1 = 0xD2511F53, 0xCD9E8D57   # round multipliers
-W0, W1 = 0x9E3779B9, 0xBB67AE85   # key schedule
-
-
-def philox4x32_10(ctr: tuple[int, int, int, int], key: tuple[int, int]) -> tuple[int, int, int, int]:
-    """Philox4x32-10 of one 128-bit counter under a 64-bit key (Random123's definition)."""
-    c0, c1, c2, c3 = ctr
-    k0, k1 = key
-    for r in range(10):
-        if r:
-            k0, k1 = (k0 + W0) & MASK32, (k1 + W1) & MASK32
-        p0, p1 = M0 * c0, M1 * c2
-        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & MASK32, p1 & MASK32, ((p0 >> 32) ^ c3 ^ k1) & MASK32, p0 & MASK32
-    return c0, c1, c2, c3
-
-
-def _mulhilo(m: int, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(hi, lo) 32-bit halves of m * a for a constant m < 2^32 and int64 a in [0, 2^32), without
-    overflowing int64: a is split into 16-bit halves (each partial product < 2^48)."""
-    p_lo = (a & 0xFFFF) * m
-    p_hi = (a >> 16) * m
-    mid = (p_lo & MASK32) + ((p_hi & 0xFFFF) << 16)
-    return (p_lo >> 32) + (p_hi >> 16) + (mid >> 32), mid & MASK32
-
-
-def philox4x32_10_tensor(c: list[torch.Tensor], k0: int, k1: int) -> list[torch.Tensor]:
-    """philox4x32_10 on int64 tensors of 32-bit counter words (broadcast), one key."""
-    c0, c1, c2, c3 = c
-    for r in range(10):
-        if r:
-            k0, k1 = (k0 + W0) & MASK32, (k1 + W1) & MASK32
-        hi0, lo0 = _mulhilo(M0, c0)
-        hi1, lo1 = _mulhilo(M1, c2)
-        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
-    return [c0, c1, c2, c3]
-
-
-def threshold(dropout_p: float) -> int:
-    """The kernels' keep threshold: round(p * 2^16) of p as a float32 (the launchers take float)."""
-    p32 = struct.unpack("f", struct.pack("f", dropout_p))[0]
-    return min(int(p32 * 65536.0 + 0.5), 65535)
+# Philox4x32-10 and the threshold are shared with the LayerNorm family's reference (tk_kernels/philox_reference.py)
+from ...philox_reference import MASK32, M0, M1, W0, W1, philox4x32_10, philox4x32_10_tensor, threshold  # noqa: F401
 
 
 def keep_mask(seed: int, offset: int, B: int, H: int, T: int, dropout_p: float,

@@ -5,9 +5,14 @@ Residual add + LayerNorm on the tk_kernels CUDA kernels, as torch custom ops wit
     s, y = tk_kernels.add_layer_norm(x, delta, weight, bias)   # s = x + delta, y = LayerNorm(s)
     y = tk_kernels.layer_norm(x, weight, bias)
 
-Two ops are registered (eager and torch.compile without graph breaks):
+    s, y = tk_kernels.add_layer_norm(x, delta, weight, bias, dropout_p=0.2)  # s = x + F.dropout(delta, 0.2)
+
+Four ops are registered (eager and torch.compile without graph breaks):
     tk::add_layer_norm_fwd(x, delta?, weight, bias?, eps, out_dtype) -> (y, s, mean, rstd)
     tk::add_layer_norm_bwd(dy, ds?, s, mean, rstd, weight, has_bias, delta_dtype?) -> (dx, ddelta, dweight, dbias)
+    tk::dropout_add_layer_norm_fwd(x, delta, weight, bias?, eps, out_dtype, dropout_p) -> (y, s, mean, rstd, rng_state)
+    tk::dropout_add_layer_norm_bwd(dy, ds?, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, rng_state)
+        -> (dx, ddelta, dweight, dbias)
 x (the residual stream) and delta (the sublayer output) are (..., C) CUDA tensors; s = x + delta is
 computed in fp32 and stored in x's dtype (exactly torch's x + delta for the supported dtypes); y is
 LayerNorm(s) * weight + bias in out_dtype (the autocast dtype in mixed-precision training, so the
@@ -19,6 +24,16 @@ In eager mode the public functions make one call of the extension's add_layer_no
 is in C++ (csrc/bindings.cpp, AddLayerNorm: the same kernels, saved tensors and gradients as the
 custom ops' registered autograd below, with no Python in the forward or the backward); under
 torch.compile they trace the custom ops.
+
+Dropout (dropout_p in (0, 1), the second pair of ops): s = x + dropout(delta), dropout(delta) = keep ?
+delta / (1 - p) : 0 rounded to delta's dtype (what F.dropout stores), exactly x + F.dropout(delta, p) for
+the kernels' mask. The mask is a function of (seed, offset, element index) (Philox4x32-10 with 16-bit keep
+probabilities, csrc/dropout.cuh), never stored: the backward regenerates it for ddelta = keep * ds_total /
+(1 - p) (always its own tensor in delta's dtype). Seed and offset come from PyTorch's default CUDA generator
+(its offset advances by 4 per call; under CUDA-graph capture each replay draws anew), and the forward
+returns the pair it used as rng_state, a (2,) int64 CUDA tensor, which the backward reads. dropout_mask(
+rng_state, rows, cols, dropout_p) gives that mask, for tests. dropout_p == 0 runs the ops without dropout
+(add_layer_norm_op): bitwise the same results, no generator draw.
 
 Supported: C a multiple of 8 in [64, 8192], any number of rows; dtypes (x, delta, out) all fp32, or
 out bf16/fp16 with x fp32 or out's dtype and delta x's dtype or out's dtype; fp32 weight and bias
@@ -117,6 +132,84 @@ def _backward(ctx, dy, ds, dmean, drstd):
 
 
 add_layer_norm_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+# -----------------------------------------------------------------------------
+# the same with dropout on delta: tk::dropout_add_layer_norm_fwd / tk::dropout_add_layer_norm_bwd
+
+@torch.library.custom_op("tk::dropout_add_layer_norm_fwd", mutates_args=(), device_types="cuda")
+def dropout_add_layer_norm_fwd(x: Tensor, delta: Tensor, weight: Tensor, bias: Tensor | None, eps: float,
+                               out_dtype: torch.dtype, dropout_p: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    bias = None if bias is None else _kernel_ready(bias)
+    return _ext().forward_dropout(_kernel_ready(x), _kernel_ready(delta), _kernel_ready(weight), bias, eps, out_dtype,
+                                  dropout_p)
+
+
+@dropout_add_layer_norm_fwd.register_fake
+def _dropout_add_layer_norm_fwd_fake(x, delta, weight, bias, eps, out_dtype, dropout_p):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
+    y = x.new_empty(x.shape, dtype=out_dtype)
+    mean = x.new_empty(x.shape[:-1], dtype=torch.float32)
+    return y, x.new_empty(x.shape), mean, torch.empty_like(mean), x.new_empty((2,), dtype=torch.int64)
+
+
+@torch.library.custom_op("tk::dropout_add_layer_norm_bwd", mutates_args=(), device_types="cuda")
+def dropout_add_layer_norm_bwd(dy: Tensor, ds: Tensor | None, s: Tensor, mean: Tensor, rstd: Tensor, weight: Tensor,
+                               has_bias: bool, delta_dtype: torch.dtype, dropout_p: float,
+                               rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    ds = None if ds is None else _kernel_ready(ds)
+    return _ext().backward_dropout(_kernel_ready(dy), ds, _kernel_ready(s), mean.contiguous(), rstd.contiguous(),
+                                   _kernel_ready(weight), has_bias, delta_dtype, dropout_p, rng_state.contiguous())
+
+
+@dropout_add_layer_norm_bwd.register_fake
+def _dropout_add_layer_norm_bwd_fake(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, rng_state):
+    register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
+    db = weight.new_empty(weight.shape) if has_bias else weight.new_empty((0,))
+    return torch.empty_like(s), s.new_empty(s.shape, dtype=delta_dtype), torch.empty_like(weight), db
+
+
+def _dropout_setup_context(ctx, inputs, output):
+    x, delta, weight, bias, eps, out_dtype, dropout_p = inputs
+    y, s, mean, rstd, rng_state = output
+    ctx.save_for_backward(s, mean, rstd, weight, rng_state)
+    ctx.has_bias, ctx.delta_dtype, ctx.dropout_p = bias is not None, delta.dtype, dropout_p
+    ctx.mark_non_differentiable(mean, rstd, rng_state)
+
+
+def _dropout_backward(ctx, dy, ds, dmean, drstd, drng):
+    # as _backward; delta's gradient is always its own tensor: keep * ds_total / (1 - p) in delta's dtype.
+    # csrc/bindings.cpp's DropoutAddLayerNorm::backward is the same in C++.
+    s, mean, rstd, weight, rng_state = ctx.saved_tensors
+    if dy is None:  # y unused: only the residual gradient flows, through the mask to delta
+        if ds is None:
+            return None, None, None, None, None, None, None
+        keep = dropout_mask(rng_state, s.numel() // s.shape[-1], s.shape[-1], ctx.dropout_p).view(s.shape)
+        ddelta = (ds.float() * keep.float() * keep_scale(ctx.dropout_p)).to(ctx.delta_dtype)
+        return ds, ddelta, None, None, None, None, None
+    dx, ddelta, dw, db = torch.ops.tk.dropout_add_layer_norm_bwd(dy, ds, s, mean, rstd, weight, ctx.has_bias,
+                                                                 ctx.delta_dtype, ctx.dropout_p, rng_state)
+    return dx, ddelta, dw, db if ctx.has_bias else None, None, None, None
+
+
+dropout_add_layer_norm_fwd.register_autograd(_dropout_backward, setup_context=_dropout_setup_context)
+
+
+def keep_scale(dropout_p: float) -> float:
+    """The factor the kept elements of delta are multiplied by: float32(1 / (1 - p)), the division in float64
+    (csrc/layernorm.h: dropout_keep_scale). The kernels compute round(delta * keep_scale) in delta's dtype, as
+    F.dropout does, before the add."""
+    p32 = torch.tensor(dropout_p, dtype=torch.float32).item()
+    return torch.tensor(1.0 / (1.0 - p32), dtype=torch.float32).item()
+
+
+def dropout_mask(rng_state: Tensor, rows: int, cols: int, dropout_p: float) -> Tensor:
+    """The (rows, cols) uint8 keep mask (1 = kept) of the dropout that a forward with this rng_state (the fifth
+    output of tk::dropout_add_layer_norm_fwd: the (2,) int64 [seed, offset] it used) and dropout_p applied to a
+    (..., cols) delta of rows rows, computed on the GPU by the kernels' own keep function: dropout(delta) =
+    delta * mask * keep_scale(p). torch.tensor([seed, offset], dtype=torch.int64, device="cuda") gives the mask of
+    any (seed, offset); dropout_reference.keep_mask is the same in Python."""
+    return _ext().dropout_mask(rng_state, int(rows), int(cols), float(dropout_p))
 
 
 # -----------------------------------------------------------------------------
@@ -240,18 +333,27 @@ def _f32(t: Tensor | None) -> Tensor | None:
 
 
 def add_layer_norm_op(x: Tensor, delta: Tensor | None, weight: Tensor, bias: Tensor | None, eps: float,
-                      out_dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+                      out_dtype: torch.dtype, dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
     """(x + delta, LayerNorm(x + delta) in out_dtype) without argument checks, for callers that checked
-    already (tk_kernels.dispatch). delta None: (x, LayerNorm(x)). Eager mode: the extension's
-    add_layer_norm (autograd in C++, the same steps as _custom_op_path); torch.compile: the custom ops."""
+    already (tk_kernels.dispatch). delta None: (x, LayerNorm(x)). dropout_p > 0 (with a delta): x +
+    dropout(delta) instead, the mask drawn from PyTorch's CUDA generator (tk::dropout_add_layer_norm_fwd);
+    dropout_p == 0 is exactly the op without dropout (no generator draw). Eager mode: the extension's
+    add_layer_norm / dropout_add_layer_norm (autograd in C++, the same steps as _custom_op_path);
+    torch.compile: the custom ops."""
     if torch.compiler.is_compiling():
-        return _custom_op_path(x, delta, weight, bias, eps, out_dtype)
+        return _custom_op_path(x, delta, weight, bias, eps, out_dtype, dropout_p)
+    if dropout_p > 0.0 and delta is not None:
+        return _ext().dropout_add_layer_norm(x, delta, weight, bias, float(eps), out_dtype, float(dropout_p))
     return _ext().add_layer_norm(x, delta, weight, bias, float(eps), out_dtype)
 
 
-def _custom_op_path(x, delta, weight, bias, eps, out_dtype):
+def _custom_op_path(x, delta, weight, bias, eps, out_dtype, dropout_p=0.0):
     """add_layer_norm_op on the custom ops: what torch.compile traces (and, called eagerly, the GPU
     tests' reference for the C++ path)."""
+    if dropout_p > 0.0 and delta is not None:
+        y, s, _, _, _ = torch.ops.tk.dropout_add_layer_norm_fwd(x, delta, _f32(weight), _f32(bias), float(eps),
+                                                                out_dtype, float(dropout_p))
+        return s, y
     y, s, _, _ = torch.ops.tk.add_layer_norm_fwd(x, delta, _f32(weight), _f32(bias), float(eps), out_dtype)
     return (x if delta is None else s), y
 
@@ -262,24 +364,35 @@ def _out_dtype(x: Tensor) -> torch.dtype:
     return x.dtype
 
 
-def _checked(x, delta, weight, bias, eps, out_dtype):
+def dropout_reason(dropout_p) -> str | None:
+    """Why dropout_p is not a dropout probability the kernels take (a Python float in [0, 1)), or None."""
+    if not isinstance(dropout_p, (int, float)) or isinstance(dropout_p, bool):
+        return f"tk layer_norm: dropout_p must be a Python float, got {type(dropout_p).__name__}"
+    if not 0.0 <= dropout_p < 1.0:
+        return f"tk layer_norm supports dropout_p in [0, 1), got dropout_p={dropout_p}"
+    return None
+
+
+def _checked(x, delta, weight, bias, eps, out_dtype, dropout_p=0.0):
     out_dtype = _out_dtype(x) if out_dtype is None else out_dtype
-    reason = tensor_reason(x, delta, weight, bias, out_dtype)
+    reason = tensor_reason(x, delta, weight, bias, out_dtype) or dropout_reason(dropout_p)
     if reason is None and not torch.compiler.is_compiling():
         reason = environment_reason(x.device)
     if reason is not None:
         raise ValueError(reason)
-    return add_layer_norm_op(x, delta, weight, bias, eps, out_dtype)
+    return add_layer_norm_op(x, delta, weight, bias, eps, out_dtype, dropout_p)
 
 
 def add_layer_norm(x: Tensor, delta: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5,
-                   out_dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+                   out_dtype: torch.dtype | None = None, dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
     """(s, y) with s = x + delta (in x's dtype, as torch computes it) and y = F.layer_norm(s, (C,), weight,
-    bias, eps) in out_dtype (default: the autocast dtype when autocast is on, else x's dtype).
-    Raises ValueError (naming what is supported) for inputs the kernels cannot handle."""
+    bias, eps) in out_dtype (default: the autocast dtype when autocast is on, else x's dtype). dropout_p > 0:
+    s = x + F.dropout(delta, dropout_p) (the mask from PyTorch's CUDA generator, so torch.manual_seed
+    reproduces it; dropout_mask gives it); pass 0.0 in eval. Raises ValueError (naming what is supported)
+    for inputs the kernels cannot handle."""
     if delta is None:
         raise ValueError("tk add_layer_norm: delta is None (use tk_kernels.layer_norm)")
-    return _checked(x, delta, weight, bias, eps, out_dtype)
+    return _checked(x, delta, weight, bias, eps, out_dtype, dropout_p)
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5,

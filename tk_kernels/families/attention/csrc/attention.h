@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "common/dropout.cuh"
+
 namespace tk_attn {
 
 enum class DType : int { bf16 = 0, fp16 = 1 };
@@ -15,16 +17,11 @@ struct Strides {
   int64_t b, h, t;
 };
 
-// Seed and offset of the dropout's Philox generator, as PyTorch's CUDA generator hands them out
-// (at::PhiloxCudaState, copied field by field in bindings.cpp: no ATen types in kernel files).
-// Eager: the values. Under CUDA-graph capture: pointers to them, read when the kernel runs, and
-// an offset to add (the kernel's share of the graph's offset). See dropout.cuh.
-struct dropout_rng {
-  uint64_t seed, offset;                 // captured == false
-  const int64_t *seed_ptr, *offset_ptr;  // captured == true
-  uint64_t offset_intragraph;
-  bool captured;
-};
+// Seed and offset of the dropout's Philox generator, as PyTorch's CUDA generator hands them out:
+// tk::philox_state (tk/common/dropout.cuh; filled by the torch glue, glue/philox_glue.h). Eager: the values.
+// Under CUDA-graph capture: pointers to them, read when the kernel runs, and an offset to add (the
+// kernel's share of the graph's offset). See dropout.cuh.
+using dropout_rng = tk::philox_state;
 
 struct FwdParams {
   const void *q, *k, *v;   // (B, H, T, D)
@@ -62,11 +59,8 @@ struct BwdParams {
 };
 
 // Dropout threshold of probability p in [0, 1): keep iff a 16-bit uniform >= round(p * 2^16)
-// (capped at 2^16 - 1, so every p < 1 keeps something).
-inline uint32_t dropout_threshold(float p) {
-  const double t = double(p) * 65536.0 + 0.5;
-  return t >= 65535.0 ? 65535u : uint32_t(t);
-}
+// (capped at 2^16 - 1, so every p < 1 keeps something): tk/common/dropout.cuh.
+using tk::dropout_threshold;
 
 // Rows per head of BwdParams::dq_accum: T rounded up to a multiple of 128 (room for whole query blocks).
 constexpr int64_t dq_accum_rows(int64_t T) { return (T + 127) / 128 * 128; }

@@ -4,21 +4,20 @@
 // Only light headers: ATen, the pybind11 tensor casters, and c10's CUDA stream/guard (which need
 // nothing beyond the CUDA runtime headers, unlike ATen/cuda/CUDAContext.h which pulls in cuBLAS and
 // cuSPARSE headers a minimal CUDA toolkit may not have).
-// ATen/cuda/CUDAGeneratorImpl.h (PyTorch's CUDA generator, for the dropout's seed and offset) needs
-// no CUDA library headers either.
+// philox_glue.h (PyTorch's CUDA generator, for the dropout's seed and offset) needs no CUDA library
+// headers either.
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/python.h>
 
 #include <algorithm>
-#include <mutex>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "check.h"
+#include "philox_glue.h"
 #include "attention.h"
 
 namespace {
@@ -85,40 +84,12 @@ void check_dropout_p(double p) {
   TK_CHECK(p >= 0.0 && p < 1.0, "tk attention: dropout_p must be in [0, 1), got ", p);
 }
 
-// Philox offset increment per dropout call: each call only needs an offset no other call shares
-// (the element coordinates fill the rest of the counter, dropout.cuh); 4 keeps PyTorch's convention
-// that offsets advance in multiples of 4.
-constexpr uint64_t DROPOUT_OFFSET_INCREMENT = 4;
-
-// The seed and offset of PyTorch's default CUDA generator of q's device for one dropout call, the way
-// PyTorch's fused kernels take them: lock the generator, philox_cuda_state(increment) (advances the
-// offset; under CUDA-graph capture it returns pointers plus an intra-graph offset instead of values).
-tk_attn::dropout_rng next_dropout_rng(const at::Tensor& q) {
-  auto* gen = at::check_generator<at::CUDAGeneratorImpl>(at::cuda::detail::getDefaultCUDAGenerator(q.device().index()));
-  at::PhiloxCudaState st;
-  {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    st = gen->philox_cuda_state(DROPOUT_OFFSET_INCREMENT);
-  }
-  tk_attn::dropout_rng r{};
-  r.captured = st.captured_;
-  if (st.captured_) {
-    r.seed_ptr = st.seed_.ptr;
-    r.offset_ptr = st.offset_.ptr;
-    r.offset_intragraph = uint64_t(st.offset_intragraph_);
-  } else {
-    r.seed = st.seed_.val;
-    r.offset = st.offset_.val;
-  }
-  return r;
-}
+// The seed and offset of PyTorch's default CUDA generator of q's device for one dropout call
+// (glue/philox_glue.h: philox_cuda_state(4) under the generator's lock; pointers under CUDA-graph capture).
+tk_attn::dropout_rng next_dropout_rng(const at::Tensor& q) { return tk_glue::next_philox_state(q.device()); }
 
 void check_rng_state(const at::Tensor& rng_state, const at::Tensor& q) {
-  TK_CHECK(rng_state.is_cuda() && rng_state.device() == q.device(), "tk attention: rng_state must be on ", q.device());
-  TK_CHECK(rng_state.scalar_type() == at::kLong && rng_state.dim() == 1 && rng_state.size(0) == 2 &&
-                  rng_state.is_contiguous(),
-              "tk attention: rng_state must be a contiguous (2,) int64 tensor (seed, offset), got ",
-              rng_state.scalar_type(), " of shape ", rng_state.sizes());
+  tk_glue::check_rng_state(rng_state, q.device(), "tk attention");
 }
 
 // The given outputs of attention_backward_into (e.g. the three (B, H, T, D) views of one (B, T, 3, H, D)

@@ -42,28 +42,9 @@ namespace tk_attn {
 
 using namespace tk;
 
-// What a dropout kernel keeps in registers: the Philox key, the counter's offset word, the threshold.
-struct dropout_key {
-  uint32_t k0, k1, c3;
-  uint32_t threshold;     // keep iff the 16-bit uniform >= threshold
-};
-
-__host__ __device__ __forceinline__ dropout_key make_dropout_key(uint64_t seed, uint64_t offset, uint32_t threshold) {
-  return {uint32_t(seed), uint32_t(seed >> 32) ^ uint32_t(offset >> 32), uint32_t(offset), threshold};
-}
-
-// Seed and offset of a dropout_rng (graph capture: read from device memory now).
-__device__ __forceinline__ dropout_key load_dropout_key(const dropout_rng &r, uint32_t threshold, uint64_t &seed,
-                                                        uint64_t &offset) {
-  if (r.captured) {
-    seed = uint64_t(*r.seed_ptr);
-    offset = uint64_t(*r.offset_ptr) + r.offset_intragraph;
-  } else {
-    seed = r.seed;
-    offset = r.offset;
-  }
-  return make_dropout_key(seed, offset, threshold);
-}
+// dropout_key, make_dropout_key, load_dropout_key (from a dropout_rng = tk::philox_state), philox_word,
+// dropout_keep_half and dropout_keep_pair are the DSL's (tk/common/dropout.cuh), shared with the LayerNorm
+// family; what follows is the attention's own counter layout and its tile functions.
 
 // The Philox counter of element (q, k)'s group (see the header).
 __host__ __device__ __forceinline__ philox4 dropout_counter(const dropout_key &d, int bh, int q, int k) {
@@ -72,13 +53,6 @@ __host__ __device__ __forceinline__ philox4 dropout_counter(const dropout_key &d
 }
 __host__ __device__ __forceinline__ philox4 dropout_group(const dropout_key &d, int bh, int q, int k) {
   return philox4x32_10(dropout_counter(d, bh, q, k), d.k0, d.k1);
-}
-__host__ __device__ __forceinline__ uint32_t philox_word(const philox4 &r, int w) {
-  return w & 2 ? (w & 1 ? r.w : r.z) : (w & 1 ? r.y : r.x);
-}
-// Keep test of the 16-bit half `hi` of random word x.
-__host__ __device__ __forceinline__ bool dropout_keep_half(const dropout_key &d, uint32_t x, bool hi) {
-  return (hi ? x >> 16 : x & 0xffffu) >= d.threshold;
 }
 // Whether element (q, k) of head bh is kept: the definition, one element at a time (the debug mask
 // kernel; the tile functions below compute the same bits a group at a time).
@@ -187,15 +161,6 @@ __device__ __forceinline__ void dropout_bits_q(keep_bits<RT> &b, const dropout_k
 template <typename RT, bool ROLLED = false>
 __device__ __forceinline__ void dropout_bits_k(keep_bits<RT> &b, const dropout_key &d, int bh, int key0, int q0) {
   dropout_bits_k_lane<RT, ROLLED>(b, d, bh, key0, q0, laneid());
-}
-
-// Whether the low / high 16-bit half of random word x is kept, with thr16 = threshold << 16: no extraction of
-// the high half, one shift for the low one (3 instructions per word). (sm_90's VIMNMX.U16x2 gives both
-// predicates in one instruction, __vibmax_u16x2, but ptxas leaves two dead PRMTs next to each: measured the
-// same count in the dK / dV kernel, 2110 vs 2111 per block, so the one form for every architecture is kept.)
-__host__ __device__ __forceinline__ void dropout_keep_pair(uint32_t x, uint32_t thr16, bool &lo, bool &hi) {
-  hi = x >= thr16;                            // (x >> 16) >= threshold
-  lo = (x << 16) >= thr16;                    // (x & 0xffff) >= threshold
 }
 
 // Keep flags of the lane's elements of a 16-key slice of an S tile (rows = queries q0 + r, R = 16 HEIGHT rows,

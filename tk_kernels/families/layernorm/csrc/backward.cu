@@ -56,10 +56,22 @@
 //     torch.compile, 73 / 72 / 81 % of the copy bandwidth: the targets are met at 768 and at 2048.
 //   Against torch.compile's fused kernel inside a CUDA graph (0.127 ms at C = 768) these kernels are 1.14x,
 //   not 2x (session 4, call 1).
+//
+// Dropout (DROP = true: the forward had dropout on delta; ops.py's tk::dropout_add_layer_norm_bwd):
+//     ddelta = keep ? round_D(dx * (1 / (1 - p))) : 0       (dx = the gradient of the sum s, as above)
+// always written as its own tensor (also where delta's dtype is x's: the two gradients now differ). The
+// mask is regenerated chunk by chunk in the store phase (dropout.cuh: the forward's counters, from the
+// (seed, offset) the forward wrote to rng_state, read here as a captured tk::philox_state), after the row
+// sums, when the raw loads are dead: registers (ptxas) 95-128 at K = 1..3 under the same (256, 2) and
+// 187-218 at K = 4 under (256, 1), no spills; SASS at fp32 x / bf16 delta, K = 3, sm_90a: 1688
+// instructions with dropout, 1320 without. Bytes: as without dropout where delta's dtype differs from x's
+// (autocast: the masked ddelta replaces the plain copy), one more write of ddelta where it is x's (pure
+// 16-bit models). NOT MEASURED YET on a GPU (bench/bench_layernorm_dropout.py).
 #include <algorithm>
 #include <mutex>
 
 #include "config.cuh"
+#include "dropout.cuh"
 
 namespace tk_ln {
 namespace {
@@ -69,8 +81,10 @@ constexpr int BWD_MAX_K = 3;
 // width (K <= 3: (256 / G) * 8 * 3G = 6144; K = 4: G = 256, one row of <= 8192)
 constexpr int BWD_MAX_SMEM = 2 * MAX_COLS * int(sizeof(float));
 
-template <typename X, typename Y, typename D, int K>
-__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(const BwdParams p, const int G) {
+// DROP: the forward had dropout on delta (dropout.cuh): ddelta = keep * dx / (1 - p), always written.
+template <typename X, typename Y, typename D, int K, bool DROP>
+__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(const BwdParams p, const int G,
+                                                                                const dropout_args drop) {
   extern __shared__ float4 acc_smem4[];  // (groups, 2, cols) fp32: each row group's dw, db partials
   float *acc_smem = reinterpret_cast<float *>(acc_smem4);
   __shared__ float2 red[2][CTA_WARPS];
@@ -83,6 +97,11 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(c
   float *acc_b = static_cast<float *>(__builtin_assume_aligned(acc_w + p.cols, 16));
   const bool has_ds = p.ds != nullptr;
   const float *__restrict__ weight = p.weight;
+  tk::dropout_key key{};
+  if constexpr (DROP) {
+    uint64_t seed, offset;
+    key = tk::load_dropout_key(drop.rng, drop.threshold, seed, offset);
+  }
 
   // a thread only ever touches its own columns of its group's slice: no synchronization needed
   const float zeros[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -166,7 +185,13 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(c
 #pragma unroll
           for (int i = 0; i < 8; i++) out[i] = tt[k][i] - c1 - c2 * xh[k][i];
           tk::store8(dx + c * VEC, out);
-          if (p.ddelta != nullptr) tk::store8(ddelta + c * VEC, out);
+          if constexpr (DROP) {
+            // the forward's keep mask of this chunk (element index / 8 = row * chunks + c), regenerated
+            dropout8<D>(out, key, drop.threshold << 16, uint64_t(row) * chunks + c, drop.keep_scale);
+            tk::store8(ddelta + c * VEC, out);
+          } else if (p.ddelta != nullptr) {
+            tk::store8(ddelta + c * VEC, out);
+          }
         }
       }
     }
@@ -211,33 +236,39 @@ __global__ void __launch_bounds__(32 * REDUCE_WARPS) reduce_kernel(const float *
   }
 }
 
-template <typename X, typename Y, typename D, int K>
+template <typename X, typename Y, typename D, int K, bool DROP>
 void *kernel_of() {
-  return reinterpret_cast<void *>(&backward_kernel<X, Y, D, K>);
+  return reinterpret_cast<void *>(&backward_kernel<X, Y, D, K, DROP>);
 }
 
-// The backward kernel for p's dtypes and K (nullptr for an unsupported combination).
-template <int K>
+// The backward kernel for p's dtypes, K and dropout (nullptr for an unsupported combination).
+template <int K, bool DROP>
 void *kernel_for(DType x, DType y, DType d) {
-  if (y == DType::f32) return kernel_of<float, float, float, K>();
+  if (y == DType::f32) return kernel_of<float, float, float, K, DROP>();
   if (y == DType::bf16) {
     if (x == DType::f32)
-      return d == DType::f32 ? kernel_of<float, tk::bf16, float, K>() : kernel_of<float, tk::bf16, tk::bf16, K>();
-    return kernel_of<tk::bf16, tk::bf16, tk::bf16, K>();
+      return d == DType::f32 ? kernel_of<float, tk::bf16, float, K, DROP>()
+                             : kernel_of<float, tk::bf16, tk::bf16, K, DROP>();
+    return kernel_of<tk::bf16, tk::bf16, tk::bf16, K, DROP>();
   }
   if (x == DType::f32)
-    return d == DType::f32 ? kernel_of<float, tk::half, float, K>() : kernel_of<float, tk::half, tk::half, K>();
-  return kernel_of<tk::half, tk::half, tk::half, K>();
+    return d == DType::f32 ? kernel_of<float, tk::half, float, K, DROP>() : kernel_of<float, tk::half, tk::half, K, DROP>();
+  return kernel_of<tk::half, tk::half, tk::half, K, DROP>();
 }
 
+template <bool DROP>
 void *kernel_for(int K, DType x, DType y, DType d) {
   switch (K) {
-    case 1: return kernel_for<1>(x, y, d);
-    case 2: return kernel_for<2>(x, y, d);
-    case 3: return kernel_for<3>(x, y, d);
-    case 4: return kernel_for<4>(x, y, d);
+    case 1: return kernel_for<1, DROP>(x, y, d);
+    case 2: return kernel_for<2, DROP>(x, y, d);
+    case 3: return kernel_for<3, DROP>(x, y, d);
+    case 4: return kernel_for<4, DROP>(x, y, d);
     default: return nullptr;
   }
+}
+
+void *kernel_for(int K, DType x, DType y, DType d, bool drop) {
+  return drop ? kernel_for<true>(K, x, y, d) : kernel_for<false>(K, x, y, d);
 }
 
 struct Launch {
@@ -281,9 +312,9 @@ cudaError_t resident_ctas(void *kernel, int smem, int &out) {
   return cudaSuccess;
 }
 
-cudaError_t plan_launch(int64_t rows, int cols, DType x, DType y, DType d, Launch &out) {
+cudaError_t plan_launch(int64_t rows, int cols, DType x, DType y, DType d, bool drop, Launch &out) {
   const Tiling tl = tiling(cols, BWD_MAX_K);
-  void *kernel = kernel_for(tl.K, x, y, d);
+  void *kernel = kernel_for(tl.K, x, y, d, drop);
   if (kernel == nullptr) return cudaErrorInvalidValue;
   const int smem = tl.rows_per_cta() * 2 * cols * int(sizeof(float));  // <= BWD_MAX_SMEM
   int resident = 0;
@@ -296,21 +327,26 @@ cudaError_t plan_launch(int64_t rows, int cols, DType x, DType y, DType d, Launc
 
 }  // namespace
 
-int64_t backward_workspace_floats(const BwdParams &p) {
+int64_t backward_workspace_floats(const BwdParams &p, const BwdDropout *bd) {
   Launch l{};
-  if (plan_launch(p.rows, p.cols, p.x_t, p.dy_t, p.delta_t, l) != cudaSuccess) return -1;
+  if (plan_launch(p.rows, p.cols, p.x_t, p.dy_t, p.delta_t, bd != nullptr, l) != cudaSuccess) return -1;
   return int64_t(l.ctas) * 2 * p.cols;
 }
 
-cudaError_t layer_norm_backward(const BwdParams &p, cudaStream_t stream) {
+cudaError_t layer_norm_backward(const BwdParams &p, cudaStream_t stream, const BwdDropout *bd) {
   if (p.cols % VEC != 0 || p.cols < MIN_COLS || p.cols > MAX_COLS || p.rows < 0) return cudaErrorInvalidValue;
   if (!supported_dtypes(p.x_t, p.delta_t, p.dy_t)) return cudaErrorInvalidValue;
+  const bool drop = bd != nullptr;
+  if (drop && (!(bd->p > 0.f && bd->p < 1.f) || p.ddelta == nullptr || bd->rng_state == nullptr))
+    return cudaErrorInvalidValue;
   Launch l{};
-  cudaError_t err = plan_launch(p.rows, p.cols, p.x_t, p.dy_t, p.delta_t, l);
+  cudaError_t err = plan_launch(p.rows, p.cols, p.x_t, p.dy_t, p.delta_t, drop, l);
   if (err != cudaSuccess) return err;
   if (p.rows > 0) {
     int G = l.tl.G;
-    void *args[] = {const_cast<BwdParams *>(&p), &G};
+    dropout_args da{};  // the forward's (seed, offset), read from rng_state as a captured state
+    if (drop) da = make_dropout_args(bd->rng_state, bd->p);
+    void *args[] = {const_cast<BwdParams *>(&p), &G, &da};
     err = cudaLaunchKernel(l.kernel, dim3(l.ctas), dim3(CTA_THREADS), args, size_t(l.smem), stream);
     if (err != cudaSuccess) return err;
   }

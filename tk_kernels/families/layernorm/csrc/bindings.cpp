@@ -3,7 +3,8 @@
 // backward's workspace, and calls the launchers on the current CUDA stream (forward / backward: the
 // kernels of ops.py's custom ops, which pass contiguous, 16-byte aligned tensors, so these checks only
 // fire on direct misuse of the extension). add_layer_norm is the eager-mode op with its autograd in C++
-// (AddLayerNorm below).
+// (AddLayerNorm below), dropout_add_layer_norm the same with dropout on delta (DropoutAddLayerNorm); the
+// dropout's seed and offset come from PyTorch's CUDA generator (glue/philox_glue.h).
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -15,6 +16,7 @@
 
 #include "check.h"
 #include "layernorm.h"
+#include "philox_glue.h"
 
 namespace {
 
@@ -53,12 +55,19 @@ void check_params(const at::Tensor &w, const char *name, const at::Tensor &x, in
   TK_CHECK(w.scalar_type() == at::kFloat, "tk layer_norm: ", name, " must be float32, got ", w.scalar_type());
 }
 
-// (y, s, mean, rstd); s is empty without delta
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x,
-                                                                      const std::optional<at::Tensor> &delta,
-                                                                      const at::Tensor &weight,
-                                                                      const std::optional<at::Tensor> &bias,
-                                                                      double eps, at::ScalarType out_dtype) {
+void check_dropout_p(double p) {
+  TK_CHECK(p > 0.0 && p < 1.0, "tk layer_norm: dropout_p must be in (0, 1) for the dropout ops (p = 0: the ops "
+           "without dropout), got ", p);
+}
+
+using Fwd5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// (y, s, mean, rstd, rng_state); s is empty without delta. dropout_p > 0 (delta required): s = x +
+// dropout(delta) with the seed and offset drawn from the CUDA generator now, returned as rng_state ((2,)
+// int64, written by the kernel: correct under CUDA-graph replay too); dropout_p == 0: rng_state is an
+// undefined tensor and nothing is drawn.
+Fwd5 forward_impl(const at::Tensor &x, const std::optional<at::Tensor> &delta, const at::Tensor &weight,
+                  const std::optional<at::Tensor> &bias, double eps, at::ScalarType out_dtype, double dropout_p) {
   const int C = check_cols(x);
   check_tensor(x, "x", x, x.numel());
   check_params(weight, "weight", x, C);
@@ -94,16 +103,47 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward_op(const at::
   p.cols = C;
   p.eps = float(eps);
   p.x_t = xt; p.delta_t = dt; p.y_t = yt;
-  const cudaError_t err = tk_ln::layer_norm_forward(p, c10::cuda::getCurrentCUDAStream().stream());
+  const bool drop = dropout_p > 0.0;
+  at::Tensor rng_state;  // undefined without dropout (forward_op drops it): the same allocations as before
+  tk_ln::FwdDropout fd{};
+  if (drop) {
+    TK_CHECK(delta.has_value(), "tk layer_norm: dropout needs delta");
+    rng_state = at::empty({2}, x.options().dtype(at::kLong));
+    fd.p = float(dropout_p);
+    fd.rng = tk_glue::next_philox_state(x.device());
+    fd.rng_state = rng_state.data_ptr<int64_t>();
+  }
+  const cudaError_t err =
+      tk_ln::layer_norm_forward(p, c10::cuda::getCurrentCUDAStream().stream(), drop ? &fd : nullptr);
   TK_CHECK(err == cudaSuccess, "tk layer_norm forward failed: ", cudaGetErrorString(err));
+  return {y, s, mean, rstd, rng_state};
+}
+
+// (y, s, mean, rstd): s is empty without delta
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x,
+                                                                      const std::optional<at::Tensor> &delta,
+                                                                      const at::Tensor &weight,
+                                                                      const std::optional<at::Tensor> &bias,
+                                                                      double eps, at::ScalarType out_dtype) {
+  auto [y, s, mean, rstd, rng_state] = forward_impl(x, delta, weight, bias, eps, out_dtype, 0.0);
   return {y, s, mean, rstd};
 }
 
-// (dx, ddelta, dweight, dbias); ddelta is empty unless delta_dtype differs from s's dtype, dbias
-// empty without bias
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_op(
-    const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s, const at::Tensor &mean,
-    const at::Tensor &rstd, const at::Tensor &weight, bool has_bias, std::optional<at::ScalarType> delta_dtype) {
+// (y, s, mean, rstd, rng_state) with s = x + dropout(delta), dropout_p in (0, 1)
+Fwd5 forward_dropout_op(const at::Tensor &x, const at::Tensor &delta, const at::Tensor &weight,
+                        const std::optional<at::Tensor> &bias, double eps, at::ScalarType out_dtype, double dropout_p) {
+  check_dropout_p(dropout_p);
+  return forward_impl(x, delta, weight, bias, eps, out_dtype, dropout_p);
+}
+
+using Bwd4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// (dx, ddelta, dweight, dbias); dbias empty without bias. Without dropout (dropout_p == 0) ddelta is empty
+// unless delta_dtype differs from s's dtype; with it (rng_state: the forward's) ddelta = keep * dx / (1 - p)
+// in delta_dtype (s's dtype when not given), always.
+Bwd4 backward_impl(const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s,
+                   const at::Tensor &mean, const at::Tensor &rstd, const at::Tensor &weight, bool has_bias,
+                   std::optional<at::ScalarType> delta_dtype, double dropout_p, const at::Tensor *rng_state) {
   const int C = check_cols(s);
   check_tensor(s, "s", s, s.numel());
   check_tensor(dy, "dy", s, s.numel());
@@ -120,9 +160,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_op(
               ", expected ", s.scalar_type());
   TK_CHECK(tk_ln::supported_dtypes(xt, dt, yt), "tk layer_norm: unsupported dtypes s=", s.scalar_type(),
               " dy=", dy.scalar_type());
+  const bool drop = dropout_p > 0.0;
+  if (drop) tk_glue::check_rng_state(*rng_state, s.device(), "tk layer_norm");
   const c10::cuda::CUDAGuard guard(s.device());
   at::Tensor dx = at::empty(s.sizes(), s.options());
-  at::Tensor ddelta = dt != xt ? at::empty(s.sizes(), s.options().dtype(*delta_dtype)) : at::empty({0}, s.options());
+  const bool write_ddelta = drop || dt != xt;
+  at::Tensor ddelta = write_ddelta ? at::empty(s.sizes(), s.options().dtype(delta_dtype.value_or(s.scalar_type())))
+                                   : at::empty({0}, s.options());
   at::Tensor dweight = at::empty({C}, weight.options());
   at::Tensor dbias = has_bias ? at::empty({C}, weight.options()) : at::empty({0}, weight.options());
 
@@ -134,19 +178,55 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> backward_op(
   p.rstd = rstd.data_ptr<float>();
   p.weight = weight.data_ptr<float>();
   p.dx = dx.data_ptr();
-  p.ddelta = dt != xt ? ddelta.data_ptr() : nullptr;
+  p.ddelta = write_ddelta ? ddelta.data_ptr() : nullptr;
   p.dweight = dweight.data_ptr<float>();
   p.dbias = has_bias ? dbias.data_ptr<float>() : nullptr;
   p.rows = rows;
   p.cols = C;
   p.x_t = xt; p.dy_t = yt; p.delta_t = dt;
-  const int64_t ws = tk_ln::backward_workspace_floats(p);
+  tk_ln::BwdDropout bd{};
+  if (drop) bd = {float(dropout_p), rng_state->data_ptr<int64_t>()};
+  const tk_ln::BwdDropout *bdp = drop ? &bd : nullptr;
+  const int64_t ws = tk_ln::backward_workspace_floats(p, bdp);
   TK_CHECK(ws >= 0, "tk layer_norm backward: cannot size the workspace: ", cudaGetErrorString(cudaGetLastError()));
   at::Tensor partial = at::empty({std::max<int64_t>(ws, 1)}, weight.options());
   p.partial = partial.data_ptr<float>();
-  const cudaError_t err = tk_ln::layer_norm_backward(p, c10::cuda::getCurrentCUDAStream().stream());
+  const cudaError_t err = tk_ln::layer_norm_backward(p, c10::cuda::getCurrentCUDAStream().stream(), bdp);
   TK_CHECK(err == cudaSuccess, "tk layer_norm backward failed: ", cudaGetErrorString(err));
   return {dx, ddelta, dweight, dbias};
+}
+
+// (dx, ddelta, dweight, dbias); ddelta is empty unless delta_dtype differs from s's dtype, dbias
+// empty without bias
+Bwd4 backward_op(const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s, const at::Tensor &mean,
+                 const at::Tensor &rstd, const at::Tensor &weight, bool has_bias,
+                 std::optional<at::ScalarType> delta_dtype) {
+  return backward_impl(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, 0.0, nullptr);
+}
+
+// The backward of forward_dropout_op: (dx, ddelta, dweight, dbias) with ddelta = keep * dx / (1 - p) in
+// delta_dtype, the keep mask regenerated from the forward's rng_state
+Bwd4 backward_dropout_op(const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s,
+                         const at::Tensor &mean, const at::Tensor &rstd, const at::Tensor &weight, bool has_bias,
+                         at::ScalarType delta_dtype, double dropout_p, const at::Tensor &rng_state) {
+  check_dropout_p(dropout_p);
+  return backward_impl(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, &rng_state);
+}
+
+// Debug (and the backward whose y is unused): the (rows, cols) uint8 keep mask (1 = kept) of a dropout of
+// probability dropout_p with the (seed, offset) in rng_state, computed by the kernels' own keep function.
+at::Tensor dropout_mask_op(const at::Tensor &rng_state, int64_t rows, int64_t cols, double dropout_p) {
+  tk_glue::check_rng_state(rng_state, rng_state.device(), "tk layer_norm");
+  check_dropout_p(dropout_p);
+  TK_CHECK(rows >= 0 && cols >= tk_ln::VEC && cols % tk_ln::VEC == 0 && cols <= tk_ln::MAX_COLS,
+           "tk layer_norm dropout mask: needs rows >= 0 and cols a multiple of 8 in [8, ", tk_ln::MAX_COLS, "], got ",
+           rows, ", ", cols);
+  const c10::cuda::CUDAGuard guard(rng_state.device());
+  at::Tensor mask = at::empty({rows, cols}, rng_state.options().dtype(at::kByte));
+  const cudaError_t err = tk_ln::dropout_mask(mask.data_ptr<uint8_t>(), rng_state.data_ptr<int64_t>(), rows, int(cols),
+                                              float(dropout_p), c10::cuda::getCurrentCUDAStream().stream());
+  TK_CHECK(err == cudaSuccess, "tk layer_norm dropout mask failed: ", cudaGetErrorString(err));
+  return mask;
 }
 
 // -----------------------------------------------------------------------------
@@ -207,6 +287,48 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
   }
 };
 
+// tk::dropout_add_layer_norm_fwd with the autograd ops.py registers for it (_dropout_setup_context,
+// _dropout_backward), for eager mode, like AddLayerNorm: saved (s, mean, rstd, weight, rng_state), outputs
+// (y, s). delta is always given and its gradient always its own tensor: keep * ds_total / (1 - p) in delta's
+// dtype. With y unused only the residual gradient flows: dx = ds and ddelta = keep * ds / (1 - p), from the
+// mask kernel (no LayerNorm backward); with s unused the backward kernel runs without ds.
+struct DropoutAddLayerNorm : torch::autograd::Function<DropoutAddLayerNorm> {
+  static variable_list forward(AutogradContext *ctx, const at::Tensor &x, const at::Tensor &delta,
+                               const at::Tensor &weight, const std::optional<at::Tensor> &bias, double eps,
+                               at::ScalarType out_dtype, double dropout_p) {
+    ctx->set_materialize_grads(false);
+    auto [y, s, mean, rstd, rng_state] =
+        forward_dropout_op(ready(x), ready(delta), ready(weight), ready(bias), eps, out_dtype, dropout_p);
+    ctx->save_for_backward({s, mean, rstd, weight, rng_state});
+    ctx->saved_data["has_bias"] = bias.has_value();
+    ctx->saved_data["delta_dtype"] = delta.scalar_type();
+    ctx->saved_data["dropout_p"] = dropout_p;
+    return {y, s};
+  }
+
+  // gradients of (x, delta, weight, bias, eps, out_dtype, dropout_p) from those of (y, s)
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    const at::ScalarType delta_dtype = ctx->saved_data["delta_dtype"].toScalarType();
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const double p = ctx->saved_data["dropout_p"].toDouble();
+    const at::Tensor &dy = grads[0], &ds = grads[1];
+    const variable_list saved = ctx->get_saved_variables();  // s, mean, rstd, weight, rng_state
+    const at::Tensor &s = saved[0], &rng_state = saved[4];
+    if (!dy.defined()) {  // y unused: only the residual gradient flows, through the mask to delta
+      if (!ds.defined()) return {{}, {}, {}, {}, {}, {}, {}};
+      const at::Tensor keep = dropout_mask_op(rng_state, s.numel() / s.size(-1), s.size(-1), p).view(s.sizes());
+      const at::Tensor ddelta = (ds.to(at::kFloat) * keep.to(at::kFloat) * tk_ln::dropout_keep_scale(float(p)))
+                                    .to(delta_dtype);
+      return {ds, ddelta, {}, {}, {}, {}, {}};
+    }
+    const std::optional<at::Tensor> ds_in = ds.defined() ? std::optional<at::Tensor>(ready(ds)) : std::nullopt;
+    auto [dx, ddelta, dw, db] = backward_dropout_op(ready(dy), ds_in, ready(s), saved[1].contiguous(),
+                                                    saved[2].contiguous(), ready(saved[3]), has_bias, delta_dtype, p,
+                                                    rng_state);
+    return {dx, ddelta, dw, has_bias ? db : at::Tensor(), {}, {}, {}};
+  }
+};
+
 // ops.py's add_layer_norm_op in eager mode: (s, y) with s = x + delta (x itself without delta) and
 // y = LayerNorm(s) in out_dtype; weight and bias are cast to fp32 first, the casts recorded by
 // autograd (ops.py's _f32), so their gradients come back in their own dtypes.
@@ -217,6 +339,18 @@ std::tuple<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor &x, const std
   const std::optional<at::Tensor> bias32 = bias ? std::optional<at::Tensor>(f32(*bias)) : std::nullopt;
   const variable_list out = AddLayerNorm::apply(x, delta, f32(weight), bias32, eps, out_dtype);
   return {delta ? out[1] : x, out[0]};  // (s, y)
+}
+
+// ops.py's add_layer_norm_op with dropout_p > 0 in eager mode: (s, y) with s = x + dropout(delta) and
+// y = LayerNorm(s) in out_dtype (weight and bias cast to fp32 as in add_layer_norm).
+std::tuple<at::Tensor, at::Tensor> dropout_add_layer_norm(const at::Tensor &x, const at::Tensor &delta,
+                                                          const at::Tensor &weight,
+                                                          const std::optional<at::Tensor> &bias, double eps,
+                                                          at::ScalarType out_dtype, double dropout_p) {
+  const auto f32 = [](const at::Tensor &t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); };
+  const std::optional<at::Tensor> bias32 = bias ? std::optional<at::Tensor>(f32(*bias)) : std::nullopt;
+  const variable_list out = DropoutAddLayerNorm::apply(x, delta, f32(weight), bias32, eps, out_dtype, dropout_p);
+  return {out[1], out[0]};  // (s, y)
 }
 
 }  // namespace
@@ -232,6 +366,27 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(dy, ds | None, s, mean, rstd, weight, has_bias, delta_dtype | None) -> (dx, ddelta, dweight, dbias)",
         pybind11::arg("dy"), pybind11::arg("ds"), pybind11::arg("s"), pybind11::arg("mean"), pybind11::arg("rstd"),
         pybind11::arg("weight"), pybind11::arg("has_bias"), pybind11::arg("delta_dtype"));
+  m.def("forward_dropout", &forward_dropout_op,
+        "(x, delta, weight, bias | None, eps, out_dtype, dropout_p) -> (y, s, mean, rstd, rng_state): s = x + "
+        "dropout(delta) in x's dtype (dropout_p in (0, 1), the mask from the CUDA generator), rng_state the "
+        "(seed, offset) it used ((2,) int64)",
+        pybind11::arg("x"), pybind11::arg("delta"), pybind11::arg("weight"), pybind11::arg("bias"),
+        pybind11::arg("eps"), pybind11::arg("out_dtype"), pybind11::arg("dropout_p"));
+  m.def("backward_dropout", &backward_dropout_op,
+        "(dy, ds | None, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, rng_state) -> (dx, ddelta, "
+        "dweight, dbias): ddelta = keep * dx / (1 - p) in delta_dtype, the mask regenerated from rng_state",
+        pybind11::arg("dy"), pybind11::arg("ds"), pybind11::arg("s"), pybind11::arg("mean"), pybind11::arg("rstd"),
+        pybind11::arg("weight"), pybind11::arg("has_bias"), pybind11::arg("delta_dtype"), pybind11::arg("dropout_p"),
+        pybind11::arg("rng_state"));
+  m.def("dropout_mask", &dropout_mask_op,
+        "(rng_state, rows, cols, dropout_p) -> (rows, cols) uint8 keep mask (1 = kept) of the dropout with that "
+        "(seed, offset)",
+        pybind11::arg("rng_state"), pybind11::arg("rows"), pybind11::arg("cols"), pybind11::arg("dropout_p"));
+  m.def("dropout_add_layer_norm", &dropout_add_layer_norm,
+        "(x, delta, weight, bias | None, eps, out_dtype, dropout_p) -> (s, y), the eager op with autograd in C++: "
+        "s = x + dropout(delta), y = LayerNorm(s) * weight + bias in out_dtype",
+        pybind11::arg("x"), pybind11::arg("delta"), pybind11::arg("weight"), pybind11::arg("bias"),
+        pybind11::arg("eps"), pybind11::arg("out_dtype"), pybind11::arg("dropout_p"));
   m.def("add_layer_norm", &add_layer_norm,
         "(x, delta | None, weight, bias | None, eps, out_dtype) -> (s, y), the eager op with autograd in C++: "
         "s = x + delta (x without delta), y = LayerNorm(s) * weight + bias in out_dtype",

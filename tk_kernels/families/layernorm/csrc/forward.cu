@@ -39,15 +39,41 @@
 //     torch.compile, 73 / 72 / 81 % of the copy bandwidth: the targets are met at 768 and at 2048.
 //   Against torch.compile's fused kernel inside a CUDA graph (0.127 ms at C = 768) these kernels are 1.14x,
 //   not 2x (session 4, call 1).
+//
+// Dropout on delta (DROP = true; ops.py's tk::dropout_add_layer_norm_fwd, the model's residual dropout):
+//     s = x + dropout(delta),   dropout(delta) = keep ? round_D(delta * (1 / (1 - p))) : 0
+// the kept values rounded to delta's dtype D as F.dropout stores them, so s is bitwise x + F.dropout(delta)
+// for the kernel's mask (test_layernorm_dropout_gpu.py checks it). The mask (dropout.cuh) is one Philox4x32-10
+// call per 8-element chunk, its counter the chunk's element index / 8, so it does not depend on this
+// tiling and the backward regenerates it with its own; seed and offset come from PyTorch's CUDA generator
+// (values, or pointers read here under CUDA-graph capture) and CTA 0 writes them to rng_state. Nothing of
+// the mask is stored: the same bytes as without dropout, against F.dropout + this kernel's extra
+// read + write of delta and write of a 1-byte mask (and the mask's read in the backward).
+//  - Each thread computes its K chunks' 8K keep bits (one register) BEFORE issuing its loads. Computed
+//    after them, next to the K chunks of x and delta in flight, the Philox rounds' temporaries spilled
+//    (ptxas, sm_80 / sm_90a: 24-48 B of stack at K = 3 under (256, 4), 32-48 B at K = 4 under (256, 3)).
+//    This way K <= 3 keep the bounds and registers of the kernels without dropout (40-64, no spills), and
+//    K = 4 gets (256, 2), 80-96 registers (under (256, 3) sm_90a still spilled 4-16 B): 2 CTAs per SM,
+//    ~100 KB in flight at C = 2048, above the ~30-50 KB the DRAM latency asks for.
+//  - ALU: a Philox call is ~60 integer instructions (10 rounds of two 32 x 32 -> 64-bit multiplies, xors and
+//    key additions) for 8 elements, ~8 per element against 12 B of DRAM traffic; SASS at fp32 x / bf16
+//    delta, K = 3, sm_90a: 1408 instructions with dropout, 952 without.
+//  - NOT MEASURED YET: the time with dropout (bench/bench_layernorm_dropout.py has not run on a GPU). The
+//    expectation is the time without dropout (same bytes, the Philox work overlapping the first loads of
+//    other warps), against F.dropout's separate kernel: 0.32 ms per step forward for the shakespeare_char
+//    model under CUDA graphs on an H200 (its dropout backward 0.14 ms), out of 5.15 ms of GPU time.
 #include "config.cuh"
+#include "dropout.cuh"
 
 namespace tk_ln {
 namespace {
 
 constexpr int FWD_MAX_K = 4;  // chunks per thread at most (config.cuh); see the header for why
 
-template <typename X, typename D, typename Y, int K>
-__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(const FwdParams p, const int G) {
+// DROP: dropout on delta (dropout.cuh; delta is then never nullptr), with the threshold and keep scale in drop.
+template <typename X, typename D, typename Y, int K, bool DROP>
+__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? (DROP ? 2 : 3) : 4)
+    forward_kernel(const FwdParams p, const int G, const dropout_args drop) {
   __shared__ float red_sum[CTA_WARPS], red_var[CTA_WARPS];
   const int group = threadIdx.x / G, t = threadIdx.x % G;
   const int64_t row = int64_t(blockIdx.x) * (CTA_THREADS / G) + group;
@@ -56,7 +82,23 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(co
   const int64_t base = row * p.cols;
   const X *__restrict__ x = static_cast<const X *>(p.x) + base;
   const D *__restrict__ delta = static_cast<const D *>(p.delta) + base;
-  const bool has_delta = p.delta != nullptr;
+  const bool has_delta = DROP || p.delta != nullptr;
+
+  // 0. dropout: the keep bits of the thread's chunks (bit 8 k + j: element j of chunk k; a chunk's element
+  //    index / 8 is (row * cols + c * 8) / 8 = row * chunks + c), before any load is issued, so that the
+  //    Philox rounds do not hold registers while the K chunks of x and delta are in flight (computed after
+  //    the loads, they spilled at K = 3 and 4 under the launch bounds below). Padding chunks keep no bits.
+  uint32_t keep = 0;
+  if constexpr (DROP) {
+    uint64_t seed, offset;
+    const tk::dropout_key key = tk::load_dropout_key(drop.rng, drop.threshold, seed, offset);
+    const uint32_t thr16 = drop.threshold << 16;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+      const int c = t + k * G;
+      if (active && c < chunks) keep |= dropout_bits8(key, thr16, uint64_t(row) * chunks + c) << (8 * k);
+    }
+  }
 
   // 1. every load of the row first: x, then delta (nothing is stored before they are all issued)
   float v[K][8], d[K][8];
@@ -82,6 +124,7 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(co
     }
 #pragma unroll
     for (int k = 0; k < K; k++) {
+      if constexpr (DROP) apply_keep8<D>(d[k], keep >> (8 * k), drop.keep_scale);
 #pragma unroll
       for (int i = 0; i < 8; i++) v[k][i] += d[k][i];
       tk::round_to<X>(v[k]);
@@ -137,38 +180,55 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel(co
     p.mean[row] = mean;
     p.rstd[row] = rstd;
   }
+  if constexpr (DROP) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {  // the (seed, offset) this call used, for the backward
+      uint64_t seed, offset;
+      tk::load_dropout_key(drop.rng, drop.threshold, seed, offset);
+      drop.rng_out[0] = int64_t(seed);
+      drop.rng_out[1] = int64_t(offset);
+    }
+  }
 }
 
-template <typename X, typename D, typename Y>
-cudaError_t launch(const FwdParams &p, cudaStream_t stream) {
+template <typename X, typename D, typename Y, bool DROP>
+cudaError_t launch(const FwdParams &p, cudaStream_t stream, const FwdDropout *fd) {
   const Tiling tl = tiling(p.cols, FWD_MAX_K);
   const int64_t ctas = (p.rows + tl.rows_per_cta() - 1) / tl.rows_per_cta();
   if (ctas > INT32_MAX) return cudaErrorInvalidConfiguration;
   const dim3 grid{unsigned(ctas)}, block{unsigned(CTA_THREADS)};
+  dropout_args drop{};
+  if constexpr (DROP) drop = make_dropout_args(fd->rng, fd->p, fd->rng_state);
   switch (tl.K) {
-    case 1: forward_kernel<X, D, Y, 1><<<grid, block, 0, stream>>>(p, tl.G); break;
-    case 2: forward_kernel<X, D, Y, 2><<<grid, block, 0, stream>>>(p, tl.G); break;
-    case 3: forward_kernel<X, D, Y, 3><<<grid, block, 0, stream>>>(p, tl.G); break;
-    case 4: forward_kernel<X, D, Y, 4><<<grid, block, 0, stream>>>(p, tl.G); break;
+    case 1: forward_kernel<X, D, Y, 1, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
+    case 2: forward_kernel<X, D, Y, 2, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
+    case 3: forward_kernel<X, D, Y, 3, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
+    case 4: forward_kernel<X, D, Y, 4, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }
 
+template <typename X, typename D, typename Y>
+cudaError_t launch(const FwdParams &p, cudaStream_t stream, const FwdDropout *fd) {
+  return fd != nullptr ? launch<X, D, Y, true>(p, stream, fd) : launch<X, D, Y, false>(p, stream, fd);
+}
+
 }  // namespace
 
-cudaError_t layer_norm_forward(const FwdParams &p, cudaStream_t stream) {
+cudaError_t layer_norm_forward(const FwdParams &p, cudaStream_t stream, const FwdDropout *fd) {
   if (p.cols % VEC != 0 || p.cols < MIN_COLS || p.cols > MAX_COLS || p.rows < 0) return cudaErrorInvalidValue;
   if (!supported_dtypes(p.x_t, p.delta_t, p.y_t)) return cudaErrorInvalidValue;
+  if (fd != nullptr && (!(fd->p > 0.f && fd->p < 1.f) || p.delta == nullptr || fd->rng_state == nullptr))
+    return cudaErrorInvalidValue;
   if (p.rows == 0) return cudaSuccess;
   const DType x = p.x_t, d = p.delta_t, y = p.y_t;
-  if (y == DType::f32) return launch<float, float, float>(p, stream);
+  if (y == DType::f32) return launch<float, float, float>(p, stream, fd);
   if (y == DType::bf16) {
-    if (x == DType::f32) return d == DType::f32 ? launch<float, float, tk::bf16>(p, stream) : launch<float, tk::bf16, tk::bf16>(p, stream);
-    return launch<tk::bf16, tk::bf16, tk::bf16>(p, stream);
+    if (x == DType::f32) return d == DType::f32 ? launch<float, float, tk::bf16>(p, stream, fd) : launch<float, tk::bf16, tk::bf16>(p, stream, fd);
+    return launch<tk::bf16, tk::bf16, tk::bf16>(p, stream, fd);
   }
-  if (x == DType::f32) return d == DType::f32 ? launch<float, float, tk::half>(p, stream) : launch<float, tk::half, tk::half>(p, stream);
-  return launch<tk::half, tk::half, tk::half>(p, stream);
+  if (x == DType::f32) return d == DType::f32 ? launch<float, float, tk::half>(p, stream, fd) : launch<float, tk::half, tk::half>(p, stream, fd);
+  return launch<tk::half, tk::half, tk::half>(p, stream, fd);
 }
 
 }  // namespace tk_ln
