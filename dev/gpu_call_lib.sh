@@ -5,6 +5,9 @@
 set -o pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions PYTHONFAULTHANDLER=1
 export SHAKESPEARE_INPUT=$PWD/.gpu_data/input.txt TIKTOKEN_GPT2_BPE=$PWD/.gpu_data/r50k_base.tiktoken
+# The GPU machine sets PYTHONDONTWRITEBYTECODE=1, which makes every process compile torch's sources again
+# (imports 15.7 s instead of 5.2 s, session 7): turn the bytecode cache on as in a normal install.
+unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pyc
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 O=${OUT:-out}; mkdir -p "$O"
 t0=$SECONDS
