@@ -23,6 +23,8 @@
 //                                slice of an accumulator: P = softmax(S) feeds O += P V directly
 //   swizzle128_offset(row, col)  byte offset of 16-bit element (row, col < 64) in a 128B-swizzled
 //                                [rows x 64] tile (to stage an accumulator for a TMA store)
+//   store_a_fragment(tile, frag, k)  frag (columns 16k.. of the warpgroup's 64 rows) into the 128B-swizzled
+//                                [64 x 64] 16-bit shared tile at tile: one stmatrix.x4 per warp (sm_90)
 //
 // Use: fence -> N x wgmma_ss over the k16 slices -> commit; wait<0> (or <1> to keep one group in
 // flight) before reading the accumulator or overwriting the operand tiles.
@@ -32,6 +34,7 @@
 #include <cuda_fp16.h>
 #include "../common/util.cuh"
 #include "wgmma_ops.cuh"
+#include "../warp/memory/register_to_shared.cuh"
 
 namespace tk::wg {
 
@@ -181,6 +184,16 @@ template <typename T, int R>
 __device__ __forceinline__ void to_a_fragment(a_fragment<T> &frag, const float (&v)[R], int k) {
 #pragma unroll
   for (int i = 0; i < 4; i++) frag.r[i] = pack2<T>(v[8 * k + 2 * i], v[8 * k + 2 * i + 1]);
+}
+
+// The inverse placement: frag's registers are the four 8x8 matrices (rows 0-7 / 8-15 of the warp's 16) x
+// (columns 16k + 0-7 / 8-15), in stmatrix's order; lane l addresses row l % 16, column 16k + 8 (l / 16), as
+// ldmatrix.x4 does. 4 instructions store a warpgroup's 64 x 64 tile where 16 32-bit stores did (each with
+// its own address register).
+template <typename T>
+__device__ __forceinline__ void store_a_fragment(char *tile, const a_fragment<T> &frag, int k) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  stmatrix_x4(smem_u32(tile + swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))), frag.r);
 }
 
 }  // namespace tk::wg

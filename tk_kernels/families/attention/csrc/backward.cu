@@ -91,6 +91,7 @@ cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   const int64_t TD = int64_t(p.T) * D;
   a.dq_accum = gl<float>{p.dq_accum, {p.B, p.H, p.T, D}, {TD * p.H, TD, D}};
   a.dq_xor32 = false;
+  a.dq_frag64 = false;
   a.lse = p.lse;
   a.delta = p.delta;
   a.seq = p.T;

@@ -53,8 +53,10 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 }
 
 // dq = scale * dq_accum (atomic path)
-// One thread per 8 consecutive elements of a row: two 16-byte fp32 loads, one 16-byte store. The 8
-// elements are contiguous in both dq_accum layouts (xor32 permutes whole groups of 8 within a row).
+// One thread per 8 consecutive elements of a row, one 16-byte store. The 8 elements are contiguous in the
+// row-major and xor32 layouts (xor32 permutes whole groups of 8 within a row): two 16-byte fp32 loads. In
+// frag64 they are 16 floats apart: 8 scalar loads, which a warp's 32 threads (4 rows of 8 chunks at D = 64)
+// turn into fully used 32-byte sectors (dims 16 w + 8 h and queries 2 t + e of one 8-query group).
 constexpr int CONVERT_THREADS = 256;
 
 template <typename T>
@@ -69,15 +71,23 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_kernel(const _
   const int t = int(row % a.seq);
   const int bh = int(row / a.seq);
   const int b = bh / a.heads, h = bh % a.heads;
-  const float *head = a.dq_accum.ptr + int64_t(bh) * (a.dq_xor32 ? a.dq_rows : a.seq) * D;
-  const int64_t off = a.dq_xor32 ? int64_t((t / 32) * (D / 32) + col / 32) * 1024 + xor32_offset(t % 32, col % 32)
-                                 : int64_t(t) * D + col;
-  const float4 *src = reinterpret_cast<const float4 *>(head + off);
-  const float4 x = src[0], y = src[1];
+  const float *head = a.dq_accum.ptr + int64_t(bh) * (a.dq_xor32 || a.dq_frag64 ? a.dq_rows : a.seq) * D;
+  float x[8];
+  if (a.dq_frag64) {
+    const float *block = head + int64_t((t / 64) * (D / 64) + col / 64) * 4096;
+#pragma unroll
+    for (int e = 0; e < 8; e++) x[e] = block[frag64_offset(col % 64 + e, t % 64)];
+  } else {
+    const int64_t off = a.dq_xor32 ? int64_t((t / 32) * (D / 32) + col / 32) * 1024 + xor32_offset(t % 32, col % 32)
+                                   : int64_t(t) * D + col;
+    const float4 *src = reinterpret_cast<const float4 *>(head + off);
+    const float4 lo = src[0], hi = src[1];
+    x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w, x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+  }
   const float s = a.scale;
-  packed_t<T> out[4] = {
-      convert_pair<packed_t<T>>(make_float2(x.x * s, x.y * s)), convert_pair<packed_t<T>>(make_float2(x.z * s, x.w * s)),
-      convert_pair<packed_t<T>>(make_float2(y.x * s, y.y * s)), convert_pair<packed_t<T>>(make_float2(y.z * s, y.w * s))};
+  packed_t<T> out[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++) out[e] = convert_pair<packed_t<T>>(make_float2(x[2 * e] * s, x[2 * e + 1] * s));
   *reinterpret_cast<int4 *>(a.dq.at(b, h, t, col)) = *reinterpret_cast<const int4 *>(out);
 }
 

@@ -6,6 +6,7 @@
 //   atomic_add<PITCH>(dst, src, n_rows):  dst[r * PITCH + c] += src[r][c]  for r < n_rows   (red.add)
 //   store_xor32(dst, src):                dst (4 KB shared block, xor32 layout) = src (32 x 32 fp32 tile)
 //   xor32_offset(r, c):                   offset of element (r, c) in an xor32 block
+//   frag64_offset(r, c):                  offset of element (r, c) in a frag64 block (the Hopper backward's)
 //
 // atomic_add<PITCH>, compared with the DSL's atomic_add(gl<float>, rt, coord) (runtime row stride): with
 // PITCH known, every fragment's offset from the lane's first element is an immediate, so the warp needs
@@ -65,6 +66,18 @@ __device__ __forceinline__ void store_xor32(float *dst, const RT &src) {
     const float2 v = src.tiles[i][j][k];  // c is even: an 8-byte aligned pair
     store_shared(dst + xor32_offset(r, c), v);
   });
+}
+
+// fp32 64 x 64 blocks in the "frag64" layout (16 KB, contiguous): a warpgroup's m64n64 wgmma accumulator
+// in register order, thread after thread in 16-byte groups: value v[r] of warpgroup thread tid is at
+// (r / 4) * 512 + 4 tid + r % 4. The Hopper backward writes its dQ^T partials so (hopper_backward.cu,
+// store_frag64): each thread stores 8 x 16 bytes at immediate offsets from one address, a quarter warp
+// covers 128 contiguous bytes (no bank conflicts) and no per-element address is computed; the xor32
+// staging it replaced needed 32 scattered 4-byte stores and ~100 integer instructions for their addresses
+// per query block (SASS, sm_90a). Element (r, c) of the accumulator (wgmma's D layout: warp r / 16, lane
+// 4 (r % 8) + (c % 8) / 2, register 4 (c / 8) + 2 ((r / 8) % 2) + c % 2) is then at:
+__host__ __device__ constexpr int frag64_offset(int r, int c) {
+  return (c / 8) * 512 + 4 * (32 * (r / 16) + 4 * (r % 8) + (c % 8) / 2) + 2 * ((r / 8) % 2) + (c % 2);
 }
 
 }  // namespace tk_attn

@@ -17,6 +17,17 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
 __device__ __forceinline__ void st_shared_b16(uint32_t addr, uint16_t v) {
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
 }
+// stmatrix.x4 (sm_90+), ldmatrix_x4's inverse: four 8x8 16-bit matrices, register r[m] of lane (g, t) holding
+// row g, columns 2t, 2t+1 of matrix m; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void stmatrix_x4(uint32_t smem, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+  __trap();
+#endif
+}
 
 // store<saddr::lane_xor>(dst, src): the same stores, other address arithmetic (util.cuh).
 template <saddr A = saddr::tile_xor, any_st ST, any_rt RT>
