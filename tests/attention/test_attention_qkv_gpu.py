@@ -310,12 +310,13 @@ def test_eager_gpt_is_bitwise_the_views_model(monkeypatch):
     model agree bitwise, which the attention's and c_attn's parameters must; any other parameter to 1e-3.)"""
     import model as model_module
 
-    def old_forward(self, x, plan, cache=None):
+    def old_forward(self, x, plan, cache=None, resid_dropout=True):
         B, T, C = x.size()
         H, D = self.n_head, C // self.n_head
         q, k, v = self.c_attn(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
         y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=self.dropout if self.training else 0.0)
-        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, C)))
+        y = self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        return self.resid_dropout(y) if resid_dropout else y
 
     monkeypatch.setenv("TK_DETERMINISTIC", "1")
     idx = torch.randint(0, 512, (4, 255), device="cuda", generator=gen(new_seed()))
