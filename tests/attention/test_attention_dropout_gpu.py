@@ -186,7 +186,10 @@ def test_same_seed_same_output_and_manual_seed_reproduces(path):
     # the default (atomic dQ) backward of this path: dK, dV bitwise reproducible, dQ to the last bits
     fast = [torch.ops.tk.attention_bwd(q, k, v, o1, l1, dout, True, 0.125, False, 0.2, r1) for _ in range(2)]
     assert torch.equal(fast[0][1], fast[1][1]) and torch.equal(fast[0][2], fast[1][2])
-    assert rel_err(fast[0][0], fast[1][0].double()) < 1e-5
+    # dQ: fp32 partials added in whatever order the CTAs reach L2, so a few elements round to the neighbouring
+    # bf16 value (one flip of an average element costs ~6e-6 here; 1e-5 failed once on an H200 at 2.4e-5, ~15 of
+    # 398K elements); a wrong mask or a lost partial would be O(1e-2)
+    assert rel_err(fast[0][0], fast[1][0].double()) < 1e-4
     for a, b in zip(fast[0], g1):  # and close to the deterministic backward's
         assert rel_err(a, b.double()) < 1e-2
     # the next call (no reseeding) draws another mask

@@ -57,26 +57,20 @@
 //        641 / 751 -> 566 (D = 128), 1040 -> 890 (D = 64 causal dropout). Nsight Compute (H200, causal
 //        (16,12,1024,64), before the change) had put the gap to cuDNN there: 90.1M executed instructions
 //        against cuDNN's 69.2M at the same issue rate (IPC 1.56 vs 1.52), 342 vs 276 us.
-//      * The query-block loop has two forms (PIPE, fixed per (D, causal) by hb_pipelined below, like
-//        STAGES; not a switch):
-//          plain (D = 64 non-causal): block j issues S^T and dP^T (two commit groups: the exponentials
-//            of P^T run while dP^T is still on the tensor cores), issues dV += P^T dO before waiting for
-//            dP^T (it runs under the dS^T arithmetic), then dK, dQ^T; it waits for all of them, frees
-//            the Q / dO slot, stages dQ^T and only then issues block j + 1's S^T: the tensor cores idle
-//            through the staging and S^T's latency once per block (at D = 128, where this form no longer
-//            runs, both consumers did so at the same moment: they meet at the dS^T barrier just before).
-//          pipelined (D = 128, and D = 64 causal): the loop rotated: S^T of block j + 1 is issued at
-//            the end of block j, right after dQ^T(j) (a prologue issues S^T(0)); the consumer waits for
-//            dQ^T(j) only, does its dQ^T staging (8 16-byte shared stores, a proxy fence, two warpgroup
-//            barriers, the two bulk reductions) while S^T(j + 1) runs, and waits for S^T(j + 1)
-//            last; block j + 1 starts with dP^T's issue and the exponentials straight away. The Q / dO
-//            slot is freed once dV and dK retire (dQ^T reads only K and dS^T), and the ring has one more
-//            stage than the plain loop's. Two ptxas constraints shaped it (both -Xptxas -v warnings,
-//            both serialize every wgmma of the kernel): no wgmma may be in flight across the loop's back
-//            edge (C7514: a first version carried dQ^T(j) into block j + 1), and no wgmma may be issued
-//            under a runtime branch (C7520). Hence nothing is pending at the back edge (S^T(j + 1) is
-//            waited for at the end of block j), and the last block is a second instance of the loop body
-//            (HbConsumer::block<LAST>, LAST = true in drain: no S^T(j + 1)) instead of an if.
+//      * The query-block loop is rotated ("pipelined"): S^T of block j + 1 is issued at the end of block
+//        j, right after dQ^T(j) (a prologue issues S^T(0)); the consumer waits for dQ^T(j) only, does its
+//        dQ^T staging (8 16-byte shared stores, a proxy fence, two warpgroup barriers, the two bulk
+//        reductions) while S^T(j + 1) runs, and waits for S^T(j + 1) last; block j + 1 starts with dP^T's
+//        issue and the exponentials straight away. The Q / dO slot is freed once dV and dK retire (dQ^T
+//        reads only K and dS^T). Two ptxas constraints shaped it (both -Xptxas -v warnings, both serialize
+//        every wgmma of the kernel): no wgmma may be in flight across the loop's back edge (C7514: a first
+//        version carried dQ^T(j) into block j + 1), and no wgmma may be issued under a runtime branch
+//        (C7520). Hence nothing is pending at the back edge (S^T(j + 1) is waited for at the end of block
+//        j), and the last block is a second instance of the loop body (HbConsumer::block<LAST>, LAST =
+//        true in drain: no S^T(j + 1)) instead of an if. (Until session 8 non-causal D = 64 ran a "plain"
+//        loop that waited for everything, staged dQ^T and only then issued S^T(j + 1); with the cheaper
+//        frag64 staging the rotated loop is faster there too: table below; the plain form: git show
+//        3efcd3e:tk_kernels/families/attention/csrc/hopper_backward.cu.)
 //      * Launch order. Non-causal: head-major; the CTAs of one head start their walk at a query block
 //        proportional to kb and wrap around (as the portable backward does), so they do not add into the
 //        same dq_accum rows at the same time. Causal (top-left aligned: key block kb visits query blocks
@@ -95,13 +89,11 @@
 //   * Shared memory (128B swizzle, 64-column panels), in the template's order: STAGES x (Q, dO 64 x D);
 //     K, V 128 x D; 2 x dS^T (16 KB); 2 x dQ staging (16 KB); STAGES x 512 B of lse2 / Delta (side
 //     buffers: inside a 1024-aligned stage they would pad it by 512 B, 1.5 KB over the limit at D = 128);
-//     + 1 KB alignment slack. D = 64 plain:
-//     3 stages, 146.5 KB; D = 64 pipelined: 4 stages, 163 KB; D = 128 pipelined: 3 stages, 226.5 KB of
+//     + 1 KB alignment slack. D = 64: 4 stages, 163 KB; D = 128: 3 stages, 226.5 KB of
 //     the 227 KB (with 2 stages the pipelined loop spilled 8-28 bytes of scalars at D = 128; with 3 none).
 //     One CTA per SM.
 //   * Registers (D = 128, the tight case): dK, dV 2 x 64 fp32 + S^T, dP^T 2 x 32 + the 16-bit P^T / dS^T
-//     fragments 2 x 16; in the plain loop the dQ^T accumulator (32) reuses S^T's registers, in the
-//     pipelined one dQ^T(j) and S^T(j + 1) are live together (the 16-bit fragments are dead by then).
+//     fragments 2 x 16; dQ^T(j) and S^T(j + 1) are live together (the 16-bit fragments are dead by then).
 //     ptxas -v (CUDA 13, every instantiation): 168 registers at launch (65536 / 384; setmaxnreg then
 //     gives 24 / 240), no spills, no stack, no C75xx warnings.
 //   * Causal: the mask is applied only where a consumer's keys reach past the block's first query.
@@ -126,7 +118,10 @@
 //   * D = 128: pipelined (non-causal +10% / +13%; causal +1% / +1% alone, the grouped order adds the rest).
 //   * Causal: grouped, at both D (best at 4 of the 5 shapes: +35% at (8,16,2048,128), +12% at
 //     (8,16,2048,64); at (4,16,4096,128) 414 vs 421 ungrouped, -2%, about the spread).
-//   * D = 64 non-causal: plain (the pipelined loop loses 4-6% there: 276 vs 288, 325 vs 347).
+//   * D = 64 non-causal: plain then (the pipelined loop lost 4-6% there: 276 vs 288, 325 vs 347); after
+//     the frag64 / stmatrix stores (session 8, bench/bench_attention.py --impls tk,cudnn, one call, the two
+//     builds side by side) plain / pipelined / cuDNN: (16,12,1024,64) 284 / 304 / 344, (8,16,2048,64)
+//     335 / 362 / 399-414, (4,16,4096,64) 365 / 380 / 418-437: the pipelined loop everywhere since.
 //   * D = 64 causal: pipelined + grouped. The loop alone is neutral there (188 vs 191, 237 vs 237, 73 vs
 //     73), so plain + grouped would likely time about the same, but it never ran; pipelined + grouped is
 //     the measured (199, 265, 75: +4%, +12%, +3%) and GPU-checked (65 heads, 2 groups) code.
@@ -134,6 +129,10 @@
 //   0.86 / 0.90 causal / full) and ahead of it at (64,6,256,64) (1.44 / 1.08). The integrated kernel in
 //   session 5 (bench/bench_attention.py, call 2): 0.83-0.86x cuDNN at D = 64, 0.93-0.99x at D = 128; at
 //   (64,6,256,64), timed directly (dev/hopper/check_attention_bwd.py), 0.89x / 1.06x.
+//   Session 8 (frag64 dQ^T staging, stmatrix dS^T, the pipelined loop everywhere; bench_attention.py):
+//   D = 64 causal 215 / 298 / 348 vs cuDNN 231 / 314 / 370 (0.93-0.95x), non-causal 304 / 362 / 380 vs
+//   344 / 414 / 437 (0.87-0.88x); D = 128 0.96-1.01x (e.g. (1,16,16384,128) 527 vs 522 causal). Nsight
+//   Compute at (16,12,1024,64) causal: 72.5M instructions (was 90.1M; cuDNN 69.2M), 302 us (342; cuDNN 276).
 //
 // Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
 // diff against the kernel before dropout, 0 lines in all 8 instances and the 4 prep kernels):
@@ -211,14 +210,10 @@ constexpr int HB_PRODUCER_REGS = 24;
 constexpr int HB_CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
 constexpr int HB_DS_BAR = 3;           // named barrier of both consumers (1, 2: each consumer's own)
 
-// The query-block loop form per (D, causal), from the measurements in the header (not a switch):
-// pipelined at D = 128 and for causal D = 64, plain for non-causal D = 64.
-constexpr bool hb_pipelined(int D, bool causal) { return D == 128 || causal; }
-
-template <int D, bool PIPE>
+template <int D>
 struct hb_layout {
   static constexpr int PANELS = D / HB_PANEL;
-  static constexpr int STAGES = (D == 64 ? 3 : 2) + (PIPE ? 1 : 0);  // pipelined: one more (slots freed earlier)
+  static constexpr int STAGES = D == 64 ? 4 : 3;
   static constexpr int KV_PANEL = HB_N * 128;              // [128 keys x 64] 16 KB
   static constexpr int Q_PANEL = HB_M * 128;               // [64 queries x 64] 8 KB
   static constexpr int KV_BYTES = PANELS * KV_PANEL;
@@ -234,21 +229,21 @@ struct hb_layout {
 // Shared memory (128B swizzle, 64-column panels), in the pipeline's order: the ring of Q / dO slots
 // (a stage each, lse2 / Delta as the slot's side buffer: 512 bytes that would pad a 1024-aligned stage
 // to 33 KB, 1.5 KB over the 227 KB at D = 128), the K / V tiles as the per-item buffer, the scratch.
-template <int D, bool PIPE>
+template <int D>
 struct alignas(1024) HbStage {
-  char q[hb_layout<D, PIPE>::Q_BYTES];
-  char dout[hb_layout<D, PIPE>::Q_BYTES];
+  char q[hb_layout<D>::Q_BYTES];
+  char dout[hb_layout<D>::Q_BYTES];
 };
 struct HbVec {
   float lse2[HB_M];
   float delta[HB_M];
 };
-template <int D, bool PIPE>
+template <int D>
 struct alignas(1024) HbKV {
-  char k[hb_layout<D, PIPE>::KV_BYTES];
-  char v[hb_layout<D, PIPE>::KV_BYTES];
+  char k[hb_layout<D>::KV_BYTES];
+  char v[hb_layout<D>::KV_BYTES];
 };
-template <int D, bool PIPE> using HbSlot = pipeline::slot<HbStage<D, PIPE>, 1, HbVec>;
+template <int D> using HbSlot = pipeline::slot<HbStage<D>, 1, HbVec>;
 
 struct hb_args {
   int seq, heads, batch;
@@ -353,15 +348,14 @@ struct HbWalk {
 // itself (SELF_PACED): the pipelined loop frees block j's slot before it waits for block j + 1's.
 template <typename T, int D, bool CAUSAL, bool DROPOUT>
 struct HbConsumer {
-  static constexpr bool PIPE = hb_pipelined(D, CAUSAL);
-  using L = hb_layout<D, PIPE>;
-  using Slot = HbSlot<D, PIPE>;
+  using L = hb_layout<D>;
+  using Slot = HbSlot<D>;
   using acc64 = wg::accumulator<64>;
   using acc_d = wg::accumulator<D>;
   static constexpr bool SELF_PACED = true;
   // pipelined: compute(.., 0) is the prologue (S^T of block 0), compute(.., i) the rest of block i - 1 and
   // S^T of block i, drain the last block (no S^T after it): no wgmma under a runtime branch (C7520)
-  static constexpr bool PEEL_FIRST = PIPE;
+  static constexpr bool PEEL_FIRST = true;
   // dQ^T = K^T dS^T: D = 128: head dims 64c.. (panel c) over all keys; D = 64: all dims over own keys.
   static constexpr int DQ_SLICES = D == 128 ? HB_N / 16 : 64 / 16;
 
@@ -379,7 +373,7 @@ struct HbConsumer {
   acc_d dv, dk;
   acc64 st;                   // pipelined: S^T of the next block, complete between compute calls
 
-  __device__ HbConsumer(const HbGlobals<DROPOUT> &g, const pipeline::consumer_ctx<HbKV<D, PIPE>> &ctx)
+  __device__ HbConsumer(const HbGlobals<DROPOUT> &g, const pipeline::consumer_ctx<HbKV<D>> &ctx)
       : g(g), a(g.a),
         c(DROPOUT ? int(__reduce_max_sync(0xffffffffu, unsigned(wg::warpgroupid() - 1))) : ctx.id),
         me(wg::warpgroup_thread()), k_tile(ctx.item->k), v_tile(ctx.item->v), scratch(ctx.scratch),
@@ -608,69 +602,23 @@ struct HbConsumer {
     }
   }
 
-  // Plain: block i on its slot, everything waited for before the slot is freed and dQ^T staged (the tensor
-  // cores idle through the staging and the next S^T's latency).
-  __device__ void plain_block(const Slot &s, int i) {
-    s.wait(0);
-    const int m0 = hb_block_of(w, i) * HB_M;
-    // S^T = K_c Q^T and dP^T = V_c dO^T, two commit groups (groups complete in order)
-    acc64 sa, dpt;
-    wg::mma_fence(sa.v);
-    wg::pin_registers(dpt.v);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-      const uint64_t dq_ = wg::desc_k128(s.tiles.q + (kk / 4) * L::Q_PANEL);
-      wg::wgmma_ss<T, 64>(sa.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
-    }
-    wg::mma_commit();
-    issue_dpt(dpt, s);
-    [[maybe_unused]] const uint32_t keep = draw_keep(m0);
-    wg::mma_wait<1>(sa.v);  // S^T done (dP^T may still run)
-    exponentials(sa, s, m0);
-    wg::a_fragment<T> pf[4], dsf[4];
-    p_fragments(pf, sa, keep);
-    issue_dv(pf, s);
-    wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
-    ds_in_place(dpt, sa, s, keep);
-    issue_dk(dsf, dpt, s, i);
-    acc64 dqt;
-    issue_dqt(dqt, i);
-    wg::mma_wait<0>(dqt.v);
-    wg::pin_registers(dv.v);
-    wg::pin_registers(dk.v);
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {  // the A operands of dV / dK stay live until their wgmmas retire
-      wg::pin_registers(pf[kk].r);
-      wg::pin_registers(dsf[kk].r);
-    }
-    if (me == 0) s.release();  // Q, dO, lse2, Delta of the slot are read
-    reduce_dq(dqt, m0);
-  }
-
-  // Query block step i (slot s; prev: step i - 1's slot). Pipelined: i = 0 is the prologue (S^T(0), block
-  // 0's keep bits), i > 0 the rest of block i - 1 on prev and S^T(i) on s.
+  // Query block step i (slot s; prev: step i - 1's slot): i = 0 is the prologue (S^T(0), block 0's keep
+  // bits), i > 0 the rest of block i - 1 on prev and S^T(i) on s.
   __device__ void compute(const Slot &s, const Slot &prev, int i) {
-    if constexpr (PIPE) {
-      if (i == 0) {  // (compile time: PEEL_FIRST)
-        s.wait(0);
-        issue_st(st, s);
-        stash_keep(0, draw_keep(hb_block_of(w, 0) * HB_M));
-        wg::mma_wait<0>(st.v);
-        // dK, dV's zeros made here, once (else the compiler sank them into both the loop's entry and the
-        // path of a one-block walk, 64 - 128 more instructions)
-        wg::pin_registers(dv.v);
-        wg::pin_registers(dk.v);
-      } else {
-        block<false>(prev, s, i - 1);
-      }
+    if (i == 0) {  // (compile time: PEEL_FIRST)
+      s.wait(0);
+      issue_st(st, s);
+      stash_keep(0, draw_keep(hb_block_of(w, 0) * HB_M));
+      wg::mma_wait<0>(st.v);
+      // dK, dV's zeros made here, once (else the compiler sank them into both the loop's entry and the
+      // path of a one-block walk, 64 - 128 more instructions)
+      wg::pin_registers(dv.v);
+      wg::pin_registers(dk.v);
     } else {
-      plain_block(s, i);
+      block<false>(prev, s, i - 1);
     }
   }
-  __device__ void drain(const Slot &last) {
-    if constexpr (PIPE) block<true>(last, last, w.count - 1);
-  }
+  __device__ void drain(const Slot &last) { block<true>(last, last, w.count - 1); }
 
   // dV and scale * dK straight from registers (4-byte stores, keys >= T skipped)
   __device__ void finish(const hb_item &) {
@@ -698,15 +646,15 @@ struct HbConsumer {
 // buffer the CTA's K and V, the scratch dS^T and the dQ staging.
 template <typename T, int D, bool CAUSAL, bool DROPOUT>
 struct HbPipe {
-  using L = hb_layout<D, hb_pipelined(D, CAUSAL)>;
+  using L = hb_layout<D>;
   using globals = HbGlobals<DROPOUT>;
-  using stage = HbStage<D, hb_pipelined(D, CAUSAL)>;
+  using stage = HbStage<D>;
   using side_stage = HbVec;
-  using item_stage = HbKV<D, hb_pipelined(D, CAUSAL)>;
+  using item_stage = HbKV<D>;
   using work = hb_item;
   using scheduler = HbWalk<CAUSAL>;
   using consumer = HbConsumer<T, D, CAUSAL, DROPOUT>;
-  using Slot = HbSlot<D, hb_pipelined(D, CAUSAL)>;
+  using Slot = HbSlot<D>;
   static constexpr bool ONE_ITEM = true;
   static constexpr int STAGES = L::STAGES, CONSUMERS = 2;
   static constexpr int PRODUCER_REGS = HB_PRODUCER_REGS, CONSUMER_REGS = HB_CONSUMER_REGS;
