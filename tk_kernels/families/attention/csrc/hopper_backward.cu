@@ -131,7 +131,7 @@
 //   (64,6,256,64), timed directly (dev/hopper/check_attention_bwd.py), 0.89x / 1.06x.
 //   Session 8 (frag64 dQ^T staging, stmatrix dS^T, the pipelined loop everywhere; bench_attention.py):
 //   D = 64 causal 215 / 298 / 348 vs cuDNN 231 / 314 / 370 (0.93-0.95x), non-causal 304 / 362 / 380 vs
-//   344 / 414 / 437 (0.87-0.88x); D = 128 0.96-1.01x (e.g. (1,16,16384,128) 527 vs 522 causal). Nsight
+//   344 / 414 / 437 (0.87-0.88x); D = 128 0.94-1.01x (e.g. (1,16,16384,128) 527 vs 522 causal). Nsight
 //   Compute at (16,12,1024,64) causal: 72.5M instructions (was 90.1M; cuDNN 69.2M), 302 us (342; cuDNN 276).
 //
 // Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
