@@ -1,0 +1,59 @@
+"""The dq_accum layouts of the attention backward (csrc/dq_accum.cuh), compiled as host code with nvcc: the
+frag64 offset that bwd_dq_convert_kernel reads back is exactly where the Hopper backward's staging writes
+each accumulator value (thread tid's register r at (r / 4) * 512 + 4 tid + r % 4, wgmma's D layout), a
+permutation of the 64 x 64 block; and xor32's is one of its 32 x 32 block."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tk_kernels.build import INCLUDE_DIR, family_csrc, find_cuda_home
+
+HOST_PROGRAM = r'''
+#include <cstdio>
+#include "dq_accum.cuh"
+int main() {  // 'f r c offset' for every element of a frag64 block, then 'x r c offset' of an xor32 block
+  for (int r = 0; r < 64; r++)
+    for (int c = 0; c < 64; c++) printf("f %d %d %d\n", r, c, tk_attn::frag64_offset(r, c));
+  for (int r = 0; r < 32; r++)
+    for (int c = 0; c < 32; c++) printf("x %d %d %d\n", r, c, tk_attn::xor32_offset(r, c));
+  return 0;
+}
+'''
+
+
+def wgmma_d_position(tid: int, reg: int) -> tuple[int, int]:
+    """(row, col) of register reg of warpgroup thread tid in an m64nN fp32 wgmma accumulator (the PTX ISA's
+    D-fragment figure): warp w = tid / 32 holds rows 16 w ..; lane l: row 16 w + l / 4 (+ 8 for registers
+    2, 3 of each group of 4), column 8 (reg / 4) + 2 (l % 4) + reg % 2."""
+    w, lane = divmod(tid, 32)
+    return 16 * w + lane // 4 + (8 if reg & 2 else 0), 8 * (reg // 4) + 2 * (lane % 4) + (reg & 1)
+
+
+def test_frag64_and_xor32_offsets(tmp_path):
+    cuda_home = find_cuda_home()
+    nvcc = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else shutil.which("nvcc")
+    if not nvcc or not os.path.isfile(nvcc):
+        pytest.skip("needs nvcc (the CUDA toolkit) to compile dq_accum.cuh as host code")
+    src = tmp_path / "offsets.cu"
+    src.write_text(HOST_PROGRAM)
+    exe = tmp_path / "offsets"
+    subprocess.run([nvcc, "-std=c++20", "-arch=sm_80", f"-I{INCLUDE_DIR}", f"-I{family_csrc('attention')}",
+                    str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
+    frag, xor = {}, {}
+    for line in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines():
+        kind, r, c, off = line.split()
+        (frag if kind == "f" else xor)[int(r), int(c)] = int(off)
+    assert len(frag) == 64 * 64 and len(xor) == 32 * 32
+    # the staging: thread tid stores its registers 4 r' .. 4 r' + 3 as one float4 at (r' * 128 + tid) * 4
+    for tid in range(128):
+        for reg in range(32):
+            assert frag[wgmma_d_position(tid, reg)] == (reg // 4) * 512 + 4 * tid + reg % 4, (tid, reg)
+    assert sorted(frag.values()) == list(range(4096))
+    assert sorted(xor.values()) == list(range(1024))
+    # xor32 permutes whole groups of 8 within a row (bwd_dq_convert_kernel's two 16-byte loads rely on it)
+    for r in range(32):
+        for c in range(0, 32, 8):
+            base = xor[r, c]
+            assert base // 32 == r and base % 8 == 0 and all(xor[r, c + e] == base + e for e in range(8))
