@@ -5,6 +5,7 @@ logits) vs torch.compile of the same, side by side, as triton.testing.do_bench m
 one's extra peak memory (torch.cuda.max_memory_allocated over what was allocated before the step).
 
     python bench/bench_classifier.py [--json out.json] [--png out.png] [--C 768 1024] [--N 16384] [--V 50304]
+    python bench/bench_classifier.py --C 768 --profile    # + the GPU time of each kernel of ours and compile's
 """
 
 import argparse
@@ -32,6 +33,8 @@ def main():
     ap.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     ap.add_argument("--json", default=None)
     ap.add_argument("--png", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="per-kernel GPU time of one fwd+bwd of ours and of torch.compile's, at the first C (torch.profiler)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_classifier: needs a CUDA GPU")
@@ -59,6 +62,9 @@ def main():
             torch.cuda.synchronize()
             row[f"{name}_peak_gb"] = (torch.cuda.max_memory_allocated() - before) / 1e9
             row[f"{name}_ms"] = do_bench(step, warmup=25, rep=200, return_mode="median")
+            if args.profile and C == args.C[0] and name in ("tk", "compile"):
+                from bench.bench_mlp import profile_step
+                profile_step(step, f"one {name} classifier fwd+bwd, N={args.N} C={C} V={args.V}")
         row["speedup_vs_compile"] = row["compile_ms"] / row["tk_ms"]
         row["speedup_vs_eager"] = row["eager_ms"] / row["tk_ms"]
         results.append(row)

@@ -72,7 +72,7 @@ def gemm_fns(layout, M, N, K, dtype):
     return ours, (lambda: torch.mm(a.t(), b, out=c16))
 
 
-def profile_step(step):
+def profile_step(step, title: str = "one tk MLP step"):
     """Print the GPU time of each kernel of one step (after warm-up), largest first."""
     from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
@@ -84,7 +84,7 @@ def profile_step(step):
         torch.cuda.synchronize()
     events = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.self_device_time_total > 0]
     events.sort(key=lambda e: -e.self_device_time_total)
-    print("\nper-kernel GPU time of one tk MLP step (mean of 5):")
+    print(f"\nper-kernel GPU time of {title} (mean of 5):")
     for e in events[:20]:
         print(f"  {e.self_device_time_total / 5 / 1000:8.3f} ms  x{e.count // 5:<3} {e.key[:110]}")
     print(f"  total {sum(e.self_device_time_total for e in events) / 5 / 1000:.3f} ms")
