@@ -5,6 +5,7 @@ forward and backward, causal and not, all in one process.
     python bench/bench_attention.py                                  # the issue's shapes, bf16
     python bench/bench_attention.py --shapes small                   # a quick run
     python bench/bench_attention.py --json out.json --png out.png    # also save results + a plot
+    python bench/bench_attention.py --graphs                         # time CUDA-graph replays (GPU time)
 
 Timings are medians (with 20th/80th percentiles) of CUDA-event measurements from
 triton.testing.do_bench (warm-up first, L2 cache flushed between runs), or of our own CUDA-event loop
@@ -13,6 +14,11 @@ if triton is missing. TFLOP/s counts forward = 4*B*H*T^2*D (halved when causal) 
 torch.autograd.grad(o, (q, k, v), do, retain_graph=True) is timed.
 Each shape also gets a correctness spot-check (our output and gradients vs SDPA flash), so a
 fast-but-wrong kernel is flagged in the table. A backend that fails on a shape shows "n/a".
+With --graphs every timed call (our op or SDPA's, and autograd.grad for the backward) is captured once in
+a CUDA graph and the replays are timed: the kernels' GPU time without Python, dispatch or launch costs,
+which decide the eager timing of short calls (at (64,6,256,64) the eager backward of both ours and cuDNN
+is host-bound: 0.18-0.20 ms against ~0.08 / 0.065 ms of GPU time in a train-step profile, session 8), and
+what a step under torch.compile's CUDA graphs (reduce-overhead) pays.
 """
 
 from __future__ import annotations
@@ -96,6 +102,20 @@ def bench_ms(fn) -> tuple[float, float, float]:
     return q[0], q[1], q[2]
 
 
+def graphed(fn):
+    """fn captured once in a CUDA graph (after two warm-up calls on a side stream); returns its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def flops(B, H, T, D, causal, mode):
     f = 4 * B * H * T * T * D * (0.5 if causal else 1.0)
     return f * (2.5 if mode == "bwd" else 1.0)
@@ -111,8 +131,10 @@ def short_error(e: Exception) -> str:
     return f"{type(e).__name__}: {msg[0][:160] if msg else ''}"
 
 
-def run_shape(shape, causal, dtype, impls, seed):
-    """Returns {"fwd": {impl: result}, "bwd": {...}, "check": {...}} for one shape."""
+def run_shape(shape, causal, dtype, impls, seed, graphs=False):
+    """Returns {"fwd": {impl: result}, "bwd": {...}, "check": {...}} for one shape (graphs: time replays of
+    each call captured in a CUDA graph)."""
+    timed = (lambda fn: bench_ms(graphed(fn))) if graphs else bench_ms
     B, H, T, D = shape
     g = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v, do = (torch.randn(B, H, T, D, device="cuda", dtype=dtype, generator=g) for _ in range(4))
@@ -129,7 +151,7 @@ def run_shape(shape, causal, dtype, impls, seed):
         try:
             with torch.no_grad():
                 o = fn(q, k, v, causal)
-                ms, p20, p80 = bench_ms(lambda: fn(q, k, v, causal))
+                ms, p20, p80 = timed(lambda: fn(q, k, v, causal))
             out["fwd"][name] = {"ms": ms, "p20_ms": p20, "p80_ms": p80,
                                 "tflops": flops(B, H, T, D, causal, "fwd") / (ms * 1e-3) / 1e12}
             outputs[name] = [o]
@@ -140,7 +162,7 @@ def run_shape(shape, causal, dtype, impls, seed):
             qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
             o = fn(qg, kg, vg, causal)
             grads = torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
-            ms, p20, p80 = bench_ms(lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
+            ms, p20, p80 = timed(lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
             out["bwd"][name] = {"ms": ms, "p20_ms": p20, "p80_ms": p80,
                                 "tflops": flops(B, H, T, D, causal, "bwd") / (ms * 1e-3) / 1e12}
             if name in outputs:
@@ -204,7 +226,7 @@ def markdown_table(results, impls, env) -> str:
     """The bench/RESULTS.md section body for these results."""
     names = {"tk": "ours", "flash": "SDPA flash", "cudnn": "SDPA cuDNN", "efficient": "SDPA efficient"}
     lines = [f"torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, {env['gpu']}, "
-             f"dtype {results[0]['dtype'] if results else '?'}; TFLOP/s (median)", "",
+             f"dtype {results[0]['dtype'] if results else '?'}; TFLOP/s (median of {env.get('timing', 'eager calls')})", "",
              "| shape (B,H,T,D) | causal | pass | " + " | ".join(names[n] for n in impls)
              + " | ours/flash | check |",
              "|---" * (len(impls) + 5) + "|"]
@@ -288,6 +310,7 @@ def main(argv=None) -> int:
     ap.add_argument("--impls", default=",".join(IMPLS), help=f"comma-separated subset of {','.join(IMPLS)}")
     ap.add_argument("--json", help="write all results to this JSON file")
     ap.add_argument("--png", help="write a bar plot to this PNG file (needs matplotlib)")
+    ap.add_argument("--graphs", action="store_true", help="time CUDA-graph replays of each call (GPU time only)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_attention: needs a CUDA GPU", file=sys.stderr)
@@ -299,6 +322,7 @@ def main(argv=None) -> int:
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     causals = {"both": (True, False), "true": (True,), "false": (False,)}[args.causal]
     env = environment()
+    env["timing"] = "CUDA-graph replays" if args.graphs else "eager calls"
     print(" ".join(f"{k}={v}" for k, v in env.items()), flush=True)
 
     if "tk" in impls:  # build/load up front so the build time is not mistaken for a hang
@@ -321,7 +345,7 @@ def main(argv=None) -> int:
     for shape in args.shapes:
         for causal in causals:
             t0 = time.time()
-            r = run_shape(shape, causal, dtype, impls, seed)
+            r = run_shape(shape, causal, dtype, impls, seed, args.graphs)
             results.append({"shape": list(shape), "causal": causal, "dtype": args.dtype,
                             "flops_fwd": flops(*shape, causal, "fwd"), **r})
             tk_f, tk_b = r["fwd"].get("tk", {}), r["bwd"].get("tk", {})
