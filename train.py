@@ -614,6 +614,10 @@ t_start = t0 = time.time()
 local_iter_num = 0  # number of iterations in the lifetime of this process
 running_mfu = -1.0
 step_times = deque(maxlen=100)  # seconds of the recent steps (evals and the first step not counted)
+# the log line's time: the mean iteration since the previous log line, its sync included (evals left out); a
+# single iteration's host time says little when the host runs ahead of the GPU (CUDA graphs: 4.2 ms logged for
+# a 6.3 ms step, so twice the MFU of bench/bench_train.py, session 8)
+log_t0, log_iter0 = t_start, iter_num - 1
 eval_time = None  # seconds the last evaluation took
 saved_iter = None  # the iteration of the checkpoint this run wrote last
 while True:
@@ -660,6 +664,7 @@ while True:
                     checkpoint = None
                     saved_iter = iter_num
         t0 += time.time() - t_eval  # a step's time leaves the evaluation and checkpoint out
+        log_t0 += time.time() - t_eval
     if eval_only or max_iters == 0:  # max_iters=0: at most the first evaluation, no training
         break
     if compile and local_iter_num == 0 and master_process:
@@ -709,17 +714,20 @@ while True:
         # get loss as float. note: this is a CPU-GPU sync point
         # scale up to undo the division above, approximating the true total loss (exact would have been a sum)
         lossf = loss.item() * gradient_accumulation_steps
+        t_log = time.time()
+        dt_log = (t_log - log_t0) / max(iter_num - log_iter0, 1)
+        log_t0, log_iter0 = t_log, iter_num
         if local_iter_num >= 5:  # let the training loop settle a bit
-            mfu = raw_model.estimate_mfu(batch_size * gradient_accumulation_steps, dt)
+            mfu = raw_model.estimate_mfu(batch_size * gradient_accumulation_steps, dt_log)
             if mfu is not None:
                 running_mfu = mfu if running_mfu == -1.0 else 0.9 * running_mfu + 0.1 * mfu
         mfu_str = f"{running_mfu * 100:.2f}%" if running_mfu >= 0 else "n/a"
         eta = fmt_time(time_left(iter_num + 1)) if step_times else "n/a"
-        print(f"iter {iter_num}: loss {lossf:.4f}, time {dt * 1000:.2f}ms, "
-              f"tok/s {tokens_per_iter / dt:.0f}, mfu {mfu_str}, "
+        print(f"iter {iter_num}: loss {lossf:.4f}, time {dt_log * 1000:.2f}ms, "
+              f"tok/s {tokens_per_iter / dt_log:.0f}, mfu {mfu_str}, "
               f"elapsed {fmt_time(t1 - t_start)}, eta {eta}", flush=True)
-        log_json({'iter': iter_num, 'loss': lossf, 'lr': lr, 'time_ms': dt * 1000,
-                  'tok_per_s': tokens_per_iter / dt})
+        log_json({'iter': iter_num, 'loss': lossf, 'lr': lr, 'time_ms': dt_log * 1000,
+                  'tok_per_s': tokens_per_iter / dt_log})
     iter_num += 1
     local_iter_num += 1
 
