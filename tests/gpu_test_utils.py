@@ -17,10 +17,15 @@ gen(seed), randn(shape, g, dtype), qkv_split(B, H, T, D, dtype, g)
                                 the attention tests' random inputs: a CUDA generator, normal values in
                                 `dtype`, and nanoGPT's q, k, v as strided views of one fused projection
 ATTENTION_FLOOR                 the dtype floors of the attention tests' relative L2 errors
+capture(step)                   step() captured once in a CUDA graph: (graph, the captured call's outputs)
+generator_state(), rng_pair(rng)
+                                (seed, offset) of the default CUDA generator, and of an op's returned
+                                (2,) int64 rng_state, as unsigned 64-bit integers (the dropout tests)
 """
 
 import math
 import os
+import struct
 
 import torch
 
@@ -104,3 +109,30 @@ def qkv_split(B, H, T, D, dtype, g):
     """q, k, v exactly like nanoGPT: (B, H, T, D) views of a fused (B, T, 3, H, D) projection."""
     qkv = randn((B, T, 3, H, D), g, dtype)
     return qkv.permute(2, 0, 3, 1, 4).unbind(0)
+
+
+def capture(step):
+    """step() captured once in a CUDA graph after two warm-up calls on a side stream: (graph, the captured
+    call's outputs; every graph.replay() writes its results into those tensors again)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = step()
+    return graph, outputs
+
+
+def generator_state() -> tuple[int, int]:
+    """(seed, offset) of the current device's default CUDA generator (its 16-byte state)."""
+    seed, offset = struct.unpack("<QQ", bytes(torch.cuda.get_rng_state().tolist()))
+    return seed, offset
+
+
+def rng_pair(rng: torch.Tensor) -> tuple[int, int]:
+    """An op's (2,) int64 rng_state as the unsigned (seed, offset) it stands for."""
+    s, o = (int(x) for x in rng.tolist())
+    return s & (2**64 - 1), o & (2**64 - 1)

@@ -20,7 +20,6 @@ test_paths_apply_the_same_mask checks across them.
 """
 
 import math
-import struct
 
 import pytest
 import torch
@@ -32,7 +31,8 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
 
 from tk_kernels.families.attention import dropout_reference as dref  # noqa: E402
 from tk_kernels.families.attention import ops as tka  # noqa: E402
-from gpu_test_utils import ATTENTION_FLOOR as FLOOR, gen, new_seed, poison, qkv_split, randn, rel_err, row_err  # noqa: E402
+from gpu_test_utils import ATTENTION_FLOOR as FLOOR, capture, gen, generator_state, new_seed, poison, qkv_split  # noqa: E402
+from gpu_test_utils import randn, rel_err, rng_pair, row_err  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -55,16 +55,6 @@ def poison_bwd(q):
     B, H, T, D = q.shape  # dq, dk, dv, delta
     poison(((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype), ((B, H, T), torch.float32))
 
-
-def generator_state() -> tuple[int, int]:
-    """(seed, offset) of the current device's default CUDA generator (its 16-byte state)."""
-    seed, offset = struct.unpack("<QQ", bytes(torch.cuda.get_rng_state().tolist()))
-    return seed, offset
-
-
-def rng_pair(rng: torch.Tensor) -> tuple[int, int]:
-    s, o = (int(x) for x in rng.tolist())
-    return s & (2**64 - 1), o & (2**64 - 1)
 
 
 def reference(q, k, v, causal, scale, p, keep, dout):
@@ -494,15 +484,7 @@ def test_cuda_graph_replays_draw_fresh_masks(path):
         grads = torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, True, scale, False, 0.2, rng)
         return o, rng, grads
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        o_s, rng_s, grads_s = step()
+    graph, (o_s, rng_s, grads_s) = capture(step)
     replays = []
     for _ in range(2):
         graph.replay()

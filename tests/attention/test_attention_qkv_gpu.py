@@ -23,7 +23,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
 
 from tk_kernels import dispatch  # noqa: E402
 from tk_kernels.families.attention import ops as tka  # noqa: E402
-from gpu_test_utils import new_seed, poison, rel_err  # noqa: E402
+from gpu_test_utils import capture, new_seed, poison, rel_err  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # dQ of the atomic paths against the other op's: two roundings of fp32 sums added in different orders
@@ -358,15 +358,7 @@ def test_cuda_graph_capture_of_forward_and_backward(p, bwd_path):
         (g,) = torch.autograd.grad(o, qkv, dout)
         return o, lse, rng, g
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
+    graph, captured = capture(step)
     replays = []
     for _ in range(2):
         graph.replay()

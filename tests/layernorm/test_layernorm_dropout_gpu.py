@@ -14,7 +14,6 @@ test_layernorm_gpu.py. Outputs are poisoned (NaN) before each launch.
 
 import copy
 import math
-import struct
 
 import pytest
 import torch
@@ -29,7 +28,7 @@ import tk_kernels  # noqa: E402
 from tk_kernels import dispatch  # noqa: E402
 from tk_kernels.families.layernorm import dropout_reference as dref  # noqa: E402
 from tk_kernels.families.layernorm import ops as ln  # noqa: E402
-from gpu_test_utils import new_seed, poison  # noqa: E402
+from gpu_test_utils import capture, generator_state, new_seed, poison, rng_pair  # noqa: E402
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 TOL = {F32: 2e-4, BF16: 8e-3, F16: 1.5e-3}  # relative L2 error by the dtype a value is stored in
@@ -54,15 +53,6 @@ def rel_err(x, ref) -> float:
     ref = ref.double()
     return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
-
-def generator_state() -> tuple[int, int]:
-    """(seed, offset) of the current device's default CUDA generator (its 16-byte state)."""
-    return struct.unpack("<QQ", bytes(torch.cuda.get_rng_state().tolist()))
-
-
-def rng_pair(rng: torch.Tensor) -> tuple[int, int]:
-    s, o = (int(v) for v in rng.tolist())
-    return s & (2**64 - 1), o & (2**64 - 1)
 
 
 def make_case(shape, x_dt, d_dt, bias, seed):
@@ -346,15 +336,7 @@ def test_cuda_graph_replays_draw_fresh_masks():
         grads = torch.ops.tk.dropout_add_layer_norm_bwd(dy, ds, s, mean, rstd, w, True, BF16, p, rng)
         return y, s, rng, grads
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y_s, s_s, rng_s, grads_s = step()
+    graph, (y_s, s_s, rng_s, grads_s) = capture(step)
     replays = []
     for _ in range(2):
         graph.replay()

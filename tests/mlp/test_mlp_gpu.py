@@ -21,7 +21,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] != 9:
 
 import tk_kernels  # noqa: E402
 from tk_kernels.families.mlp import ops  # noqa: E402
-from gpu_test_utils import new_seed, poison_free_memory  # noqa: E402
+from gpu_test_utils import capture, new_seed, poison_free_memory  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 FLOOR = {torch.bfloat16: 6e-3, torch.float16: 1e-3}
@@ -255,15 +255,7 @@ def test_cuda_graph_capture_replays_with_new_inputs():
         y = tk_kernels.mlp(x, w_fc, None, w_proj, None)
         return (y,) + torch.autograd.grad(y, (x, w_fc, w_proj), dy)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = step()
+    graph, outs = capture(step)
     for _ in range(2):
         with torch.no_grad():
             x.copy_(randn((512, C), g, torch.bfloat16))
