@@ -36,6 +36,7 @@ import torch.nn.functional as F
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
+from bench.bench_layernorm import graphed  # noqa: E402  (fn captured once in a CUDA graph -> its replay)
 
 SHAPES = {
     "all": [(16, 12, 1024, 64), (8, 16, 2048, 64), (4, 16, 4096, 64), (8, 16, 2048, 128),
@@ -100,20 +101,6 @@ def bench_ms(fn) -> tuple[float, float, float]:
     times = torch.tensor([s.elapsed_time(e) for s, e in zip(starts, ends)])
     q = torch.quantile(times, torch.tensor([0.5, 0.2, 0.8])).tolist()
     return q[0], q[1], q[2]
-
-
-def graphed(fn):
-    """fn captured once in a CUDA graph (after two warm-up calls on a side stream); returns its replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
 
 
 def flops(B, H, T, D, causal, mode):

@@ -71,8 +71,9 @@ def torch_add_ln(x, d, w, b):
 
 
 def graphed(step):
-    """step (fwd + bwd) captured once as a CUDA graph: its replay costs the GPU time only, with no host
-    overhead between the kernels (what a training step with a deep launch queue sees)."""
+    """step (here fwd + bwd; bench_attention*.py's calls too) captured once as a CUDA graph after warm-up
+    calls on a side stream: its replay costs the GPU time only, with no host overhead between the kernels
+    (what a training step with a deep launch queue sees)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -83,6 +84,23 @@ def graphed(step):
     with torch.cuda.graph(graph):
         step()
     return graph.replay
+
+
+def fwd_bwd_ms(f, x, d, w, b, dy, ds, graphs: bool, what: str) -> float | None:
+    """Median ms of one forward + backward of s, y = f(x, d, w, b) with incoming gradients ds, dy (graphs: as
+    CUDA-graph replays); None, with a note naming `what`, if it fails (the other implementations go on)."""
+    def step():
+        s, y = f(x, d, w, b)
+        if graphs:  # gradients as outputs (no .grad accumulation inside the graph)
+            return torch.autograd.grad([s, y], [x, d, w, b], [ds, dy])
+        torch.autograd.backward([s, y], [ds, dy])
+    try:
+        step()  # compile / build outside the timing
+        torch.cuda.synchronize()
+        return bench_ms(graphed(step) if graphs else step, [] if graphs else [x, d, w, b])
+    except Exception as e:
+        print(f"  {what} failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
+        return None
 
 
 def run_shape(N, C, impls, graphs=False):
@@ -103,20 +121,7 @@ def run_shape(N, C, impls, graphs=False):
            "eager": torch_add_ln, "compile": torch.compile(torch_add_ln)}
     row = {"N": N, "C": C, "bytes": bytes_moved(N, C)}
     for name in impls:
-        f = fns[name]
-
-        def step():
-            s, y = f(x, d, w, b)
-            if graphs:  # gradients as outputs (no .grad accumulation inside the graph)
-                return torch.autograd.grad([s, y], [x, d, w, b], [ds, dy])
-            torch.autograd.backward([s, y], [ds, dy])
-        try:
-            step()  # compile / build outside the timing
-            torch.cuda.synchronize()
-            row[name] = bench_ms(graphed(step) if graphs else step, [] if graphs else [x, d, w, b])
-        except Exception as e:  # report and go on with the other implementations
-            print(f"  {name} failed at ({N}, {C}): {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
-            row[name] = None
+        row[name] = fwd_bwd_ms(fns[name], x, d, w, b, dy, ds, graphs, f"{name} at ({N}, {C})")
     return row
 
 

@@ -44,7 +44,7 @@ for path in (REPO_ROOT, os.path.join(REPO_ROOT, "bench")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from bench_layernorm import bench_ms, bytes_moved, graphed  # noqa: E402
+from bench_layernorm import bytes_moved, fwd_bwd_ms  # noqa: E402
 
 DEFAULT_SHAPES = [(16384, 384), (16384, 768)]
 X_DT, D_DT = torch.float32, torch.bfloat16
@@ -130,20 +130,7 @@ def run_shape(N, C, p, graphs, impls):
            "fused_p0": fused_p0}
     row = {"N": N, "C": C, "p": p, "graphs": graphs, "bytes": bytes_moved(N, C)}
     for name in impls:
-        f = fns[name]
-
-        def step():
-            s, y = f(x, d, w, b)
-            if graphs:  # gradients as outputs (no .grad accumulation inside the graph)
-                return torch.autograd.grad([s, y], [x, d, w, b], [ds, dy])
-            torch.autograd.backward([s, y], [ds, dy])
-        try:
-            step()  # compile / build outside the timing
-            torch.cuda.synchronize()
-            row[name] = bench_ms(graphed(step) if graphs else step, [] if graphs else [x, d, w, b])
-        except Exception as e:  # report and go on with the other implementations
-            print(f"  {name} failed at ({N}, {C}): {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)
-            row[name] = None
+        row[name] = fwd_bwd_ms(fns[name], x, d, w, b, dy, ds, graphs, f"{name} at ({N}, {C})")
     return row
 
 
