@@ -463,9 +463,7 @@ def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weig
                 return choice.family.tk(x, delta, weight, bias, eps, plan.dtype, dropout_p)
             return choice.family.tk(x, delta, weight, bias, eps, plan.dtype)
         _fall_back(plan, "layer_norm", reason)
-    if drop:
-        return reference.add_layer_norm(x, delta, weight, bias, eps, dropout_p)
-    return reference.add_layer_norm(x, delta, weight, bias, eps)
+    return reference.add_layer_norm(x, delta, weight, bias, eps, dropout_p)  # (drops only with a delta and p > 0)
 
 
 def layer_norm(plan: Plan, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
