@@ -10,7 +10,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data")
 if REPO_ROOT not in sys.path:
     sys.path.insert(0, REPO_ROOT)
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))  # gpu_test_utils.py, shared by the GPU tests
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))  # gpu_test_utils.py, host_code.py: shared helpers
 if TESTS_DIR not in sys.path:
     sys.path.insert(0, TESTS_DIR)
 

@@ -3,19 +3,17 @@ vectors, the Python keep mask (tk_kernels/families/attention/dropout_reference.p
 kernels' own C++ keep function compiled as host code (csrc/dropout.cuh, with nvcc), the mask's
 statistics, and the argument checks of the Python API."""
 
-import os
 import random
 import re
-import shutil
 import subprocess
 
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from tk_kernels.build import INCLUDE_DIR, family_csrc, find_cuda_home
 from tk_kernels.families.attention import dropout_reference as ref
 from tk_kernels.families.attention import ops as tka
+from host_code import compile_host_program
 
 # Random123 kat_vectors, the three "philox4x32 10" lines: counter, key, result
 KAT = [
@@ -39,20 +37,10 @@ def test_threshold():
     assert ref.threshold(0.99999999) == 65535  # capped: every p < 1 keeps something
 
 
-def _nvcc() -> str:
-    cuda_home = find_cuda_home()
-    nvcc = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else shutil.which("nvcc")
-    if not nvcc or not os.path.isfile(nvcc):
-        pytest.skip("needs nvcc (the CUDA toolkit) to compile the keep function as host code")
-    return nvcc
-
-
 def _host_program(tmp_path):
     """The C++ keep function (csrc/dropout.cuh) and Philox (include/common/philox.cuh) compiled
     as host code; reads lines 'seed offset threshold bh q k', prints 'keep w0 w1 w2 w3'."""
-    nvcc = _nvcc()
-    src = tmp_path / "keep.cu"
-    src.write_text(r'''
+    return compile_host_program(tmp_path, "keep", r'''
 #include <cstdio>
 #include "dropout.cuh"
 int main() {
@@ -74,11 +62,7 @@ int main() {
   printf("threshold %u %u %u\n", dropout_threshold(0.2f), dropout_threshold(0.5f), dropout_threshold(0.99999999f));
   return 0;
 }
-''')
-    exe = tmp_path / "keep"
-    subprocess.run([nvcc, "-std=c++20", "-arch=sm_80", f"-I{INCLUDE_DIR}", f"-I{family_csrc('attention')}",
-                    str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
-    return exe
+''', "attention")
 
 
 def test_cpp_keep_function_matches_python(tmp_path):
@@ -281,12 +265,7 @@ def test_tile_keep_bits_match_the_definition(tmp_path):
     rounds hoisted and its pair test; the forward's per-slice keep flags; the Hopper forward's warp-pair
     bands with their exchange and the Hopper backward's prefix-hoisted S^T bits, in wgmma accumulator
     order) are exactly dropout_keep at each element's coordinates."""
-    nvcc = _nvcc()
-    src = tmp_path / "tiles.cu"
-    src.write_text(TILE_CHECK)
-    exe = tmp_path / "tiles"
-    subprocess.run([nvcc, "-std=c++20", "-arch=sm_80", f"-I{INCLUDE_DIR}", f"-I{family_csrc('attention')}",
-                    str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
+    exe = compile_host_program(tmp_path, "tiles", TILE_CHECK, "attention")
     out = subprocess.run([str(exe)], capture_output=True, text=True)
     assert out.returncode == 0 and "0 wrong bits" in out.stdout, out.stdout + out.stderr
 

@@ -2,13 +2,9 @@
 frag64 offset that bwd_dq_convert_kernel reads back is exactly where the Hopper backward's staging writes
 each accumulator value (thread tid's register r at (r / 4) * 512 + 4 tid + r % 4, wgmma's D layout), a
 permutation of the 64 x 64 block; and xor32's is one of its 32 x 32 block."""
-import os
-import shutil
 import subprocess
 
-import pytest
-
-from tk_kernels.build import INCLUDE_DIR, family_csrc, find_cuda_home
+from host_code import compile_host_program
 
 HOST_PROGRAM = r'''
 #include <cstdio>
@@ -32,15 +28,7 @@ def wgmma_d_position(tid: int, reg: int) -> tuple[int, int]:
 
 
 def test_frag64_and_xor32_offsets(tmp_path):
-    cuda_home = find_cuda_home()
-    nvcc = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else shutil.which("nvcc")
-    if not nvcc or not os.path.isfile(nvcc):
-        pytest.skip("needs nvcc (the CUDA toolkit) to compile dq_accum.cuh as host code")
-    src = tmp_path / "offsets.cu"
-    src.write_text(HOST_PROGRAM)
-    exe = tmp_path / "offsets"
-    subprocess.run([nvcc, "-std=c++20", "-arch=sm_80", f"-I{INCLUDE_DIR}", f"-I{family_csrc('attention')}",
-                    str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
+    exe = compile_host_program(tmp_path, "offsets", HOST_PROGRAM, "attention")
     frag, xor = {}, {}
     for line in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines():
         kind, r, c, off = line.split()

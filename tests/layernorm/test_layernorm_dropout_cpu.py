@@ -6,9 +6,7 @@ path of tk::dropout_add_layer_norm_fwd / _bwd with a float64 stand-in extension;
 with stand-in kernels. The kernels themselves: test_layernorm_dropout_gpu.py."""
 
 import math
-import os
 import random
-import shutil
 import subprocess
 import types
 import warnings
@@ -21,10 +19,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import tk_kernels
 from model import GPT, GPTConfig
 from tk_kernels import TKUnsupportedError, dispatch, philox_reference, reference
-from tk_kernels.build import INCLUDE_DIR, family_csrc, find_cuda_home
 from tk_kernels.families.attention import dropout_reference as attention_ref
 from tk_kernels.families.layernorm import dropout_reference as ref
 from tk_kernels.families.layernorm import ops as ln
+from host_code import compile_host_program
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 
@@ -74,14 +72,6 @@ def test_counters_stay_apart_from_the_attention_family():
     assert attention_ref.philox4x32_10 is philox_reference.philox4x32_10  # one Python Philox for both
 
 
-def _nvcc() -> str:
-    cuda_home = find_cuda_home()
-    nvcc = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else shutil.which("nvcc")
-    if not nvcc or not os.path.isfile(nvcc):
-        pytest.skip("needs nvcc (the CUDA toolkit) to compile the keep function as host code")
-    return nvcc
-
-
 HOST_PROGRAM = r'''
 #include <cstdio>
 #include "dropout.cuh"
@@ -103,12 +93,7 @@ int main() {
 
 
 def test_cpp_chunk_function_matches_python(tmp_path):
-    nvcc = _nvcc()
-    src = tmp_path / "keep.cu"
-    src.write_text(HOST_PROGRAM)
-    exe = tmp_path / "keep"
-    subprocess.run([nvcc, "-std=c++20", "-arch=sm_80", f"-I{INCLUDE_DIR}", f"-I{family_csrc('layernorm')}",
-                    str(src), "-o", str(exe)], check=True, capture_output=True, text=True)
+    exe = compile_host_program(tmp_path, "keep", HOST_PROGRAM, "layernorm")
     rnd = random.Random(4321)
     cases = []
     for _ in range(300):
