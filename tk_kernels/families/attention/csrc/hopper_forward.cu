@@ -40,16 +40,26 @@
 //     (seen in the SASS; the PTX has the intended order), and a data dependency to pin it (a branch
 //     on the row sum) made ptxas serialise every wgmma. So within a warpgroup the exp2s run after the
 //     P V group; across the two warpgroups they overlap.
-//   * Finish: O /= l, lse = (m c + log2 l) ln 2. Each consumer writes its 64 x D bf16/fp16 O tile into
-//     its rows of an O staging buffer, in the 128B-swizzled layout, and one thread stores it with TMA.
-//     lse goes straight from registers (one lane per row). A "Q empty" barrier (both consumers' last
+//   * Finish: O /= l, lse = (m c + log2 l) ln 2. lse goes straight from registers (one lane per row).
+//     O: D = 128 without dropout stores its 64 x 128 tile from registers (4-byte stores, a quad writing 16
+//     contiguous bytes of a row); the others write it into their rows of an O staging buffer, in the
+//     128B-swizzled layout, and one thread stores it with TMA. A "Q empty" barrier (both consumers' last
 //     S GEMM done) lets the producer load the next item's Q during the finish.
 //
 // Tiling and data movement:
 //   * Shared memory (128B swizzle; a 64-column panel per 128 bytes of row): the ring, STAGES x (K 128 x D
-//     + V 128 x D), then Q 128 x D and the O staging buffer 128 x D. D = 64: 3 stages, 128 KB; D = 128:
-//     2 stages, 192 KB (3 would not fit in 227 KB). 1 CTA per SM (the 240-register consumers use the whole
-//     register file).
+//     + V 128 x D), then Q 128 x D and (not at D = 128 without dropout) the O staging buffer 128 x D.
+//     D = 64: 3 stages, 128 KB. D = 128: 3 stages and no staging buffer, 224 KB (with dropout 2 stages and
+//     the buffer, 192 KB: its 2 KB static keep-bit buffer leaves no room for a third stage). 1 CTA per SM
+//     (the 240-register consumers use the whole register file).
+//     Why D = 128 gave up the staged store for a third stage (H200, bench_attention.py --graphs, forward
+//     TFLOP/s, two builds side by side, session 9): with 2 stages a ring slot is refilled only after both
+//     consumers' P V of it, so each tile's K / V load latency was exposed; 3 stages took non-causal from
+//     497 / 515 / 526 / 541 to 568 / 599 / 620 / 631 at T = 2048 / 4096 / 8192 / 16384 (cuDNN 594 / 628 / 618
+//     / 624), causal from 373 / 445 / 491 / 516 to 375-412 / 458 / 506 / 527. The same register store at
+//     D = 64 (still 3 stages) was 3-5% slower at T <= 2048 (276.6 -> 262.2 causal, 378.1 -> 359.8 non-causal
+//     at (16,12,1024,64)), and a fourth stage there gained nothing (260.3 / 356.4), so D = 64 keeps the TMA
+//     store.
 //   * Strided views: every operand is a rank-4 TMA tensor map over (D, T, H, B) with the tensor's own
 //     strides (nanoGPT's q/k/v views of one (B, T, 3C) tensor, no copies), built on the host per call
 //     (a few microseconds; plain kernel parameters, so CUDA-graph capture records them).
@@ -146,16 +156,22 @@ constexpr int HBLOCK_M = 64 * NC;              // query rows per work item
 template <int D>
 struct hop_layout {
   static constexpr int PANELS = D / PANEL_COLS;
-  static constexpr int STAGES = D == 64 ? 3 : 2;
   static constexpr int Q_PANEL = HBLOCK_M * PANEL_COLS * 2;    // 16 KB
   static constexpr int KV_PANEL = HBLOCK_N * PANEL_COLS * 2;   // 16 KB
   static constexpr int Q_BYTES = PANELS * Q_PANEL;
   static constexpr int KV_BYTES = PANELS * KV_PANEL;           // one K (or V) tile
 };
 
+// Where O goes, and the ring depth that leaves (see the header, "Tiling"): D = 128 without dropout stores O from
+// registers straight to global memory, so its 32 KB staging buffer becomes room for a third K / V stage (3 x 64 KB
+// + Q 32 KB); everything else stages O in shared memory for a TMA store (D = 64: 3 stages; D = 128 with dropout:
+// 2, as its 2 KB static keep-bit exchange buffer leaves no room for a third).
+constexpr bool hop_direct_o(int D, bool dropout) { return D == 128 && !dropout; }
+constexpr int hop_stages(int D, bool dropout) { return D == 64 || hop_direct_o(D, dropout) ? 3 : 2; }
+
 // Shared memory, 128B-swizzled 64-column panels: the ring's slot is one key tile's K and V (a full
 // barrier each), the per-item buffer is the Q block, the consumers' scratch the O staging buffer
-// (Q's layout: consumer c's 64 rows at c * 64 * 128 bytes of each panel).
+// (Q's layout: consumer c's 64 rows at c * 64 * 128 bytes of each panel; none with hop_direct_o).
 template <int D>
 struct alignas(1024) KVTile {
   char k[hop_layout<D>::KV_BYTES];
@@ -171,6 +187,8 @@ struct hop_args {
   int seq, heads, batch;
   float scale_log2;   // softmax scale * log2(e)
   float *lse;
+  void *o;            // (B, H, T, D) output, stride 1 along D (hop_direct_o; the others store through o_map)
+  Strides o_s;        // its b, h, t strides, in elements
 };
 // The dropout kernels' arguments: the same plus the dropout's (the p = 0 kernels keep hop_args).
 struct hop_dropout_args : hop_args {
@@ -247,10 +265,11 @@ struct HopConsumer {
   using L = hop_layout<D>;
   using acc_s = wg::accumulator<HBLOCK_N>;
   using acc_o = wg::accumulator<D>;
+  static constexpr bool DIRECT_O = hop_direct_o(D, DROPOUT);
   static constexpr bool PEEL_FIRST = true;  // compute(.., 0) has no P V: its own code, no runtime branch on j
   const HopGlobals<DROPOUT> &g;
   const int c, me;
-  char *const o_stage;        // this warpgroup's 64 rows of the O staging buffer (scratch)
+  char *const ctx_scratch;    // the O staging buffer (scratch; not DIRECT_O), consumer c's rows at c * 64 * 128
   uint64_t dq[L::PANELS];     // its 64 rows of the Q block
   acc_s s;
   acc_o o;
@@ -268,7 +287,7 @@ struct HopConsumer {
   uint32_t thr16 = 0;
 
   __device__ HopConsumer(const HopGlobals<DROPOUT> &g, const pipeline::consumer_ctx<QBlock<D>> &ctx)
-      : g(g), c(ctx.id), me(wg::warpgroup_thread()), o_stage(ctx.scratch + ctx.id * 64 * 128) {
+      : g(g), c(ctx.id), me(wg::warpgroup_thread()), ctx_scratch(ctx.scratch) {
 #pragma unroll
     for (int pn = 0; pn < L::PANELS; pn++) dq[pn] = wg::desc_k128(ctx.item->q + pn * L::Q_PANEL + c * 64 * 128);
     if constexpr (DROPOUT) {
@@ -326,8 +345,7 @@ struct HopConsumer {
   }
 
   // O /= l (dropout: times 1 / (1 - p)), lse = (m c + log2 l) ln 2; lse straight from registers (one
-  // lane per row), O into this warpgroup's rows of the staging buffer, swizzled like the TMA box, then
-  // one TMA store per 64-column panel (rows >= T are dropped by TMA).
+  // lane per row), O by store_o (DIRECT_O) or stage_o.
   __device__ void finish(const hop_coord &w) {
     const int T_ = g.a.seq;
     float inv_l[2], lse[2];
@@ -344,6 +362,33 @@ struct HopConsumer {
       if (row_lo < T_) lse_row[row_lo] = lse[0];
       if (row_lo + 8 < T_) lse_row[row_lo + 8] = lse[1];
     }
+    if constexpr (DIRECT_O) store_o(w, row_lo, inv_l);
+    else stage_o(w, inv_l);
+  }
+
+  __device__ void last() {
+    if (!DIRECT_O && me == 0) bulk_wait_group<0>();
+  }
+
+ private:
+  // O straight from registers: two elements per 4-byte store, a quad writing 16 contiguous bytes of a row
+  // (rows >= T skipped).
+  __device__ void store_o(const hop_coord &w, int row_lo, const float (&inv_l)[2]) {
+    T *o_head = static_cast<T *>(g.a.o) + w.b * g.a.o_s.b + w.h * g.a.o_s.h;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      const int row = row_lo + 8 * hr;
+      if (row >= g.a.seq) continue;
+      T *o_row = o_head + row * g.a.o_s.t;
+#pragma unroll
+      for (int i = 2 * hr; i < acc_o::REGS; i += 4)
+        *reinterpret_cast<uint32_t *>(o_row + acc_o::col(i)) = wg::pack2<T>(o.v[i] * inv_l[hr], o.v[i + 1] * inv_l[hr]);
+    }
+  }
+  // O through this warpgroup's rows of the staging buffer, swizzled like the TMA box, then one TMA store per
+  // 64-column panel (rows >= T are dropped by TMA).
+  __device__ void stage_o(const hop_coord &w, const float (&inv_l)[2]) {
+    char *const o_stage = ctx_scratch + c * 64 * 128;
     if (me == 0) bulk_wait_group_read<0>();  // the previous item's store has read the staging buffer
     wg::sync(1 + c);
 #pragma unroll
@@ -355,18 +400,12 @@ struct HopConsumer {
     }
     fence_proxy_async_shared();
     wg::sync(1 + c);
-    if (me == 0 && r0 < T_) {     // (a box wholly past T would be dropped anyway)
+    if (me == 0 && r0 < g.a.seq) {     // (a box wholly past T would be dropped anyway)
       for (int pn = 0; pn < L::PANELS; pn++)
         tma::store_async(g.o_map, o_stage + pn * L::Q_PANEL, pn * PANEL_COLS, r0, w.h, w.b);
       bulk_commit_group();
     }
   }
-
-  __device__ void last() {
-    if (me == 0) bulk_wait_group<0>();
-  }
-
- private:
   __device__ void issue_s(const char *k_tile) {
     wg::mma_fence(s.v);
 #pragma unroll
@@ -461,10 +500,10 @@ struct HopPipe {
   using work = hop_coord;
   using scheduler = ItemWalk<CAUSAL>;
   using consumer = HopConsumer<T, D, CAUSAL, DROPOUT>;
-  static constexpr int STAGES = L::STAGES, CONSUMERS = NC;
+  static constexpr int STAGES = hop_stages(D, DROPOUT), CONSUMERS = NC;
   static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
   static constexpr unsigned FULL_BYTES[2] = {L::KV_BYTES, L::KV_BYTES};
-  static constexpr int SCRATCH_BYTES = L::Q_BYTES;
+  static constexpr int SCRATCH_BYTES = hop_direct_o(D, DROPOUT) ? 0 : L::Q_BYTES;
   __device__ static int iterations(const globals &g, const hop_coord &w) { return hop_tiles<CAUSAL>(g.a, w.mb); }
   __device__ static void load_item(const pipeline::item_slot<QBlock<D>> &s, const globals &g, const hop_coord &w) {
     for (int p = 0; p < L::PANELS; p++)
@@ -513,6 +552,8 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, const char **
   a.batch = p.B;
   a.scale_log2 = p.scale * LOG2E;
   a.lse = p.lse;
+  a.o = p.o;
+  a.o_s = p.o_s;
   if constexpr (DROPOUT) {
     a.drop.rng = p.rng;
     a.drop.threshold = dropout_threshold(p.dropout_p);
