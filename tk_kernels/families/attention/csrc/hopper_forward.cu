@@ -67,8 +67,17 @@
 //     the next head's rows) and drops them on the O store; keys >= T are masked to -inf (non-causal;
 //     with causal every row < T masks them already).
 //   * Causal (top-left aligned): the key loop stops at the diagonal tile (query and key blocks are both
-//     128, so block mb sees tiles 0..mb); only that tile is masked. The heaviest query blocks of all
-//     heads are launched first (as in forward.cu), so the last wave holds light blocks.
+//     128, so block mb sees tiles 0..mb); only that tile is masked. The persistent CTAs walk the items in
+//     groups of G heads (G n_mblocks ~ 2 x the grid; hop_block): within a group by query block, the G heads
+//     of each block together, heaviest blocks first in even groups and lightest first in odd ones, so a CTA
+//     striding through the items alternates heavy and light ones (a load model puts the busiest CTA at
+//     1.03-1.09x the mean) while the CTAs running together share a few heads' K / V in L2. The walk before
+//     (query-block-major over all heads, heaviest first: every CTA of a wave on a different head) measured
+//     3.17 TB/s of DRAM traffic and a 32.6% L2 hit rate at (8,16,2048,128) (Nsight Compute); the grouped walk
+//     0.89 TB/s and 72.9%, and forward TFLOP/s (H200, CUDA-graph replays, side by side, session 9) went from
+//     419 / 475 / 520 / 537 to 463 / 528 / 564 / 589 at D = 128, T = 2048 / 4096 / 8192 / 16384 (cuDNN 482-492
+//     / 523-525 / 545-548 / 566-570); D = 64 within noise (275 -> 277-278 at (16,12,1024,64), 352 -> 346-348,
+//     385 -> 387-390, 99 -> 101-103 at (64,6,256,64)).
 //   * The first tile always holds key 0, which every row sees, so the running max is finite from then
 //     on (2^(-inf) = 0 covers the initial rescale).
 //   * Choices, measured (H200, bf16, forward TFLOP/s, dev/hopper/check_attention.py --quick, 2026-12-01,
@@ -204,12 +213,25 @@ __shared__ uint32_t hop_keep_xchg[2][2][4][32];
 struct hop_coord {
   int mb, b, h;
 };
+// Non-causal: head-major (the CTAs running together share a few heads' K and V in L2). Causal: groups of G heads
+// (G n_mblocks ~ 2 x the grid), each group's items by query block, heaviest first in even groups and lightest first
+// in odd ones (so a CTA striding through the items alternates heavy and light ones), the G heads in each block.
 template <bool CAUSAL>
-__device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx) {
+__device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx, int grid) {
   const int n_mblocks = (a.seq + HBLOCK_M - 1) / HBLOCK_M;
   const int n_heads = a.heads * a.batch;
-  const int mb = CAUSAL ? n_mblocks - 1 - idx / n_heads : idx % n_mblocks;
-  const int bh = CAUSAL ? idx % n_heads : idx / n_mblocks;
+  int mb, bh;
+  if constexpr (CAUSAL) {
+    const int G = max(1, min(n_heads, 2 * grid / n_mblocks));
+    const int group = idx / (G * n_mblocks), k = idx % (G * n_mblocks);
+    const int gs = min(G, n_heads - group * G);  // the last group may be smaller
+    const int r = k / gs;
+    mb = group & 1 ? r : n_mblocks - 1 - r;
+    bh = group * G + k % gs;
+  } else {
+    mb = idx % n_mblocks;
+    bh = idx / n_mblocks;
+  }
   return {mb, bh / a.heads, bh % a.heads};
 }
 // Key tiles query block mb sees (causal: up to the diagonal tile).
@@ -238,8 +260,7 @@ struct HopGlobals {
   const hop_args_t<DROPOUT> &a;
 };
 
-// The persistent walk: CTA i takes work items i, i + gridDim.x, ... in hop_block order (causal: the
-// heaviest query blocks first).
+// The persistent walk: CTA i takes work items i, i + gridDim.x, ... in hop_block order.
 template <bool CAUSAL>
 struct ItemWalk {
   const hop_args &a;
@@ -250,7 +271,7 @@ struct ItemWalk {
   __device__ ItemWalk(const HopGlobals<DROPOUT> &g) : ItemWalk(static_cast<const hop_args &>(g.a)) {}
   __device__ bool next(hop_coord &w) {
     if (item >= n_items) return false;
-    w = hop_block<CAUSAL>(a, item);
+    w = hop_block<CAUSAL>(a, item, gridDim.x);
     item += gridDim.x;
     return true;
   }
