@@ -147,7 +147,19 @@ def run_shape(shape, causal, dtype, impls, seed, graphs=False):
         # backward alone: forward once, then time autograd.grad
         try:
             qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
-            o = fn(qg, kg, vg, causal)
+            if graphs:
+                # The forward whose backward is captured runs on a side stream: autograd launches a backward on
+                # its forward's stream, and on the default (legacy) stream that breaks the capture for every
+                # implementation ("operation would make the legacy stream depend on a capturing blocking
+                # stream": dev/capture_first_bwd.py; before, a first failed capture left its stream current, so
+                # only the first shape's first backward failed).
+                fwd_stream = torch.cuda.Stream()
+                fwd_stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(fwd_stream):
+                    o = fn(qg, kg, vg, causal)
+                torch.cuda.current_stream().wait_stream(fwd_stream)
+            else:
+                o = fn(qg, kg, vg, causal)
             grads = torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
             ms, p20, p80 = timed(lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
             out["bwd"][name] = {"ms": ms, "p20_ms": p20, "p80_ms": p80,

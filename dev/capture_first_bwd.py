@@ -21,6 +21,8 @@ ap.add_argument("--impl", default="tk")
 ap.add_argument("--shape", default="16,12,1024,64")
 ap.add_argument("--causal", type=int, default=1)
 ap.add_argument("--order", default="fwd-first", choices=("fwd-first", "bwd-only"))
+ap.add_argument("--fwd-stream", action="store_true",
+                help="run the eager forward on a side stream (bench_attention.py's fix since session 9)")
 args = ap.parse_args()
 B, H, T, D = map(int, args.shape.split(","))
 causal = bool(args.causal)
@@ -49,7 +51,14 @@ if args.order == "fwd-first":
         capture(lambda: fn(q, k, v, causal))
     print("forward capture ok", flush=True)
 qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
-o = fn(qg, kg, vg, causal)
+if args.fwd_stream:
+    fs = torch.cuda.Stream()
+    fs.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(fs):
+        o = fn(qg, kg, vg, causal)
+    torch.cuda.current_stream().wait_stream(fs)
+else:
+    o = fn(qg, kg, vg, causal)
 ref = torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
 torch.cuda.synchronize()
 for attempt, mode in (("first", "global"), ("second", "global"), ("relaxed", "relaxed")):

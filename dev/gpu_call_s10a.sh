@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 9 for the next one (~8 minutes; session 9's device time ran out before these):
+# Prepared in session 9 for the next one (~9 minutes; session 9's device time ran out before these):
+# 0. the capture fix of bench_attention.py --graphs, checked in a fresh process and in the benchmark;
 # 1. the attention GPU tests not re-run after session 9's causal head-group walk of the forward (qkv op, Hopper
 #    backward; test_attention_gpu and the dropout tests passed with it: 298);
 # 2. train.py's MFU beside bench_train.py's for shakespeare_char under CUDA graphs, both kernels, now that
@@ -8,6 +9,13 @@
 # 3. bench_attention.py (eager, the issue's table) at every shape, tk / flash / cuDNN, after the forward changes;
 # 4. GPT-2 medium (350M) under graphs, torch vs tk (issue 8: tk must not be slower).
 source dev/gpu_call_lib.sh
+# 0. the capture fix of bench_attention.py --graphs (its eager forward on a side stream; written in session 9, not run):
+for impl in tk flash; do
+  timeout $(rem 30) python dev/capture_first_bwd.py --impl $impl --fwd-stream > $O/capture_$impl.log 2>&1
+  echo "== capture $impl --fwd-stream: $(grep -E '^(forward|backward) capture' $O/capture_$impl.log | tr '\n' ' ')"
+done
+step graphs_first 60 python bench/bench_attention.py --graphs --impls tk,flash,cudnn --shapes "16,12,1024,64"
+grep -E "^\| \(" $O/graphs_first.log
 step tests 150 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/attention/test_attention_qkv_gpu.py \
   tests/attention/test_attention_hopper_bwd_gpu.py
 tail -1 $O/tests.log; grep -E "^FAILED|^ERROR" $O/tests.log | head
