@@ -9,8 +9,13 @@
 # Run from main's root with the patch NOT applied (this script applies it to the device's copy), carry
 # [".gpu_data", ".variant"] after `rm -rf .variant && mkdir .variant && git archive HEAD tk_kernels bench | tar -x -C .variant`.
 # Merge (git apply + commit) only if the tests pass and the overhead drops.
-git apply dev/patches/fwd_dropout_producer_draws.patch 2>/dev/null || patch -p1 < dev/patches/fwd_dropout_producer_draws.patch \
-  || { echo "PATCH FAILED"; exit 1; }
+# `bash dev/gpu_call_s10b.sh both` also applies bwd_dropout_producer_draws.patch (the same for the D = 64 Hopper
+# backward, on top of the forward's: its fill hook).
+patches="fwd_dropout_producer_draws"; [ "$1" = both ] && patches="$patches bwd_dropout_producer_draws"
+for pt in $patches; do
+  git apply dev/patches/$pt.patch 2>/dev/null || patch -p1 < dev/patches/$pt.patch || { echo "PATCH $pt FAILED"; exit 1; }
+  echo "applied $pt"
+done
 source dev/gpu_call_lib.sh
 (cd .variant && python -m tk_kernels.build --family attention > $O/build_variant.log 2>&1); echo ".variant build rc=$? at $((SECONDS - t0)) s"
 for sc in "2,3,300,64 1" "1,5,200,128 0"; do
@@ -27,7 +32,9 @@ PY
   echo "== memcheck dropout $1 causal=$2 rc=$? $(grep -E 'ERROR SUMMARY' $O/memcheck_$1_$2.log)"
 done
 step tests 200 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/attention/test_attention_dropout_gpu.py \
-  tests/attention/test_attention_gpu.py tests/attention/test_attention_dropout_cpu.py
+  tests/attention/test_attention_gpu.py tests/attention/test_attention_hopper_bwd_gpu.py
+timeout $(rem 60) python -m pytest -q -p no:cacheprovider tests/attention/test_attention_dropout_cpu.py > $O/tests_cpu.log 2>&1
+echo "== cpu tile-bits tests rc=$? $(tail -1 $O/tests_cpu.log)"
 tail -1 $O/tests.log; grep -E "^FAILED|^ERROR" $O/tests.log | head
 step drop_new 60 python bench/bench_attention_dropout.py --graphs --impls tk,cudnn
 (cd .variant && timeout $(rem 60) python bench/bench_attention_dropout.py --graphs --impls tk,cudnn > $O/drop_main.log 2>&1); echo "== main rc=$?"
