@@ -103,6 +103,20 @@ def bench_ms(fn) -> tuple[float, float, float]:
     return q[0], q[1], q[2]
 
 
+def on_side_stream(f):
+    """f() run on a fresh side stream (ordered after the current stream's work, which then waits for it).
+    --graphs runs the eager forward whose backward it captures this way: autograd launches a backward on its
+    forward's stream, and on the default (legacy) stream that breaks the capture for every implementation
+    ("operation would make the legacy stream depend on a capturing blocking stream": dev/capture_first_bwd.py;
+    before, a first failed capture left its stream current, so only the first shape's first backward failed)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = f()
+    torch.cuda.current_stream().wait_stream(side)
+    return out
+
+
 def flops(B, H, T, D, causal, mode):
     f = 4 * B * H * T * T * D * (0.5 if causal else 1.0)
     return f * (2.5 if mode == "bwd" else 1.0)
@@ -147,19 +161,8 @@ def run_shape(shape, causal, dtype, impls, seed, graphs=False):
         # backward alone: forward once, then time autograd.grad
         try:
             qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
-            if graphs:
-                # The forward whose backward is captured runs on a side stream: autograd launches a backward on
-                # its forward's stream, and on the default (legacy) stream that breaks the capture for every
-                # implementation ("operation would make the legacy stream depend on a capturing blocking
-                # stream": dev/capture_first_bwd.py; before, a first failed capture left its stream current, so
-                # only the first shape's first backward failed).
-                fwd_stream = torch.cuda.Stream()
-                fwd_stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(fwd_stream):
-                    o = fn(qg, kg, vg, causal)
-                torch.cuda.current_stream().wait_stream(fwd_stream)
-            else:
-                o = fn(qg, kg, vg, causal)
+            # (graphs: on a side stream, see on_side_stream)
+            o = on_side_stream(lambda: fn(qg, kg, vg, causal)) if graphs else fn(qg, kg, vg, causal)
             grads = torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
             ms, p20, p80 = timed(lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
             out["bwd"][name] = {"ms": ms, "p20_ms": p20, "p80_ms": p80,

@@ -70,10 +70,11 @@ def torch_add_ln(x, d, w, b):
     return s, F.layer_norm(s, (x.shape[-1],), w, b, 1e-5).to(D_DT)
 
 
-def graphed(step):
+def graphed(step, capture_error_mode: str = "global"):
     """step (here fwd + bwd; bench_attention*.py's calls too) captured once as a CUDA graph after warm-up
     calls on a side stream: its replay costs the GPU time only, with no host overhead between the kernels
-    (what a training step with a deep launch queue sees)."""
+    (what a training step with a deep launch queue sees). capture_error_mode: torch.cuda.graph's
+    (dev/capture_first_bwd.py tries "relaxed")."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -81,7 +82,7 @@ def graphed(step):
             step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, capture_error_mode=capture_error_mode):
         step()
     return graph.replay
 

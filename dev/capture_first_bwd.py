@@ -14,7 +14,8 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from bench.bench_attention import make_impl  # noqa: E402
+from bench.bench_attention import make_impl, on_side_stream  # noqa: E402
+from bench.bench_layernorm import graphed  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--impl", default="tk")
@@ -32,18 +33,9 @@ q, k, v, do = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, gene
 
 
 def capture(step, mode="global"):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode=mode):
-        step()
-    graph.replay()
+    """bench_attention.py --graphs's capture (bench_layernorm.graphed), replayed once."""
+    graphed(step, mode)()
     torch.cuda.synchronize()
-    return graph
 
 
 if args.order == "fwd-first":
@@ -51,14 +43,7 @@ if args.order == "fwd-first":
         capture(lambda: fn(q, k, v, causal))
     print("forward capture ok", flush=True)
 qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
-if args.fwd_stream:
-    fs = torch.cuda.Stream()
-    fs.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(fs):
-        o = fn(qg, kg, vg, causal)
-    torch.cuda.current_stream().wait_stream(fs)
-else:
-    o = fn(qg, kg, vg, causal)
+o = on_side_stream(lambda: fn(qg, kg, vg, causal)) if args.fwd_stream else fn(qg, kg, vg, causal)
 ref = torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
 torch.cuda.synchronize()
 for attempt, mode in (("first", "global"), ("second", "global"), ("relaxed", "relaxed")):
