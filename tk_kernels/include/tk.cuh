@@ -1,6 +1,6 @@
 // ThunderKittens-style tile DSL (header-only, C++20 CUDA, sm_80+). Include this one header.
 //
-//   common/            dtypes, packing, small utilities, Philox4x32-10 and the dropout keep test shared by the families
+//   common/            dtypes, packing, small utilities, Philox4x32-R and the dropout keep test shared by the families
 //   types/             rt (register tiles), rv (col_vec / row_vec), st (swizzled shared tiles), sv, gl (global layouts)
 //   warp/memory/       one warp (or NT cooperating threads): global<->shared (cp.async), shared<->register (ldmatrix)
 //   warp/register/     one warp: mma_AB/ABt/AtB/AtBt, element-wise maps, reductions, masks, layout changes
