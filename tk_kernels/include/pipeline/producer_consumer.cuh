@@ -229,8 +229,14 @@ struct kernel {
   static_assert(FULL >= 1 && FULL <= 4, "pipeline: 1..4 full barriers per slot");
   static_assert(SHARED_BYTES <= 227 * 1024,
                 "pipeline: ring + item stage + scratch + 1 KB alignment exceed the 227 KB of shared memory of an sm_90 CTA");
-  static_assert((P::PRODUCER_REGS + CONSUMERS * P::CONSUMER_REGS) * 128 <= 65536,
-                "pipeline: the warpgroups' registers after setmaxnreg exceed the SM's 64K");
+  // setmaxnreg only moves registers between the CTA's warps: the CTA keeps what it was launched with,
+  // LAUNCH_REGS per thread (__launch_bounds__(THREADS, 1): 65536 / THREADS in steps of 8, 168 for three
+  // warpgroups; ptxas -v reports that count for every kernel that uses setmaxnreg). A consumer increase beyond
+  // what the producer gave back waits forever (session 10: producer 64 + 2 x 224 = 512 > 3 x 168 hung the GPU).
+  static constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8 < 256 ? 65536 / THREADS / 8 * 8 : 256;
+  static_assert(P::PRODUCER_REGS + CONSUMERS * P::CONSUMER_REGS <= (1 + CONSUMERS) * LAUNCH_REGS,
+                "pipeline: PRODUCER_REGS + CONSUMERS x CONSUMER_REGS exceed the registers the CTA is launched with "
+                "((1 + CONSUMERS) x LAUNCH_REGS): the consumers' setmaxnreg would wait forever");
   static_assert(P::PRODUCER_REGS <= P::CONSUMER_REGS, "pipeline: the producer gives registers to the consumers");
   static_assert(PIECES >= 0 && PIECES <= 64, "pipeline: DEFERRED_PIECES must be 0..64");
   static_assert(!UNROLL || PIECES > 0, "pipeline: UNROLL_PIECES without DEFERRED_PIECES");
