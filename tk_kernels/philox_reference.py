@@ -1,10 +1,12 @@
 """
-Philox4x32-R (10 rounds by default, Random123's; the attention family uses 7) in plain Python / PyTorch and the dropout keep threshold: an independent implementation of
-tk_kernels/include/common/philox.cuh and common/dropout.cuh, shared by the kernel families' Python mask
-references (families/attention/dropout_reference.py, families/layernorm/dropout_reference.py), for tests.
+Philox4x32-R in plain Python / PyTorch (R rounds: Random123's default 10; the attention's dropout uses 7) and the
+dropout keep threshold: an independent implementation of tk_kernels/include/common/philox.cuh and
+common/dropout.cuh, shared by the kernel families' Python mask references (families/attention/dropout_reference.py,
+families/layernorm/dropout_reference.py), for tests.
 
-    philox4x32_10((c0, c1, c2, c3), (k0, k1), rounds=10) -> (x0, x1, x2, x3)   one block, Python ints
-    philox4x32_10_tensor([c0, c1, c2, c3], k0, k1, rounds=10)               the same on int64 tensors (broadcast)
+    philox4x32((c0, c1, c2, c3), (k0, k1), rounds) -> (x0, x1, x2, x3)  one block, Python ints
+    philox4x32_tensor([c0, c1, c2, c3], k0, k1, rounds)                 the same on int64 tensors (broadcast)
+    philox4x32_10(ctr, key), philox4x32_10_tensor(c, k0, k1)            the same with 10 rounds
     threshold(p)                                                       round(p * 2^16) of float32(p), capped
     key(seed, offset) -> (k0, k1, c3)                                  the kernels' key and offset word
 """
@@ -20,8 +22,8 @@ M0, M1 = 0xD2511F53, 0xCD9E8D57   # round multipliers
 W0, W1 = 0x9E3779B9, 0xBB67AE85   # key schedule
 
 
-def philox4x32_10(ctr: tuple[int, int, int, int], key: tuple[int, int], rounds: int = 10) -> tuple[int, int, int, int]:
-    """Philox4x32-`rounds` (Random123's definition; its default 10) of one 128-bit counter under a 64-bit key."""
+def philox4x32(ctr: tuple[int, int, int, int], key: tuple[int, int], rounds: int) -> tuple[int, int, int, int]:
+    """Philox4x32 with `rounds` rounds (Random123's definition) of one 128-bit counter under a 64-bit key."""
     c0, c1, c2, c3 = ctr
     k0, k1 = key
     for r in range(rounds):
@@ -41,8 +43,8 @@ def _mulhilo(m: int, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return (p_lo >> 32) + (p_hi >> 16) + (mid >> 32), mid & MASK32
 
 
-def philox4x32_10_tensor(c: list[torch.Tensor], k0: int, k1: int, rounds: int = 10) -> list[torch.Tensor]:
-    """philox4x32_10 on int64 tensors of 32-bit counter words (broadcast), one key."""
+def philox4x32_tensor(c: list[torch.Tensor], k0: int, k1: int, rounds: int) -> list[torch.Tensor]:
+    """philox4x32 on int64 tensors of 32-bit counter words (broadcast), one key."""
     c0, c1, c2, c3 = c
     for r in range(rounds):
         if r:
@@ -51,6 +53,16 @@ def philox4x32_10_tensor(c: list[torch.Tensor], k0: int, k1: int, rounds: int = 
         hi1, lo1 = _mulhilo(M1, c2)
         c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
     return [c0, c1, c2, c3]
+
+
+def philox4x32_10(ctr: tuple[int, int, int, int], key: tuple[int, int]) -> tuple[int, int, int, int]:
+    """Philox4x32-10 (Random123's default round count)."""
+    return philox4x32(ctr, key, 10)
+
+
+def philox4x32_10_tensor(c: list[torch.Tensor], k0: int, k1: int) -> list[torch.Tensor]:
+    """philox4x32_tensor with 10 rounds."""
+    return philox4x32_tensor(c, k0, k1, 10)
 
 
 def threshold(dropout_p: float) -> int:

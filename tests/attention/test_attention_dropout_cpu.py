@@ -1,6 +1,6 @@
 """The attention dropout without a GPU: Philox4x32-10 against Random123's published known-answer
-vectors (the attention's 7 rounds: the same rounds, stopped earlier, C++ against Python), the Python keep mask (tk_kernels/families/attention/dropout_reference.py) against the
-kernels' own C++ keep function compiled as host code (csrc/dropout.cuh, with nvcc), the mask's
+vectors (the attention's 7 rounds, the same rounds stopped earlier: C++ against Python), the Python keep
+mask (tk_kernels/families/attention/dropout_reference.py) against the kernels' own C++ keep function compiled as host code (csrc/dropout.cuh, with nvcc), the mask's
 statistics, and the argument checks of the Python API."""
 
 import random
@@ -50,8 +50,8 @@ int main() {
     const uint32_t k[3][2] = {{0, 0}, {~0u, ~0u}, {0xa4093822u, 0x299f31d0u}};
     const tk::philox4 r = tk::philox4x32_10(c[i], k[i][0], k[i][1]);
     printf("kat %08x %08x %08x %08x\n", r.x, r.y, r.z, r.w);
-    const tk::philox4 r7 = tk::philox4x32<DROPOUT_ROUNDS>(c[i], k[i][0], k[i][1]);
-    printf("r7 %08x %08x %08x %08x\n", r7.x, r7.y, r7.z, r7.w);
+    const tk::philox4 ra = tk::philox4x32<DROPOUT_ROUNDS>(c[i], k[i][0], k[i][1]);
+    printf("attention %08x %08x %08x %08x\n", ra.x, ra.y, ra.z, ra.w);
   }
   unsigned long long seed, offset;
   unsigned thr;
@@ -82,13 +82,13 @@ def test_cpp_keep_function_matches_python(tmp_path):
     out = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
     kat = [tuple(int(x, 16) for x in line.split()[1:]) for line in out[:6]]
     assert kat[0::2] == [want for _, _, want in KAT]
-    assert ref.ROUNDS == 7 and kat[1::2] == [ref.philox4x32_10(ctr, key, 7) for ctr, key, _ in KAT]
-    assert all(ref.philox4x32_10(ctr, key, 7) != want for ctr, key, want in KAT)  # 7 rounds: other words
+    assert ref.ROUNDS == 7 and kat[1::2] == [ref.philox4x32(ctr, key, ref.ROUNDS) for ctr, key, _ in KAT]
+    assert all(ref.philox4x32(ctr, key, ref.ROUNDS) != want for ctr, key, want in KAT)  # 7 rounds: other words
     assert out[-1] == f"threshold {ref.threshold(0.2)} {ref.threshold(0.5)} {ref.threshold(0.99999999)}"
     for (seed, offset, thr, bh, q, k), line in zip(cases, out[6:-1]):
         keep, *words = map(int, line.split())
         ctr = (((k >> 4) << 3) | (k & 7), (1 << 31) | ((q >> 5) << 3) | (q & 7), bh, offset & ref.MASK32)
-        want = ref.philox4x32_10(ctr, (seed & ref.MASK32, ((seed >> 32) ^ (offset >> 32)) & ref.MASK32), ref.ROUNDS)
+        want = ref.philox4x32(ctr, (seed & ref.MASK32, ((seed >> 32) ^ (offset >> 32)) & ref.MASK32), ref.ROUNDS)
         assert tuple(words) == want, (seed, offset, bh, q, k)
         x = want[(q >> 3) & 3]
         u = x >> 16 if (k >> 3) & 1 else x & 0xFFFF
@@ -283,7 +283,7 @@ def test_python_keep_mask_matches_scalar_definition():
     for _ in range(300):
         b, h, q, k = rnd.randrange(B), rnd.randrange(H), rnd.randrange(T), rnd.randrange(T)
         ctr = (((k >> 4) << 3) | (k & 7), (1 << 31) | ((q >> 5) << 3) | (q & 7), b * H + h, offset & ref.MASK32)
-        x = ref.philox4x32_10(ctr, (seed & ref.MASK32, ((seed >> 32) ^ (offset >> 32)) & ref.MASK32), ref.ROUNDS)[(q >> 3) & 3]
+        x = ref.philox4x32(ctr, (seed & ref.MASK32, ((seed >> 32) ^ (offset >> 32)) & ref.MASK32), ref.ROUNDS)[(q >> 3) & 3]
         u = x >> 16 if (k >> 3) & 1 else x & 0xFFFF
         assert bool(mask[b, h, q, k]) == (u >= ref.threshold(p))
 

@@ -9,7 +9,8 @@
 //              c = {hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0},   key += {W0, W1} between rounds.
 // Random123's default is 10 rounds; the paper finds 7 the fewest that pass TestU01's BigCrush for
 // Philox4x32 (its Table 2), and FlashAttention-2's dropout uses 7. A family picks R (attention: 7,
-// for 30% fewer integer instructions in its issue-bound kernels; LayerNorm: 10).
+// 30% fewer rounds in its issue-bound kernels, D = 64 Hopper dropout forward 3376 -> 3176 SASS instructions;
+// LayerNorm: 10).
 // Pure integer arithmetic, usable on the host too (the CPU tests check it against a Python
 // implementation and, for 10 rounds, the published known-answer vectors of Random123).
 #pragma once

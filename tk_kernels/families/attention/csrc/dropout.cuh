@@ -2,8 +2,9 @@
 // (seed, offset, b * H + h, query row q, key column k), so the forward applies a mask that the
 // backward regenerates exactly (never stored), whatever tiling each kernel uses.
 //
-// Random numbers: Philox4x32-7 (tk/common/philox.cuh: 7 rounds, as FlashAttention-2's dropout; the fewest
-// that pass BigCrush; 10 measured +36.8% fwd + bwd at (16,12,1024,64), session 10), one call per GROUP of 8 elements
+// Random numbers: Philox4x32-7 (tk/common/philox.cuh: 7 rounds, as FlashAttention-2's dropout, the fewest that
+// pass BigCrush; fwd + bwd dropout overhead at (16,12,1024,64) +29.5% vs +36.5% with 10 rounds, session 10), one
+// call per GROUP of 8 elements
 //     group(q, k) = (bh, q >> 5, k >> 4, q & 7, k & 7)        (q and k fix 3 bits each; the 8
 //     elements are q + {0, 8, 16, 24} x k + {0, 8} inside their 32-row / 16-column block)
 //     counter = { (k >> 4) << 3 | (k & 7),  1 << 31 | (q >> 5) << 3 | (q & 7),  bh,  offset_lo }
