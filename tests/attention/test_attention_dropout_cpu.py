@@ -1,7 +1,8 @@
 """The attention dropout without a GPU: Philox4x32-10 against Random123's published known-answer
 vectors (the attention's 7 rounds, the same rounds stopped earlier: C++ against Python), the Python keep
-mask (tk_kernels/families/attention/dropout_reference.py) against the kernels' own C++ keep function compiled as host code (csrc/dropout.cuh, with nvcc), the mask's
-statistics, and the argument checks of the Python API."""
+mask (tk_kernels/families/attention/dropout_reference.py) against the kernels' own C++ keep function
+compiled as host code (csrc/dropout.cuh, with nvcc), the mask's statistics, and the argument checks of
+the Python API."""
 
 import random
 import re
