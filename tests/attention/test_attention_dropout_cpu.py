@@ -1,5 +1,5 @@
 """The attention dropout without a GPU: Philox4x32-10 against Random123's published known-answer
-vectors (the attention's 7 rounds, the same rounds stopped earlier: C++ against Python), the Python keep
+vectors (the attention's DROPOUT_ROUNDS, C++ against Python, and 7 rounds, the same rounds stopped earlier), the Python keep
 mask (tk_kernels/families/attention/dropout_reference.py) against the kernels' own C++ keep function
 compiled as host code (csrc/dropout.cuh, with nvcc), the mask's statistics, and the argument checks of
 the Python API."""
@@ -53,6 +53,8 @@ int main() {
     printf("kat %08x %08x %08x %08x\n", r.x, r.y, r.z, r.w);
     const tk::philox4 ra = tk::philox4x32<DROPOUT_ROUNDS>(c[i], k[i][0], k[i][1]);
     printf("attention %08x %08x %08x %08x\n", ra.x, ra.y, ra.z, ra.w);
+    const tk::philox4 r7 = tk::philox4x32<7>(c[i], k[i][0], k[i][1]);
+    printf("seven %08x %08x %08x %08x\n", r7.x, r7.y, r7.z, r7.w);
   }
   unsigned long long seed, offset;
   unsigned thr;
@@ -81,12 +83,14 @@ def test_cpp_keep_function_matches_python(tmp_path):
         cases.append((1337, 12, ref.threshold(0.2), bh, q, k))
     stdin = "".join(" ".join(map(str, c)) + "\n" for c in cases)
     out = subprocess.run([str(exe)], input=stdin, capture_output=True, text=True, check=True).stdout.splitlines()
-    kat = [tuple(int(x, 16) for x in line.split()[1:]) for line in out[:6]]
-    assert kat[0::2] == [want for _, _, want in KAT]
-    assert ref.ROUNDS == 7 and kat[1::2] == [ref.philox4x32(ctr, key, ref.ROUNDS) for ctr, key, _ in KAT]
-    assert all(ref.philox4x32(ctr, key, ref.ROUNDS) != want for ctr, key, want in KAT)  # 7 rounds: other words
+    kat = [tuple(int(x, 16) for x in line.split()[1:]) for line in out[:9]]
+    assert kat[0::3] == [want for _, _, want in KAT]
+    assert kat[1::3] == [ref.philox4x32(ctr, key, ref.ROUNDS) for ctr, key, _ in KAT]
+    assert ref.ROUNDS == 10 and kat[1::3] == kat[0::3]  # the attention runs the full Philox4x32-10
+    assert kat[2::3] == [ref.philox4x32(ctr, key, 7) for ctr, key, _ in KAT]
+    assert all(ref.philox4x32(ctr, key, 7) != want for ctr, key, want in KAT)  # 7 rounds: other words
     assert out[-1] == f"threshold {ref.threshold(0.2)} {ref.threshold(0.5)} {ref.threshold(0.99999999)}"
-    for (seed, offset, thr, bh, q, k), line in zip(cases, out[6:-1]):
+    for (seed, offset, thr, bh, q, k), line in zip(cases, out[9:-1]):
         keep, *words = map(int, line.split())
         ctr = (((k >> 4) << 3) | (k & 7), (1 << 31) | ((q >> 5) << 3) | (q & 7), bh, offset & ref.MASK32)
         want = ref.philox4x32(ctr, (seed & ref.MASK32, ((seed >> 32) ^ (offset >> 32)) & ref.MASK32), ref.ROUNDS)
@@ -94,7 +98,7 @@ def test_cpp_keep_function_matches_python(tmp_path):
         x = want[(q >> 3) & 3]
         u = x >> 16 if (k >> 3) & 1 else x & 0xFFFF
         assert keep == int(u >= thr), (seed, offset, thr, bh, q, k)
-    assert len(out) == 6 + len(cases) + 1
+    assert len(out) == 9 + len(cases) + 1
 
 
 TILE_CHECK = r'''

@@ -1,6 +1,6 @@
 """
 The attention dropout's keep mask in plain Python / PyTorch: an independent implementation of
-csrc/dropout.cuh (the element -> random bits map; Philox4x32 with ROUNDS = 7 rounds, from
+csrc/dropout.cuh (the element -> random bits map; Philox4x32 with ROUNDS = 10 rounds, from
 tk_kernels/philox_reference.py), for tests.
 
     philox4x32((c0, c1, c2, c3), (k0, k1), rounds) -> (x0, x1, x2, x3)  one block, Python ints
@@ -20,7 +20,7 @@ import torch
 from ...philox_reference import (MASK32, M0, M1, W0, W1, philox4x32, philox4x32_10, philox4x32_10_tensor,  # noqa: F401
                                  philox4x32_tensor, threshold)
 
-ROUNDS = 7  # Philox rounds of the attention's dropout (csrc/dropout.cuh: DROPOUT_ROUNDS)
+ROUNDS = 10  # Philox rounds of the attention's dropout (csrc/dropout.cuh: DROPOUT_ROUNDS)
 
 
 def keep_mask(seed: int, offset: int, B: int, H: int, T: int, dropout_p: float,

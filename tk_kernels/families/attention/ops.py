@@ -25,7 +25,7 @@ write of 3 B T C 16-bit values per layer (GPT-2 124M, B=16, T=1024: ~150 MB per 
 
 Dropout (dropout_p in [0, 1)) drops each element of the softmax P with probability dropout_p and
 scales the kept ones by 1 / (1 - dropout_p), like F.scaled_dot_product_attention(dropout_p=...).
-The keep mask is a pure function of (seed, offset, b * H + h, query, key) (Philox4x32-7, in
+The keep mask is a pure function of (seed, offset, b * H + h, query, key) (Philox4x32-10, in
 csrc/dropout.cuh); the forward takes seed and offset from PyTorch's default CUDA generator of the
 device (so torch.manual_seed reproduces a run and every call draws a new mask; CUDA-graph safe) and
 returns them as rng_state, a (2,) int64 CUDA tensor [seed, offset] (empty (0,) when dropout_p == 0:

@@ -8,9 +8,9 @@
 // R rounds of: (hi0, lo0) = M0 * c0, (hi1, lo1) = M1 * c2 (32 x 32 -> 64-bit products),
 //              c = {hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0},   key += {W0, W1} between rounds.
 // Random123's default is 10 rounds; the paper finds 7 the fewest that pass TestU01's BigCrush for
-// Philox4x32 (its Table 2), and FlashAttention-2's dropout uses 7. A family picks R (attention: 7,
-// 30% fewer rounds in its issue-bound kernels, D = 64 Hopper dropout forward 3376 -> 3176 SASS instructions;
-// LayerNorm: 10).
+// Philox4x32 (its Table 2), and FlashAttention-2's dropout uses 7. A family picks R (attention and LayerNorm:
+// 10; the attention ran 7 in session 10, 200 fewer SASS instructions in the D = 64 Hopper dropout forward, and
+// went back to 10 when shakespeare_char trained measurably worse on it: see its dropout.cuh).
 // Pure integer arithmetic, usable on the host too (the CPU tests check it against a Python
 // implementation and, for 10 rounds, the published known-answer vectors of Random123).
 #pragma once

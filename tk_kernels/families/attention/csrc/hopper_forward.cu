@@ -100,7 +100,7 @@
 //
 // Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, whose SASS adding dropout left
 // unchanged: normalized cuobjdump diff against the kernel before dropout, 0 lines in all 8 instances):
-//   The keep decision of (b, h, query i, key j) is dropout.cuh's (Philox4x32-7 of (seed, offset, b H + h,
+//   The keep decision of (b, h, query i, key j) is dropout.cuh's (Philox4x32-10 of (seed, offset, b H + h,
 //   i, j): the same mask as forward.cu and the backwards, so either backward fits this forward and
 //   ops.dropout_mask / the float64 reference of the tests validate it). After the row max and row sum of a
 //   tile (m, l and lse are those of the undropped P, as in forward.cu), P~ = keep ? P : 0 in place on the
