@@ -562,6 +562,11 @@ def main(argv=None) -> int:
     p.add_argument("--merge", nargs="+", metavar="JSON", help="run nothing: one report (.json, .md, .png) from the "
                                                               "JSON files of earlier runs, into --out/--tag")
     a = p.parse_args(argv)
+    # A time limit's SIGINT must end the runs with a report even where this process inherited SIGINT as
+    # ignored (started as a background job of a non-interactive shell: Python then leaves it ignored, and a
+    # SIGINT did nothing in session 11's CI run of tests/bench/test_bench_ddp.py started that way).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if a.merge:
         stem = None
         if a.out or a.tag:

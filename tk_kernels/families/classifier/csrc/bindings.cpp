@@ -45,6 +45,28 @@ void softmax_xent_grad_(at::Tensor& logits, const at::Tensor& targets, at::Tenso
   TK_CHECK(err == cudaSuccess, "tk classifier kernel failed: ", cudaGetErrorString(err));
 }
 
+// x * s[0] into a new tensor of x's dtype: x a contiguous bf16/fp16 CUDA tensor, s a contiguous fp32 CUDA tensor
+// (its first element is the factor) on x's device. Bitwise PyTorch's `x * s[0]`.
+at::Tensor mul_scalar(const at::Tensor& x, const at::Tensor& s) {
+  TK_CHECK(x.is_cuda() && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) && x.is_contiguous(),
+              "tk classifier mul_scalar: x must be a contiguous bfloat16/float16 CUDA tensor, got ", x.scalar_type(),
+              " on ", x.device(), x.is_contiguous() ? "" : " (not contiguous)");
+  TK_CHECK(s.device() == x.device() && s.scalar_type() == at::kFloat && s.numel() >= 1 && s.is_contiguous(),
+              "tk classifier mul_scalar: s must be a contiguous float32 tensor of at least one element on ", x.device());
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
+  TK_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0, "tk classifier mul_scalar: x must be 16-byte aligned");
+  tk_cls::MulScalarParams p{};
+  p.x = x.data_ptr();
+  p.out = out.data_ptr();
+  p.n = x.numel();
+  p.s = s.data_ptr<float>();
+  p.dtype = x.scalar_type() == at::kBFloat16 ? tk_cls::DType::bf16 : tk_cls::DType::fp16;
+  const cudaError_t err = tk_cls::mul_scalar(p, c10::cuda::getCurrentCUDAStream().stream());
+  TK_CHECK(err == cudaSuccess, "tk classifier mul_scalar kernel failed: ", cudaGetErrorString(err));
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -53,5 +75,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(logits, targets, row_loss, ignore_index): in place, logits <- softmax(logits) - onehot(targets) "
         "(zero rows where targets == ignore_index); row_loss <- logsumexp - target logit (0 where ignored)",
         pybind11::arg("logits"), pybind11::arg("targets"), pybind11::arg("row_loss"), pybind11::arg("ignore_index"));
+  m.def("mul_scalar", &mul_scalar, "(x, s) -> x * s[0] in x's dtype (fp32 product), bitwise torch's x * s[0]",
+        pybind11::arg("x"), pybind11::arg("s"));
   m.def("max_vocab", &tk_cls::max_vocab, "largest vocabulary size the kernel supports");
+  m.def("uses_rows_kernel", &tk_cls::uses_rows_kernel,
+        "(V) whether this device runs the pipelined shared-memory kernel at vocabulary V (else the register kernel)",
+        pybind11::arg("V"));
 }

@@ -24,7 +24,22 @@ struct XentParams {
 // Largest vocabulary the kernel holds in registers (one row per thread block).
 int max_vocab();
 
+// Whether softmax_xent_grad runs the pipelined rows kernel at vocabulary V on the current device (else the
+// one-row-per-block register kernel): for tests and benchmarks, which must cover both.
+bool uses_rows_kernel(int V);
+
 // cudaSuccess or the first CUDA error; cudaErrorInvalidValue for unsupported parameters.
 cudaError_t softmax_xent_grad(const XentParams &p, cudaStream_t stream);
+
+// out[i] = x[i] * s[0] for n elements of a bf16/fp16 tensor (fp32 product, rounded once), x and out
+// 16-byte aligned (they may be the same buffer); s points to one fp32 value in device memory (scale.cu).
+struct MulScalarParams {
+  const void *x;
+  void *out;
+  int64_t n;
+  const float *s;
+  DType dtype;
+};
+cudaError_t mul_scalar(const MulScalarParams &p, cudaStream_t stream);
 
 }  // namespace tk_cls
