@@ -154,8 +154,8 @@ def _setup_context(ctx, inputs, output):
 @torch.library.custom_op("tk::linear_cross_entropy_bwd", mutates_args=(), device_types="cuda")
 def linear_cross_entropy_bwd(dloss: Tensor, dx: Tensor, dw: Tensor, scales: Tensor) -> tuple[Tensor, Tensor]:
     """(dx * s[0], dw * s[1]) with s = float(dloss) * scales: the gradients from the forward's unscaled ones,
-    bitwise PyTorch's `dx * s[0]` (fp32 products rounded once), on our vectorised kernel (csrc/scale.cu;
-    PyTorch's mixed-dtype multiply took 0.197 ms for the two at C = 768, V = 50304)."""
+    the fp32 products rounded once, on our vectorised kernel (csrc/scale.cu: 0.054 ms for the two at C = 768,
+    V = 50304, where PyTorch's mixed-dtype `dx * s[0]` took 0.197 ms and rounded s to bf16 first)."""
     s = dloss.float() * scales
     ext = _ext()
     return ext.mul_scalar(dx, s[0:1]), ext.mul_scalar(dw, s[1:2])

@@ -46,7 +46,7 @@ void softmax_xent_grad_(at::Tensor& logits, const at::Tensor& targets, at::Tenso
 }
 
 // x * s[0] into a new tensor of x's dtype: x a contiguous bf16/fp16 CUDA tensor, s a contiguous fp32 CUDA tensor
-// (its first element is the factor) on x's device. Bitwise PyTorch's `x * s[0]`.
+// (its first element is the factor) on x's device; the fp32 product rounded once (scale.cu).
 at::Tensor mul_scalar(const at::Tensor& x, const at::Tensor& s) {
   TK_CHECK(x.is_cuda() && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) && x.is_contiguous(),
               "tk classifier mul_scalar: x must be a contiguous bfloat16/float16 CUDA tensor, got ", x.scalar_type(),
@@ -75,10 +75,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(logits, targets, row_loss, ignore_index): in place, logits <- softmax(logits) - onehot(targets) "
         "(zero rows where targets == ignore_index); row_loss <- logsumexp - target logit (0 where ignored)",
         pybind11::arg("logits"), pybind11::arg("targets"), pybind11::arg("row_loss"), pybind11::arg("ignore_index"));
-  m.def("mul_scalar", &mul_scalar, "(x, s) -> x * s[0] in x's dtype (fp32 product), bitwise torch's x * s[0]",
+  m.def("mul_scalar", &mul_scalar, "(x, s) -> (x.float() * s[0]).to(x.dtype), the fp32 product rounded once",
         pybind11::arg("x"), pybind11::arg("s"));
   m.def("max_vocab", &tk_cls::max_vocab, "largest vocabulary size the kernel supports");
-  m.def("uses_rows_kernel", &tk_cls::uses_rows_kernel,
-        "(V) whether this device runs the pipelined shared-memory kernel at vocabulary V (else the register kernel)",
-        pybind11::arg("V"));
 }

@@ -24,10 +24,6 @@ struct XentParams {
 // Largest vocabulary the kernel holds in registers (one row per thread block).
 int max_vocab();
 
-// Whether softmax_xent_grad runs the pipelined rows kernel at vocabulary V on the current device (else the
-// one-row-per-block register kernel): for tests and benchmarks, which must cover both.
-bool uses_rows_kernel(int V);
-
 // cudaSuccess or the first CUDA error; cudaErrorInvalidValue for unsupported parameters.
 cudaError_t softmax_xent_grad(const XentParams &p, cudaStream_t stream);
 

@@ -1,31 +1,29 @@
 // Fused softmax + cross-entropy + logit gradient of the classifier, in place on a chunk of logits.
 //
-// Per row of V logits (bf16/fp16) with target t, both kernels below compute, in fp32 from the logits,
-//     M = max(row), S = sum exp(row - M)
-//     row_loss = M + log(S) - row[t]
-//     row      = exp(row - M) / S - (col == t)                   (in place, in the logits' dtype)
-// A row whose target is ignore_index gets loss 0 and an all-zero row (not read); a target outside
-// [0, V) gets loss NaN (F.cross_entropy would stop with a device assert; we cannot, so the NaN says it).
-// Each logit is read once from DRAM and written once: 4 V bytes per row, plus 8 bytes of target and 4
-// of loss. A row is addressed as 16-byte vectors of 8 elements (the buffer base is 16-byte aligned, so
-// the up to 7 elements before a row's first aligned one and the up to 7 after its last vector are
-// handled as scalars, by threads 0 .. 13), thread t taking vectors t, t + NT, t + 2 NT, ... (a warp
-// reads and writes 512 contiguous bytes per step). The two reductions go through warp shuffles, then
-// one value per warp in shared memory.
-//
-// Kernel softmax_xent_rows_kernel<T> (the default): a persistent grid of one 1024-thread block per SM,
-//   each block walking rows blockIdx.x, blockIdx.x + gridDim.x, ...; two shared-memory row buffers, so
-//   the cp.async copy of the next row is in flight while the block reduces and writes the current one.
-//   Each thread copies, reads and rewrites only its own vectors, so a thread's cp.async.wait_group is
-//   the only synchronisation the buffers need (the reductions keep their __syncthreads). Needs 2 x 16
-//   ceil(V / 8) bytes of shared memory: V <= 58112 on H100/H200 (227 KB a block), 41600 on A100.
-//   Why: the register kernel below holds a whole row in registers (62 registers at V = 50304, one
-//   800-thread block per SM), so each SM's loads, reductions and stores take turns; at N = 2048 rows,
-//   V = 50304, bf16 it took 0.138 ms a chunk (1.101 ms for a GPT-2 step's 8 chunks, 3.0 TB/s over the
-//   4 V bytes a row; H200, torch 2.11, session 11, torch.profiler), against a 4.27 TB/s copy.
-// Kernel softmax_xent_kernel<T, NV> (larger V, and GPUs with less shared memory): one block per row,
-//   the row in registers (NV 16-byte vectors per thread, NT threads): the launcher picks the smallest
-//   NV in {1, 2, 4, 8, 16} whose NT fits (1024 threads for NV <= 8, else 512).
+// Kernel softmax_xent_kernel<T, NV>: one thread block per logit row (V columns, bf16/fp16).
+//   Algorithm: the block loads its whole row into registers once (16-byte loads, 8 elements each;
+//   the up to 14 elements before the first 16-byte boundary of the row and after the last one with
+//   scalar loads), reduces the row max M across the block (warp shuffles, then one value per warp
+//   through shared memory), then S = sum exp(x - M) the same way, and writes
+//       row_loss = M + log(S) - x[target]                       (fp32)
+//       row      = exp(x - M) / S - (col == target)             (in place, in the logits' dtype)
+//   A row whose target is ignore_index gets loss 0 and an all-zero row; a target outside [0, V)
+//   gets loss NaN (F.cross_entropy would stop with a device assert; we cannot, so the NaN says it).
+//   Arithmetic is fp32 from the bf16/fp16 logits, like F.cross_entropy on upcast logits.
+//   Tiling: thread t holds the 16-byte vectors t, t + NT, ..., t + (NV - 1) NT of the row, so a warp
+//   reads and writes 512 contiguous bytes per step (coalesced). NV (vectors per thread, template) and
+//   NT (threads, 32..1024, runtime) are picked per vocabulary by the launcher: the smallest NV in
+//   {1, 2, 4, 8, 16} whose NT fits, so V = 50304 runs NV = 8 on 800 threads (32 data registers).
+//   Bytes: each logit is read once from DRAM and written once: 4 V bytes per row, plus 8 bytes of
+//   target and 4 of loss; the target logit is re-read from L1/L2 by one thread.
+//   Measured (H200, torch 2.11, bf16, N = 2048 rows a chunk, V = 50304; bench/RESULTS.md, session 11):
+//   0.138 ms a chunk (1.101 ms for a GPT-2 step's 8 chunks, torch.profiler), 3.0 TB/s over the 4 V bytes a row,
+//   about what Inductor's fused softmax backward moves (read + write, 3.1 TB/s in session 9's profile). With
+//   62 registers at NV = 8 a block fills an SM alone, so its loads, reductions and stores take turns; a
+//   persistent variant with two shared-memory row buffers (the next row's cp.async copy in flight while the
+//   block reduced and wrote the current one) measured 1.099 ms, the same, and was not kept (git history,
+//   session 11): the kernel is at the rate DRAM gives this read-then-write-in-place traffic. NV / NT choices
+//   other than "the smallest NV whose NT fits" were not timed.
 #include "tk.cuh"
 
 #include <algorithm>
@@ -174,103 +172,6 @@ softmax_xent_kernel(XentParams p) {
   }
 }
 
-// The vectors and scalars of row `row` of a (rows, V) buffer whose base is 16-byte aligned.
-template <typename T>
-struct RowSpan {
-  T *ptr;       // the row's first element
-  uint4 *vec;   // its first 16-byte aligned element, as vectors
-  int head;     // elements before vec (0..7, fewer if V is smaller)
-  int nvec;     // whole vectors from vec on
-  int tail;     // first column after the vectors
-  int nscalar;  // head + (V - tail) <= 14: columns handled one by one
-  __device__ __forceinline__ RowSpan(void *base, int64_t row, int V) {
-    ptr = reinterpret_cast<T *>(base) + row * V;
-    head = min(int((VEC - (row * V) % VEC) % VEC), V);
-    nvec = (V - head) / VEC;
-    tail = head + nvec * VEC;
-    nscalar = head + (V - tail);
-    vec = reinterpret_cast<uint4 *>(ptr + head);
-  }
-  __device__ __forceinline__ int scalar_col(int i) const { return i < head ? i : tail + (i - head); }
-};
-
-constexpr int ROWS_THREADS = 1024;
-
-// Start the cp.async copies of this thread's vectors of a row into buf (one commit group per call, even
-// if empty, so that wait_group<1> always means "the previous row's copies landed").
-template <typename T>
-__device__ __forceinline__ void copy_row_async(const RowSpan<T> &r, bool skip, uint4 *buf) {
-  if (!skip) {
-    for (int j = threadIdx.x; j < r.nvec; j += ROWS_THREADS) tk::cp_async_16(buf + j, r.vec + j, true);
-  }
-  tk::commit_group();
-}
-
-template <typename T>
-__global__ void __launch_bounds__(ROWS_THREADS, 1)
-softmax_xent_rows_kernel(XentParams p, int buf_vecs) {
-  extern __shared__ uint4 rows_buf[];  // two row buffers of buf_vecs vectors
-  __shared__ float red[32];
-  const int V = p.V, tid = threadIdx.x;
-  int64_t row = blockIdx.x;
-  if (row >= p.rows) return;
-  RowSpan<T> r(p.logits, row, V);
-  int64_t target = p.targets[row];
-  copy_row_async(r, target == p.ignore_index, rows_buf);
-
-  for (int b = 0; row < p.rows; row += gridDim.x, b ^= 1) {
-    // the next row's copy first, into the other buffer (this thread's reads of it ended last iteration)
-    const int64_t next = row + gridDim.x;
-    const bool has_next = next < p.rows;
-    const RowSpan<T> rn(p.logits, has_next ? next : row, V);
-    const int64_t next_target = has_next ? p.targets[next] : p.ignore_index;
-    copy_row_async(rn, !has_next || next_target == p.ignore_index, rows_buf + (b ^ 1) * buf_vecs);
-
-    const uint4 *buf = rows_buf + b * buf_vecs;
-    const bool in_range = target >= 0 && target < V;
-    if (target == p.ignore_index) {  // no loss, no gradient: zeros, the row was not copied
-      for (int j = tid; j < r.nvec; j += ROWS_THREADS) r.vec[j] = uint4{0u, 0u, 0u, 0u};
-      if (tid < r.nscalar) r.ptr[r.scalar_col(tid)] = tk::from_float<T>(0.0f);
-      if (tid == 0) p.row_loss[row] = 0.0f;
-    } else {
-      const int scol = r.scalar_col(tid);
-      const float sx = tid < r.nscalar ? tk::to_float(r.ptr[scol]) : -INFINITY;
-      const float tx = (tid == 0 && in_range) ? tk::to_float(r.ptr[target]) : 0.0f;
-      const int tcol = in_range ? static_cast<int>(target) : -1;
-      tk::wait_group<1>();  // this thread's vectors of `row` are in buf
-
-      float m = sx;
-      for (int j = tid; j < r.nvec; j += ROWS_THREADS) m = fmaxf(m, vec_max<T>(buf[j]));
-      const float M = block_reduce<true>(m, red);
-      const float Ml2 = M * LOG2E;
-
-      float s = tid < r.nscalar ? exp2f(sx * LOG2E - Ml2) : 0.0f;
-      for (int j = tid; j < r.nvec; j += ROWS_THREADS) {
-        float f[VEC];
-        unpack<T>(buf[j], f);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) s += exp2f(f[e] * LOG2E - Ml2);
-      }
-      const float S = block_reduce<false>(s, red);
-      const float inv_S = 1.0f / S;
-      if (tid == 0) p.row_loss[row] = in_range ? M + logf(S) - tx : NAN;
-
-      for (int j = tid; j < r.nvec; j += ROWS_THREADS) {
-        float f[VEC];
-        unpack<T>(buf[j], f);
-        const int d = tcol - (r.head + j * VEC);  // the target's position in this vector, if in [0, 8)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) f[e] = exp2f(f[e] * LOG2E - Ml2) * inv_S - (e == d ? 1.0f : 0.0f);
-        r.vec[j] = pack<T>(f);
-      }
-      if (tid < r.nscalar) r.ptr[scol] = tk::from_float<T>(exp2f(sx * LOG2E - Ml2) * inv_S - (scol == tcol ? 1.0f : 0.0f));
-    }
-    r = rn;
-    target = next_target;
-  }
-  tk::wait_group<0>();  // no copy outlives the block
-}
-
 // Threads for NV vectors per thread at this vocabulary (a multiple of 32), or 0 if they do not fit.
 int threads_for(int V, int nv) {
   const int limit = nv <= 8 ? 1024 : 512;
@@ -279,29 +180,8 @@ int threads_for(int V, int nv) {
   return nt <= limit ? nt : 0;
 }
 
-// Shared memory of the rows kernel's two row buffers at vocabulary V, and whether it fits this device.
-size_t rows_smem_bytes(int V) { return 2 * size_t((V + VEC - 1) / VEC) * sizeof(uint4); }
-
-bool rows_kernel_fits(int V, int device) {
-  int optin = 0;
-  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) return false;
-  return rows_smem_bytes(V) + 1024 <= size_t(optin);  // 1 KB for the static `red` and the runtime's share
-}
-
 template <typename T>
 cudaError_t launch(const XentParams &p, cudaStream_t stream) {
-  int device = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  if (rows_kernel_fits(p.V, device)) {
-    const size_t smem = rows_smem_bytes(p.V);
-    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-    if ((err = cudaFuncSetAttribute(softmax_xent_rows_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem))) != cudaSuccess) return err;
-    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(p.rows, sms));
-    softmax_xent_rows_kernel<T><<<grid, ROWS_THREADS, smem, stream>>>(p, (p.V + VEC - 1) / VEC);
-    return cudaGetLastError();
-  }
   const dim3 grid(static_cast<unsigned>(p.rows));
   int nt;
   if ((nt = threads_for(p.V, 1))) softmax_xent_kernel<T, 1><<<grid, nt, 0, stream>>>(p);
@@ -316,11 +196,6 @@ cudaError_t launch(const XentParams &p, cudaStream_t stream) {
 }  // namespace
 
 int max_vocab() { return 512 * 16 * VEC; }
-
-bool uses_rows_kernel(int V) {
-  int device = 0;
-  return cudaGetDevice(&device) == cudaSuccess && rows_kernel_fits(V, device);
-}
 
 cudaError_t softmax_xent_grad(const XentParams &p, cudaStream_t stream) {
   if (p.V < 1 || p.V > max_vocab() || p.rows < 0 || p.rows > INT32_MAX) return cudaErrorInvalidValue;
