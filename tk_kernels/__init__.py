@@ -16,7 +16,7 @@ tk_kernels: ThunderKittens-style CUDA tile kernels for nanoGPT-TK (map: tk_kerne
     y = tk_kernels.dispatch.attention(plan, q, k, v, causal=True)         # per call
 
 Importing this package registers the torch custom ops (tk::attention_fwd/_bwd, tk::attention_qkv_fwd/_bwd,
-tk::add_layer_norm_fwd/_bwd, tk::linear_cross_entropy_fwd/_loss, tk::mlp_fwd/_bwd, tk::linear_fwd/_bwd) and
+tk::add_layer_norm_fwd/_bwd, tk::linear_cross_entropy_fwd/_bwd/_loss, tk::mlp_fwd/_bwd, tk::linear_fwd/_bwd) and
 nothing more: it never builds the CUDA extension and never needs a GPU. The build happens on the
 first kernel call or plan on a GPU (python -m tk_kernels.build builds ahead of time).
 """

@@ -1,5 +1,5 @@
-"""The fused classifier (lm_head GEMM + cross-entropy, never materialising all logits): the custom op
-tk::linear_cross_entropy_fwd (ops.py) and its CUDA kernel (csrc/). The package exposes
+"""The fused classifier (lm_head GEMM + cross-entropy, never materialising all logits): the custom ops
+tk::linear_cross_entropy_fwd / _bwd / _loss (ops.py) and their CUDA kernels (csrc/). The package exposes
 ops.linear_cross_entropy as tk_kernels.linear_cross_entropy."""
 
 from .ops import (CHUNK_BYTES, MAX_VOCAB, SUPPORTED_DTYPES, chunk_rows, environment_reason,

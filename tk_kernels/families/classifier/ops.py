@@ -16,9 +16,9 @@ logits at a time: 2048 rows at V = 50304) and per chunk runs
     our kernel, in place: loss per row, and logits <- softmax - onehot(target)  (0 for ignored rows)
     dx_c   = dlogits @ W                       cuBLAS, into dx
     dW    += dlogits^T @ x_c / n_chunks        cuBLAS (addmm, scaled in its fp32 epilogue)
-so the forward leaves the loss and the unscaled gradients dx, dW; the backward multiplies them by
-grad_output / count (count: the non-ignored targets, a device tensor, no host sync) and never
-recomputes the softmax. The kernel writes softmax - onehot without the 1/count factor, so fp16
+so the forward leaves the loss and the unscaled gradients dx, dW; the backward (tk::linear_cross_entropy_bwd,
+csrc/scale.cu) multiplies them by grad_output / count (count: the non-ignored targets, a device tensor, no
+host sync) in fp32 and never recomputes the softmax. The kernel writes softmax - onehot without the 1/count factor, so fp16
 gradients do not underflow where F.cross_entropy's would. Targets outside [0, V) that are not
 ignore_index give a NaN loss (F.cross_entropy stops with a device assert instead).
 
