@@ -1,7 +1,8 @@
 // The classifier backward's gradient scaling: out = x * s[0] (x, out bf16/fp16, s one fp32 value in device
 // memory): the fp32 product, rounded once to x's dtype. (PyTorch's `x * s` for a 16-bit x and a 0-dim fp32 CUDA
 // tensor s, which this replaces, first rounds s to x's dtype: a relative error of up to 2^-9 (bf16) on the whole
-// gradient, which this kernel does not have.)//
+// gradient, which this kernel does not have.)
+//
 // Kernel mul_scalar_kernel<T>: a grid-stride loop over 16-byte vectors of 8 elements (tk::load8 / store8),
 //   the up to 7 elements after the last whole vector one by one; x and out 16-byte aligned.
 //   Why: the backward scales dx (N, C) and dw (V, C) by grad_output / count, a device value (no host
