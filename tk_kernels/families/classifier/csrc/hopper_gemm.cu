@@ -285,15 +285,24 @@ template <typename T>
 struct DxConsumer {
   const DxGlobals &g;
   const int id;
-  char *gtile;                         // two 64 x 64 G tiles of this consumer (slice parity)
+  char *gtile_ptr;                     // two 64 x 64 G tiles of this consumer (slice parity)
+  uint32_t gtile;                      // ... as a shared-memory address
+  uint32_t a_off;                      // this consumer's 64 rows in a ring slot's A tile
+  uint32_t frag_off[BK / 16];          // lane's ldmatrix / stmatrix address in a 64 x 64 tile, per k16 fragment
   tk::wg::accumulator<BN> acc;
   Unit w{};
   float lse2[2];                       // rows r, r + 8 of this thread
   int tcol[2];
   int slices = 0;                      // slices computed (G tile parity)
 
+  // the fragment addresses of wg::load_a_fragment / store_a_fragment, computed once
   __device__ DxConsumer(const DxGlobals &g, const tk::pipeline::consumer_ctx<> &ctx)
-      : g(g), id(ctx.id), gtile(ctx.scratch + ctx.id * 2 * BOX_BYTES) {}
+      : g(g), id(ctx.id), gtile_ptr(ctx.scratch + ctx.id * 2 * BOX_BYTES), gtile(tk::smem_u32(gtile_ptr)),
+        a_off(ctx.id * 64 * BK * 2) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+#pragma unroll
+    for (int k = 0; k < BK / 16; k++) frag_off[k] = tk::wg::swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4));
+  }
 
   __device__ void start(const Unit &u) {
     w = u;
@@ -306,8 +315,11 @@ struct DxConsumer {
     }
   }
 
-  // fragment k of slice kt: L -> G = exp2(L log2 e - lse2) - onehot in fp32, rounded to T
-  __device__ void transform(tk::wg::a_fragment<T> &f, int kt, int k) {
+  // fragment k of slice kt: L -> G = exp2(L log2 e - lse2) - onehot in fp32, rounded to T. ONEHOT = false when
+  // neither of the thread's rows has its target in the slice (all but ~2% of a warp's slices at V = 50304): two
+  // instructions fewer per element.
+  template <bool ONEHOT>
+  __device__ __forceinline__ void transform(tk::wg::a_fragment<T> &f, int kt, int k) {
     const int c0 = kt * BK + 2 * (threadIdx.x & 3);
     // d: the target's offset from this lane's first column of the slice (onehot iff it equals a column's)
     const int d0 = tcol[0] - c0, d1 = tcol[1] - c0;
@@ -315,37 +327,45 @@ struct DxConsumer {
     for (int j = 0; j < 4; j++) {  // register j: row r + 8 (j & 1), columns 16 k + 8 (j >> 1) + {0, 1}
       const int h = j & 1, off = 16 * k + 8 * (j >> 1);
       const float2 x = pair16<T>::unpack(f.r[j]);
-      const int d = h ? d1 : d0;
       const float bl = lse2[h];
-      const float p0 = exp2f(fmaf(x.x, LOG2E, -bl)) - (d == off ? 1.f : 0.f);
-      const float p1 = exp2f(fmaf(x.y, LOG2E, -bl)) - (d == off + 1 ? 1.f : 0.f);
+      float p0 = exp2f(fmaf(x.x, LOG2E, -bl)), p1 = exp2f(fmaf(x.y, LOG2E, -bl));
+      if constexpr (ONEHOT) {
+        const int d = h ? d1 : d0;
+        p0 -= d == off ? 1.f : 0.f;
+        p1 -= d == off + 1 ? 1.f : 0.f;
+      }
       f.r[j] = tk::wg::pack2<T>(p0, p1);
     }
   }
 
   __device__ void compute(const Slot &s, int i) {
     const int kt = w.k_begin + i, me = tk::wg::warpgroup_thread();
-    char *gt = gtile + (slices & 1) * BOX_BYTES;
+    const uint32_t gt = gtile + (slices & 1) * BOX_BYTES, at = tk::smem_u32(s.tiles.a) + a_off;
     tk::wg::a_fragment<T> f[BK / 16];
 #pragma unroll
-    for (int k = 0; k < BK / 16; k++) {
-      tk::wg::load_a_fragment(f[k], s.tiles.a + id * 64 * BK * 2, k);
-      transform(f[k], kt, k);
+    for (int k = 0; k < BK / 16; k++) tk::ldmatrix_x4(f[k].r, at + frag_off[k]);
+    const bool hit = unsigned(tcol[0] - kt * BK) < unsigned(BK) || unsigned(tcol[1] - kt * BK) < unsigned(BK);
+    if (__any_sync(0xffffffffu, hit)) {
+#pragma unroll
+      for (int k = 0; k < BK / 16; k++) transform<true>(f[k], kt, k);
+    } else {
+#pragma unroll
+      for (int k = 0; k < BK / 16; k++) transform<false>(f[k], kt, k);
     }
     // gt was last read two slices ago: by that slice's wgmmas (retire() waited for them) and its TMA store
     if (me == 0) tk::bulk_wait_group_read<1>();
     tk::wg::sync(1 + id);
 #pragma unroll
-    for (int k = 0; k < BK / 16; k++) tk::wg::store_a_fragment(gt, f[k], k);
+    for (int k = 0; k < BK / 16; k++) tk::stmatrix_x4(gt + frag_off[k], f[k].r);
     tk::fence_proxy_async_shared();
     tk::wg::sync(1 + id);
     if (me == 0 && kt % g.s.tiles_n == w.tile_n) {  // this column tile writes G's slice kt
-      tk::tma::store_async(g.g_map, gt, kt * BK, w.m0 + id * 64);
+      tk::tma::store_async(g.g_map, gtile_ptr + (slices & 1) * BOX_BYTES, kt * BK, w.m0 + id * 64);
       tk::bulk_commit_group();
     }
     slices++;
     tk::wg::mma_fence(acc.v);
-    const uint64_t da = tk::wg::desc_k128(gt), db = tk::wg::desc_mn128(s.tiles.b, BOX_BYTES);
+    const uint64_t da = tk::wg::desc_k128(gtile_ptr + (gt - gtile)), db = tk::wg::desc_mn128(s.tiles.b, BOX_BYTES);
 #pragma unroll
     for (int k = 0; k < BK / 16; k++)
       tk::wg::wgmma_ss<T, BN, true>(acc.v, tk::wg::desc_advance_k(da, k), tk::wg::desc_advance_k_mn(db, k), i > 0 || k > 0);
