@@ -38,7 +38,8 @@ for dtype in (torch.bfloat16, torch.float16):
             stats = torch.empty(rows, ext.logits_tiles(V), 2, device="cuda")
             lse2, tcol = torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda", dtype=torch.int32)
             loss, dx32 = torch.empty(rows, device="cuda"), torch.empty(rows, C, device="cuda")
-            ext.hopper_chunk_(x, w, t, logits, grad, stats, lse2, tcol, loss, dx32, -1)
+            dx = torch.empty(rows, C, device="cuda", dtype=dtype)
+            ext.hopper_chunk_(x, w, t, logits, grad, stats, lse2, tcol, loss, dx32, dx, -1)
             print(f"{dtype} hopper R={rows} C={C} V={V}: G sum {grad[:, :V].float().sum().item():.4f}, "
-                  f"dx sum {dx32.sum().item():.4f}, loss nansum {loss.nansum().item():.4f}")
+                  f"dx sum {dx.float().sum().item():.4f}, loss nansum {loss.nansum().item():.4f}")
 torch.cuda.synchronize()

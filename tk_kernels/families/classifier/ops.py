@@ -139,10 +139,9 @@ def _chunked_hopper(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: in
         for i, (xc, tc, lc, dxc) in enumerate(chunks):
             r = xc.shape[0]
             d32 = None if dx32 is None else (dx32 if r == rows else dx32[:r])
-            ext.hopper_chunk_(xc, weight, tc, logits, grad, stats, lse2, tcol, lc, d32, ignore_index)
+            ext.hopper_chunk_(xc, weight, tc, logits, grad, stats, lse2, tcol, lc, d32, dxc, ignore_index)
             if dx is None:
                 continue
-            dxc.copy_(d32)
             g = grad[:r, :V]
             dw.addmm_(g.t(), xc, beta=0.0 if i == 0 else 1.0, alpha=1.0 / n_chunks)
     return n_chunks

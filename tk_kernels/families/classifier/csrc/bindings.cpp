@@ -69,13 +69,13 @@ at::Tensor mul_scalar(const at::Tensor& x, const at::Tensor& s) {
 }
 
 // The Hopper path's work on one chunk of rows (hopper_gemm.cu, rows.cu): logits = x w^T with their tile
-// statistics, then each row's loss (row_loss), and, if dx32 is given, dx32 = G w with G = softmax - onehot
-// written to grad. x (rows, C), w (V, C) contiguous 16-bit CUDA tensors of one dtype; logits and grad
+// statistics, then each row's loss (row_loss), and, if dx32 is given, dx (rows, C) of x's dtype = G w with
+// G = softmax - onehot written to grad (dx32: the GEMM's fp32 sums). x (rows, C), w (V, C) contiguous 16-bit CUDA tensors of one dtype; logits and grad
 // (>= rows, ldl) with ldl >= V a multiple of 8, contiguous; stats fp32 (>= rows, logits_tiles(V), 2);
 // lse2 fp32 and tcol int32 (>= rows,); row_loss fp32 (rows,); dx32 fp32 (rows, C) contiguous (zeroed here).
 void hopper_chunk_(const at::Tensor& x, const at::Tensor& w, const at::Tensor& targets, at::Tensor& logits,
                    at::Tensor& grad, at::Tensor& stats, at::Tensor& lse2, at::Tensor& tcol, at::Tensor& row_loss,
-                   c10::optional<at::Tensor> dx32, int64_t ignore_index) {
+                   c10::optional<at::Tensor> dx32, c10::optional<at::Tensor> dx, int64_t ignore_index) {
   const auto dt = x.scalar_type();
   TK_CHECK(x.is_cuda() && (dt == at::kBFloat16 || dt == at::kHalf) && x.dim() == 2 && x.is_contiguous(),
            "tk classifier (Hopper): x must be a contiguous (rows, C) bfloat16/float16 CUDA tensor");
@@ -105,6 +105,9 @@ void hopper_chunk_(const at::Tensor& x, const at::Tensor& w, const at::Tensor& t
     TK_CHECK(dx32->device() == x.device() && dx32->scalar_type() == at::kFloat && dx32->is_contiguous() &&
                  dx32->dim() == 2 && dx32->size(0) == rows && dx32->size(1) == C,
              "tk classifier (Hopper): dx32 must be a contiguous float32 (rows, C) tensor");
+    TK_CHECK(dx && dx->device() == x.device() && dx->scalar_type() == dt && dx->is_contiguous() && dx->dim() == 2 &&
+                 dx->size(0) == rows && dx->size(1) == C,
+             "tk classifier (Hopper): dx must be a contiguous (rows, C) tensor of x's dtype when dx32 is given");
   }
   const c10::cuda::CUDAGuard guard(x.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
@@ -135,6 +138,8 @@ void hopper_chunk_(const at::Tensor& x, const at::Tensor& w, const at::Tensor& t
   TK_CHECK(err == cudaSuccess, "tk classifier: memset of dx32 failed: ", cudaGetErrorString(err));
   err = tk_cls::hopper_dlogits(p, stream, &why);
   TK_CHECK(err == cudaSuccess, "tk classifier dx GEMM failed: ", why ? why : cudaGetErrorString(err));
+  err = tk_cls::finish_rows(p, dx->data_ptr(), stream);
+  TK_CHECK(err == cudaSuccess, "tk classifier finish kernel failed: ", cudaGetErrorString(err));
 }
 
 }  // namespace
@@ -148,12 +153,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("mul_scalar", &mul_scalar, "(x, s) -> (x.float() * s[0]).to(x.dtype), the fp32 product rounded once",
         pybind11::arg("x"), pybind11::arg("s"));
   m.def("hopper_chunk_", &hopper_chunk_,
-        "(x, w, targets, logits, grad, stats, lse2, tcol, row_loss, dx32, ignore_index): the Hopper path's "
-        "logits GEMM + row statistics, row losses, and (dx32 given) dx32 = (softmax - onehot) w with the "
+        "(x, w, targets, logits, grad, stats, lse2, tcol, row_loss, dx32, dx, ignore_index): the Hopper path's "
+        "logits GEMM + row statistics, row losses, and (dx32, dx given) dx = (softmax - onehot) w with the "
         "gradient written to grad",
         pybind11::arg("x"), pybind11::arg("w"), pybind11::arg("targets"), pybind11::arg("logits"),
         pybind11::arg("grad"), pybind11::arg("stats"), pybind11::arg("lse2"), pybind11::arg("tcol"),
-        pybind11::arg("row_loss"), pybind11::arg("dx32"), pybind11::arg("ignore_index"));
+        pybind11::arg("row_loss"), pybind11::arg("dx32"), pybind11::arg("dx"), pybind11::arg("ignore_index"));
   m.def("logits_tiles", &tk_cls::logits_tiles, "256-column tiles of a vocabulary of V (the stats' width)");
   m.def("max_vocab", &tk_cls::max_vocab, "largest vocabulary size the kernel supports");
 }

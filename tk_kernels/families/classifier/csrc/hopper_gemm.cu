@@ -4,11 +4,12 @@
 //   logits_kernel   L = x W^T (bf16/fp16, fp32 accumulate), and per (row, 256-column tile) the max m and the
 //                   sum s of exp(l - m) over the tile's ROUNDED logits (what F.cross_entropy sees after the
 //                   upcast). rows.cu turns a row's tiles into its log-sum-exp and loss.
-//   dlogits_kernel  dx += G W with G = softmax(L) - onehot(target) = exp(L - lse) - onehot, computed from L in
-//                   registers between the TMA load of an A tile and its wgmma (A from registers, wgmma_rs),
-//                   K split over CTAs (fp32 atomics into dx32). The CTA whose column tile is kt % tiles_n
-//                   also writes G's K slice kt to a separate buffer, so every element of G is written once;
-//                   the weight gradient dW += G^T x reads it there (cuBLAS, ops.py).
+//   dlogits_kernel  dx32 += softmax(L) W, the softmax exp(L - lse) computed from L in shared memory between the
+//                   TMA load of an A tile and the wgmmas that read it (a transform stage of the pipeline), K split
+//                   over CTAs (fp32 atomics into dx32). The CTA whose column tile is kt % tiles_n also writes
+//                   the softmax's K slice kt to the gradient buffer, so every element is written once; rows.cu's
+//                   finish_rows then subtracts the onehot (dx = dx32 - W[target], G[target] -= 1), and the weight
+//                   gradient dW += G^T x reads G there (cuBLAS, ops.py).
 //
 // Why: unfused, a chunk of logits was written by the logits GEMM, read and rewritten as G by a softmax kernel
 // (1.10 ms of 6.9 at N = 16384, C = 768, V = 50304: 3.0 TB/s) and read by the two gradient GEMMs. Here the
@@ -263,109 +264,72 @@ logits_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__
 }
 
 // ------------------------------------------------------------------------------------------------
-// dlogits_kernel: dx32 += G W, G = exp2(L log2 e - lse2) - onehot, transformed in registers
+// dlogits_kernel: dx32 += G W, G = exp2(L log2 e - lse2) - onehot, transformed in shared memory
 //
-// Per K slice a consumer loads its 64 x 64 A tile of logits into wgmma A fragments (ldmatrix), turns them into G
-// (fp32, rounded to T), stores them into one of two 64 x 64 shared G tiles of its own (stmatrix, the 128B-swizzled
-// K-major layout) and runs the slice's wgmmas from there (A and B from shared memory); the column tile that owns
-// the slice (kt % tiles_n) TMA-stores that G tile to the gradient buffer. Why shared memory and not wgmma_rs on the
-// fragments: the next slice's transform overlaps this slice's wgmmas, and ptxas handed the in-flight wgmma's A
-// registers to that transform (SASS: MUFU.EX2 into the HGMMA's A register before its wait), which corrupted dx;
-// a shared tile per slice parity keeps them apart, and its TMA store writes G coalesced.
+// The transform is a pipeline stage of its own (P::transform, include/pipeline): once a slot's A tile of logits
+// has landed, warps 1..3 of the producer warpgroup (warp 0 issues the TMA loads) rewrite it in place as G, 16-byte
+// chunks of 8 elements, fp32 exp2 on the MUFU, rounded to T, and the column tile that owns the slice (kt % tiles_n)
+// also stores those chunks to the gradient buffer (8 threads write a row's 128 bytes: coalesced). The consumers
+// then run plain wgmma_ss on the slot, as in a GEMM without the softmax. Measured before (s12c): the consumers
+// transformed their own A fragments between slices, 113 SASS instructions per slice's 32 elements per thread
+// plus two warpgroup barriers and the shared G tile, and the tensor pipe was busy 44% of the time (0.52x the
+// cuBLAS dx GEMM); wgmma_rs on the transformed fragments computed wrong dx (ptxas gave the next slice's
+// transform the in-flight wgmma's A registers).
 
 struct DxGlobals {
-  const CUtensorMap &a_map, &b_map, &g_map;
+  const CUtensorMap &a_map, &b_map;
   const Shape &s;
   const float *lse2;   // (M,) log-sum-exp * log2 e; +inf for ignored rows (G = 0)
-  const int *tcol;     // (M,) the target column, or -1 (no onehot)
   float *dx32;         // (M, N) fp32, zeroed before the launch
+  void *g;             // (M, ldg): softmax, each element written once (the onehot: finish_rows)
+  int64_t ldg;
 };
+
+// The transform of one landed slot (slice kt) by thread t of the 96 transform threads: 16-byte chunks c = t + 96 j
+// of the 128 x 64 tile, i.e. row t / 8 + 12 j, physical chunk t % 8 (96 is a multiple of 8), which holds columns
+// 8 ((t % 8) ^ (row % 8)) .. + 7 (the 128-byte swizzle). Three chunks in flight per thread (their loads, exp2s and
+// stores overlap: one at a time, a chunk's LDS -> MUFU -> STS chain was the whole slice's critical path). No
+// onehot here: G' = softmax, and rows.cu's finish_rows subtracts the onehot's share afterwards (dx -= W[target],
+// G[target] = softmax - 1 recomputed from the logit), so the loop has no per-element compare.
+template <typename T>
+__device__ __forceinline__ void transform_slot(char *tile, const DxGlobals &g, const Unit &w, int kt, int t) {
+  const bool write = kt % g.s.tiles_n == w.tile_n;
+  const float *lse2 = g.lse2;
+  T *gout = static_cast<T *>(g.g);
+  const int64_t ldg = g.ldg;
+  const int M = g.s.M, pc = t & 7, r0 = t >> 3;
+#pragma unroll 3
+  for (int j = 0; j < 11; j++) {
+    const int r = r0 + 12 * j;
+    if (r >= BM) break;
+    const int row = w.m0 + r, col0 = kt * BK + 8 * (pc ^ (r & 7));
+    const bool in = row < M;
+    const float bl = in ? __ldg(lse2 + row) : INFINITY;
+    uint4 *p = reinterpret_cast<uint4 *>(tile + r * 128 + pc * 16);
+    const uint4 v = *p;
+    uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const float2 f = pair16<T>::unpack(u[e]);
+      u[e] = tk::wg::pack2<T>(exp2f(fmaf(f.x, LOG2E, -bl)), exp2f(fmaf(f.y, LOG2E, -bl)));
+    }
+    const uint4 o = make_uint4(u[0], u[1], u[2], u[3]);
+    *p = o;
+    if (write && in && col0 < ldg) *reinterpret_cast<uint4 *>(gout + int64_t(row) * ldg + col0) = o;
+  }
+}
 
 template <typename T>
 struct DxConsumer {
   const DxGlobals &g;
   const int id;
-  char *gtile_ptr;                     // two 64 x 64 G tiles of this consumer (slice parity)
-  uint32_t gtile;                      // ... as a shared-memory address
-  uint32_t a_off;                      // this consumer's 64 rows in a ring slot's A tile
-  uint32_t frag_off[BK / 16];          // lane's ldmatrix / stmatrix address in a 64 x 64 tile, per k16 fragment
   tk::wg::accumulator<BN> acc;
-  Unit w{};
-  float lse2[2];                       // rows r, r + 8 of this thread
-  int tcol[2];
-  int slices = 0;                      // slices computed (G tile parity)
 
-  // the fragment addresses of wg::load_a_fragment / store_a_fragment, computed once
-  __device__ DxConsumer(const DxGlobals &g, const tk::pipeline::consumer_ctx<> &ctx)
-      : g(g), id(ctx.id), gtile_ptr(ctx.scratch + ctx.id * 2 * BOX_BYTES), gtile(tk::smem_u32(gtile_ptr)),
-        a_off(ctx.id * 64 * BK * 2) {
-    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-#pragma unroll
-    for (int k = 0; k < BK / 16; k++) frag_off[k] = tk::wg::swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4));
-  }
-
-  __device__ void start(const Unit &u) {
-    w = u;
-    const int r = u.m0 + id * 64 + tk::wg::accumulator<BN>::row(0);
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const bool in = r + 8 * h < g.s.M;
-      lse2[h] = in ? g.lse2[r + 8 * h] : INFINITY;
-      tcol[h] = in ? g.tcol[r + 8 * h] : -1;
-    }
-  }
-
-  // fragment k of slice kt: L -> G = exp2(L log2 e - lse2) - onehot in fp32, rounded to T. ONEHOT = false when
-  // neither of the thread's rows has its target in the slice (all but ~2% of a warp's slices at V = 50304): two
-  // instructions fewer per element.
-  template <bool ONEHOT>
-  __device__ __forceinline__ void transform(tk::wg::a_fragment<T> &f, int kt, int k) {
-    const int c0 = kt * BK + 2 * (threadIdx.x & 3);
-    // d: the target's offset from this lane's first column of the slice (onehot iff it equals a column's)
-    const int d0 = tcol[0] - c0, d1 = tcol[1] - c0;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {  // register j: row r + 8 (j & 1), columns 16 k + 8 (j >> 1) + {0, 1}
-      const int h = j & 1, off = 16 * k + 8 * (j >> 1);
-      const float2 x = pair16<T>::unpack(f.r[j]);
-      const float bl = lse2[h];
-      float p0 = exp2f(fmaf(x.x, LOG2E, -bl)), p1 = exp2f(fmaf(x.y, LOG2E, -bl));
-      if constexpr (ONEHOT) {
-        const int d = h ? d1 : d0;
-        p0 -= d == off ? 1.f : 0.f;
-        p1 -= d == off + 1 ? 1.f : 0.f;
-      }
-      f.r[j] = tk::wg::pack2<T>(p0, p1);
-    }
-  }
+  __device__ DxConsumer(const DxGlobals &g, const tk::pipeline::consumer_ctx<> &ctx) : g(g), id(ctx.id) {}
 
   __device__ void compute(const Slot &s, int i) {
-    const int kt = w.k_begin + i, me = tk::wg::warpgroup_thread();
-    const uint32_t gt = gtile + (slices & 1) * BOX_BYTES, at = tk::smem_u32(s.tiles.a) + a_off;
-    tk::wg::a_fragment<T> f[BK / 16];
-#pragma unroll
-    for (int k = 0; k < BK / 16; k++) tk::ldmatrix_x4(f[k].r, at + frag_off[k]);
-    const bool hit = unsigned(tcol[0] - kt * BK) < unsigned(BK) || unsigned(tcol[1] - kt * BK) < unsigned(BK);
-    if (__any_sync(0xffffffffu, hit)) {
-#pragma unroll
-      for (int k = 0; k < BK / 16; k++) transform<true>(f[k], kt, k);
-    } else {
-#pragma unroll
-      for (int k = 0; k < BK / 16; k++) transform<false>(f[k], kt, k);
-    }
-    // gt was last read two slices ago: by that slice's wgmmas (retire() waited for them) and its TMA store
-    if (me == 0) tk::bulk_wait_group_read<1>();
-    tk::wg::sync(1 + id);
-#pragma unroll
-    for (int k = 0; k < BK / 16; k++) tk::stmatrix_x4(gt + frag_off[k], f[k].r);
-    tk::fence_proxy_async_shared();
-    tk::wg::sync(1 + id);
-    if (me == 0 && kt % g.s.tiles_n == w.tile_n) {  // this column tile writes G's slice kt
-      tk::tma::store_async(g.g_map, gtile_ptr + (slices & 1) * BOX_BYTES, kt * BK, w.m0 + id * 64);
-      tk::bulk_commit_group();
-    }
-    slices++;
     tk::wg::mma_fence(acc.v);
-    const uint64_t da = tk::wg::desc_k128(gtile_ptr + (gt - gtile)), db = tk::wg::desc_mn128(s.tiles.b, BOX_BYTES);
+    const uint64_t da = tk::wg::desc_k128(s.tiles.a + id * 64 * BK * 2), db = tk::wg::desc_mn128(s.tiles.b, BOX_BYTES);
 #pragma unroll
     for (int k = 0; k < BK / 16; k++)
       tk::wg::wgmma_ss<T, BN, true>(acc.v, tk::wg::desc_advance_k(da, k), tk::wg::desc_advance_k_mn(db, k), i > 0 || k > 0);
@@ -388,10 +352,6 @@ struct DxConsumer {
       }
     }
   }
-
-  __device__ void last() {
-    if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>();
-  }
 };
 
 template <typename T>
@@ -401,20 +361,22 @@ struct DxPipe {
   using work = Unit;
   using scheduler = UnitWalk;
   using consumer = DxConsumer<T>;
-  static constexpr int STAGES = 4, CONSUMERS = 2, PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-  static constexpr int SCRATCH_BYTES = 2 * 2 * BOX_BYTES;
+  // the transform warps' three chunks in flight take ~60 registers: 72 + 2 x 216 = 504, the CTA's 3 x 168
+  static constexpr int STAGES = 4, CONSUMERS = 2, PRODUCER_REGS = 72, CONSUMER_REGS = 216;
   __device__ static int iterations(const DxGlobals &, const Unit &w) { return w.k_end - w.k_begin; }
   __device__ static void load(const Slot &s, const DxGlobals &g, const Unit &w, int i) {
     load_slice<true>(s, g.a_map, g.b_map, w.m0, w.n0, w.k_begin + i);
+  }
+  __device__ static void transform(const Slot &s, const DxGlobals &g, const Unit &w, int i, int t, int nt) {
+    transform_slot<T>(s.tiles.a, g, w, w.k_begin + i, t);  // nt = 96
   }
 };
 
 template <typename T>
 __global__ void __launch_bounds__(THREADS, 1)
-dlogits_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-               const __grid_constant__ CUtensorMap g_map, const Shape s, const float *lse2, const int *tcol,
-               float *dx32) {
-  tk::pipeline::kernel<DxPipe<T>>::run(DxGlobals{a_map, b_map, g_map, s, lse2, tcol, dx32});
+dlogits_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, const Shape s,
+               const float *lse2, float *dx32, void *gout, int64_t ldg) {
+  tk::pipeline::kernel<DxPipe<T>>::run(DxGlobals{a_map, b_map, s, lse2, dx32, gout, ldg});
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -454,15 +416,15 @@ cudaError_t launch_logits(const HopperXentParams &p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// K splits of the dx GEMM: the fewest whose units fill >= 90% of their waves, >= 8 K slices per unit
+// K splits of the dx GEMM: the best wave fill (units / (waves x SMs)) with >= 8 K slices per unit, the fewest
+// splits among equals (s12c: 5 splits of 24 tiles, 120 units on 132 SMs, left 9% of the SMs idle; 11 fill 2 waves)
 int dx_splits(int tiles, int k_tiles, int sms) {
   int best = 1;
   double best_fill = 0.0;
   for (int splits = 1; splits <= 64 && splits * 8 <= k_tiles; splits++) {
     const int units = tiles * splits, waves = (units + sms - 1) / sms;
     const double fill = double(units) / (double(waves) * sms);
-    if (fill >= 0.9) return splits;
-    if (fill > best_fill) best = splits, best_fill = fill;
+    if (fill > best_fill + 1e-9) best = splits, best_fill = fill;
   }
   return best;
 }
@@ -473,12 +435,11 @@ cudaError_t launch_dx(const HopperXentParams &p, cudaStream_t stream) {
   s.splits = dx_splits(s.tiles, s.k_tiles, sm_count());
   const CUtensorMap a_map = tk::host::matrix_map<T>(p.logits, p.rows, p.V, p.ldl, BM, BK, 128);
   const CUtensorMap b_map = tk::host::matrix_map<T>(p.w, p.V, p.C, p.C, BK, BOX, 128);
-  const CUtensorMap g_map = tk::host::matrix_map<T>(p.grad, p.rows, p.V, p.ldl, 64, BOX, 128);
   constexpr int smem = tk::pipeline::kernel<DxPipe<T>>::SHARED_BYTES;
   cudaError_t err = prepare(dlogits_kernel<T>, smem);
   if (err != cudaSuccess) return err;
   dlogits_kernel<T><<<std::min(sm_count(), s.tiles * s.splits), THREADS, smem, stream>>>(
-      a_map, b_map, g_map, s, p.lse2, p.tcol, p.dx32);
+      a_map, b_map, s, p.lse2, p.dx32, p.grad, p.ldl);
   return cudaGetLastError();
 }
 
