@@ -266,3 +266,72 @@ def test_op_picks_the_loss_only_op_when_no_gradient_is_wanted(monkeypatch):
         ops.linear_cross_entropy_op(x, w, t)
     ops.linear_cross_entropy_op(x, w.detach(), t)
     assert calls == ["train", "loss", "loss"]
+
+
+class HopperChunkStandIn:
+    """The extension's hopper_chunk_ and logits_tiles in PyTorch (their documented contract: classifier.h,
+    bindings.cpp), so the Hopper path's own chunk loop (ops._chunked_hopper) runs on a CPU."""
+
+    def __init__(self):
+        self.rows = []
+
+    def logits_tiles(self, V):
+        return (V + 255) // 256
+
+    def hopper_chunk_(self, x, w, targets, logits, grad, stats, lse2, tcol, row_loss, dx32, dx, ignore_index):
+        r, V = x.shape[0], w.shape[0]
+        self.rows.append(r)
+        assert logits.shape[1] % 8 == 0 and logits.shape[1] >= V and logits.shape[0] >= r
+        lg = (x.float() @ w.float().t()).to(x.dtype)
+        logits[:r, :V] = lg
+        keep = targets != ignore_index
+        lf = lg.float()
+        safe = torch.where(keep, targets, 0)
+        row_loss.copy_(torch.where(keep, lf.logsumexp(-1) - lf.gather(1, safe[:, None])[:, 0], 0.0))
+        if dx32 is None:
+            return
+        g = (lf.softmax(-1) - F.one_hot(safe, V).float()) * keep[:, None]
+        grad[:r, :V] = g.to(x.dtype)
+        dx32.copy_(grad[:r, :V].float() @ w.float())
+        dx.copy_(dx32)
+
+
+@pytest.mark.parametrize("n_rows", [21, 16, 3])
+def test_hopper_chunk_loop_gives_the_loss_and_gradients(monkeypatch, n_rows):
+    """The Hopper path's forward body (chunks of 8 rows: logits and gradient buffers of V = 16 rounded to 16
+    columns) leaves F.cross_entropy's loss and, scaled, its gradients; the eval op its loss without gradients."""
+    ext = HopperChunkStandIn()
+    monkeypatch.setattr(ops, "_ext", lambda: ext)
+    monkeypatch.setattr(ops, "classifier_path", lambda device, n_embd: "hopper")
+    monkeypatch.setattr(ops, "CHUNK_BYTES", 8 * 2 * 16 * 2)  # 8 rows of two 16-wide 16-bit buffers
+    torch.manual_seed(0)
+    x = torch.randn(n_rows, 16).requires_grad_()
+    w = torch.randn(16, 16).requires_grad_()
+    t = torch.randint(0, 16, (n_rows,))
+    t[1] = -1
+    loss, dx, dw, scales = ops.linear_cross_entropy_fwd._init_fn(x.detach(), w.detach(), t, -1)
+    rows = ops.chunk_rows(n_rows, 16, "hopper")
+    assert rows == min(8, n_rows)
+    assert ext.rows == [min(rows, n_rows - s) for s in range(0, n_rows, rows)]
+    ref = F.cross_entropy(F.linear(x, w), t, ignore_index=-1)
+    ref.backward()
+    torch.testing.assert_close(loss, ref.detach())
+    torch.testing.assert_close(dx * scales[0], x.grad)
+    torch.testing.assert_close(dw * scales[1], w.grad)
+    assert torch.equal(ops.linear_cross_entropy_loss._init_fn(x.detach(), w.detach(), t, -1), loss)
+
+
+def test_classifier_path_choice(monkeypatch):
+    """auto and portable take the portable path; TK_CLASSIFIER_PATH=hopper is an error without an sm_90 GPU;
+    a typo names the valid values."""
+    cpu = torch.device("cpu")
+    for value in ("", "auto", "portable", " Portable "):
+        monkeypatch.setenv("TK_CLASSIFIER_PATH", value)
+        assert ops.classifier_path(cpu, 768) == "portable"
+    monkeypatch.setenv("TK_CLASSIFIER_PATH", "hopper")
+    with pytest.raises(RuntimeError, match="TK_CLASSIFIER_PATH=hopper"):
+        ops.classifier_path(cpu, 768)
+    monkeypatch.setenv("TK_CLASSIFIER_PATH", "hoper")
+    with pytest.raises(ValueError, match="auto, hopper, portable"):
+        ops.classifier_path(cpu, 768)
+    assert ops.chunk_rows(16384, 50304, "hopper") == 1024

@@ -16,7 +16,15 @@ logits at a time: 2048 rows at V = 50304) and per chunk runs
     our kernel, in place: loss per row, and logits <- softmax - onehot(target)  (0 for ignored rows)
     dx_c   = dlogits @ W                       cuBLAS, into dx
     dW    += dlogits^T @ x_c / n_chunks        cuBLAS (addmm, scaled in its fp32 epilogue)
-so the forward leaves the loss and the unscaled gradients dx, dW; the backward (tk::linear_cross_entropy_bwd,
+so the forward leaves the loss and the unscaled gradients dx, dW. That is the portable path (every GPU, and the
+default). The Hopper path (TK_CLASSIFIER_PATH=hopper, sm_90: classifier_path) takes the softmax into our own
+GEMMs (csrc/hopper_gemm.cu, csrc/rows.cu), per chunk of 1024 rows (logits and gradient buffers in CHUNK_BYTES):
+    logits = x_c @ W^T with each (row, 256-column tile)'s max and sum of exp     our GEMM, its epilogue
+    loss per row, log-sum-exp, target column                                   our row kernel
+    dx_c = (softmax - onehot) W, the softmax written to a gradient buffer G     our GEMM (the softmax in its
+                                                                                pipeline), then the onehot
+    dW += G^T x_c / n_chunks                                                   cuBLAS
+so no kernel reads the logits outside the GEMMs; it is correct, not yet faster (bench/RESULTS.md, session 12). The backward (tk::linear_cross_entropy_bwd,
 csrc/scale.cu) multiplies them by grad_output / count (count: the non-ignored targets, a device tensor, no
 host sync) in fp32 and never recomputes the softmax. The kernel writes softmax - onehot without the 1/count factor, so fp16
 gradients do not underflow where F.cross_entropy's would. Targets outside [0, V) that are not
