@@ -1,7 +1,6 @@
 """
 Benchmark of the classifier (lm_head GEMM + cross-entropy), forward + backward, on one GPU:
-ours (tk_kernels.linear_cross_entropy: "tk" its default path, cuBLAS around our softmax kernel, and on an H100/H200
-"tk_hopper", TK_CLASSIFIER_PATH=hopper, the softmax inside our GEMMs) vs eager PyTorch (F.linear + F.cross_entropy on .float()
+ours (tk_kernels.linear_cross_entropy) vs eager PyTorch (F.linear + F.cross_entropy on .float()
 logits) vs torch.compile of the same, side by side, as triton.testing.do_bench medians, plus each
 one's extra peak memory (torch.cuda.max_memory_allocated over what was allocated before the step).
 
@@ -26,23 +25,6 @@ def eager_loss(x, w, t):
     return F.cross_entropy(F.linear(x, w).float(), t, ignore_index=-1)
 
 
-def on_path(path):
-    """tk_kernels.linear_cross_entropy with TK_CLASSIFIER_PATH=path for the call."""
-    import tk_kernels
-
-    def fn(x, w, t):
-        old = os.environ.get("TK_CLASSIFIER_PATH")
-        os.environ["TK_CLASSIFIER_PATH"] = path
-        try:
-            return tk_kernels.linear_cross_entropy(x, w, t)
-        finally:
-            if old is None:
-                del os.environ["TK_CLASSIFIER_PATH"]
-            else:
-                os.environ["TK_CLASSIFIER_PATH"] = old
-    return fn
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     ap.add_argument("--N", type=int, default=16384)
@@ -60,11 +42,7 @@ def main():
     import tk_kernels
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     compiled_loss = torch.compile(eager_loss)
-    from tk_kernels.families.classifier import ops
-    impls = {"tk": tk_kernels.linear_cross_entropy}
-    if ops.hopper_reason(torch.device("cuda", torch.cuda.current_device())) is None:
-        impls["tk_hopper"] = on_path("hopper")
-    impls.update(eager=eager_loss, compile=compiled_loss)
+    impls = {"tk": tk_kernels.linear_cross_entropy, "eager": eager_loss, "compile": compiled_loss}
     results = []
     for C in args.C:
         x = torch.randn(args.N, C, device="cuda", dtype=dtype, requires_grad=True)
@@ -84,7 +62,7 @@ def main():
             torch.cuda.synchronize()
             row[f"{name}_peak_gb"] = (torch.cuda.max_memory_allocated() - before) / 1e9
             row[f"{name}_ms"] = do_bench(step, warmup=25, rep=200, return_mode="median")
-            if args.profile and C == args.C[0] and name in ("tk", "tk_hopper", "compile"):
+            if args.profile and C == args.C[0] and name in ("tk", "compile"):
                 from bench.bench_mlp import profile_step
                 profile_step(step, f"one {name} classifier fwd+bwd, N={args.N} C={C} V={args.V}")
         row["speedup_vs_compile"] = row["compile_ms"] / row["tk_ms"]
@@ -94,10 +72,10 @@ def main():
         torch.cuda.empty_cache()
 
     print(f"classifier fwd+bwd on {torch.cuda.get_device_name()}, {args.dtype}, median ms (extra peak GB)")
-    print(f"{'N':>6} {'C':>5} {'V':>6} | " + " ".join(f"{n:>15}" for n in impls) + " | vs compile  vs eager")
+    print(f"{'N':>6} {'C':>5} {'V':>6} | {'tk':>15} {'eager':>15} {'compile':>15} | vs compile  vs eager")
     for r in results:
-        cells = " ".join(f"{r[f'{n}_ms']:7.3f} ({r[f'{n}_peak_gb']:5.2f})" for n in impls)
-        print(f"{r['N']:>6} {r['C']:>5} {r['V']:>6} | {cells} | "
+        cells = [f"{r[f'{n}_ms']:7.3f} ({r[f'{n}_peak_gb']:5.2f})" for n in impls]
+        print(f"{r['N']:>6} {r['C']:>5} {r['V']:>6} | {cells[0]:>15} {cells[1]:>15} {cells[2]:>15} | "
               f"{r['speedup_vs_compile']:9.2f}x {r['speedup_vs_eager']:8.2f}x")
     if args.json:
         with open(args.json, "w") as f:
@@ -109,9 +87,9 @@ def main():
         import matplotlib.pyplot as plt
         fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 4))
         labels = [f"C={r['C']}" for r in results]
-        width = 0.8 / len(impls)
+        width = 0.25
         for i, n in enumerate(impls):
-            xs = [j + (i - (len(impls) - 1) / 2) * width for j in range(len(results))]
+            xs = [j + (i - 1) * width for j in range(len(results))]
             ax_t.bar(xs, [r[f"{n}_ms"] for r in results], width, label=n)
             ax_m.bar(xs, [r[f"{n}_peak_gb"] for r in results], width, label=n)
         for ax, title in ((ax_t, "fwd+bwd time (ms, median)"), (ax_m, "extra peak memory (GB)")):

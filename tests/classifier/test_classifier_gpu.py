@@ -40,18 +40,6 @@ def _built():
     assert reason is None, reason
 
 
-@pytest.fixture(params=["hopper", "portable"])
-def path(request, monkeypatch):
-    """Runs a test on each implementation (TK_CLASSIFIER_PATH): the Hopper one (our GEMMs with the softmax
-    inside) where it can run, the portable one (cuBLAS around csrc/softmax_xent.cu) everywhere."""
-    if request.param == "hopper":
-        reason = ops.hopper_reason(torch.device("cuda", torch.cuda.current_device()))
-        if reason is not None:
-            pytest.skip(reason)
-    monkeypatch.setenv("TK_CLASSIFIER_PATH", request.param)
-    return request.param
-
-
 def poison():
     """Fill the allocator's free memory with NaN so unwritten outputs show up."""
     poison_free_memory(4, 2 << 30)
@@ -113,9 +101,9 @@ def rel(a, ref):
     return ((a.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
-def n_chunks(N, V, path="portable"):
-    """How many chunks of tokens the op walks for N tokens at vocabulary V on `path` (ops.chunk_rows)."""
-    return -(-N // ops.chunk_rows(N, V, path))
+def n_chunks(N, V):
+    """How many chunks of tokens the op walks for N tokens at vocabulary V (ops.chunk_rows)."""
+    return -(-N // ops.chunk_rows(N, V))
 
 
 def dw_factor(chunks):
@@ -135,18 +123,17 @@ def dw_factor(chunks):
 CASES = [(1, 64, 65), (7, 768, 50257), (1000, 1024, 50304), (1000, 64, 65), (7, 64, 50304),
          (16384, 768, 50304), (16384, 1024, 50257), (1000, 768, 65), (65536, 256, 32771)]
 assert {n_chunks(N, V) for N, _, V in CASES} == {1, 8, 32}
-assert {n_chunks(N, V, "hopper") for N, _, V in CASES} == {1, 16, 64}
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
 @pytest.mark.parametrize("N,C,V", CASES, ids=[f"N{n}-C{c}-V{v}" for n, c, v in CASES])
-def test_vs_float64(N, C, V, dtype_name, path):
+def test_vs_float64(N, C, V, dtype_name):
     dtype = DTYPES[dtype_name]
     seed = new_seed()
     x, w, t = inputs(N, C, V, dtype, seed)
     if (t != -1).sum() == 0:
         t[0] = 0
-    chunks = n_chunks(N, V, path)
+    chunks = n_chunks(N, V)
     ref = ref64(x, w, t)
     got = ours(x, w, t)
     base = torch_path(x, w, t)
@@ -154,7 +141,7 @@ def test_vs_float64(N, C, V, dtype_name, path):
     for name, a, b, r in zip(names, got, base, ref):
         assert torch.isfinite(a).all(), f"{name} has non-finite values (seed {seed})"
         e, eb = rel(a, r), rel(b, r)
-        label = f"[{path} N={N} C={C} V={V} {dtype_name} {chunks} chunks seed={seed}] {name}"
+        label = f"[N={N} C={C} V={V} {dtype_name} {chunks} chunks seed={seed}] {name}"
         if name == "dw" and dtype == torch.bfloat16:  # no floor: bounded by the chunk count (dw_factor)
             tol = dw_factor(chunks) * eb
             er = rel(r.to(dtype), r)  # the correctly rounded dW's error
@@ -206,70 +193,6 @@ def test_softmax_kernel_vs_float64(V, dtype_name):
         torch.testing.assert_close(logits.double(), want_grad, rtol=ulp, atol=1e-7, msg=label)
 
 
-# the Hopper path's three kernels alone (ext.hopper_chunk_): ragged rows (1, 7, 301: 128-row tiles), V of 1 to
-# 50304 (256-column tiles, rows of 16-byte padding), C of 64 to 2048 (dx: 1 to 8 column tiles, split K)
-HOPPER_SHAPES = [(1, 64, 1), (7, 64, 65), (301, 768, 257), (130, 2048, 1000), (301, 1024, 50257), (129, 768, 50304)]
-
-
-@pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("rows,C,V", HOPPER_SHAPES, ids=[f"R{r}-C{c}-V{v}" for r, c, v in HOPPER_SHAPES])
-def test_hopper_chunk_vs_float64(rows, C, V, dtype_name):
-    """hopper_chunk_: the logits (the fp32 GEMM rounded once: within an ulp of fp32 x W^T), the row losses,
-    G = softmax - onehot (every element written: the buffer is NaN before) and dx = G W against float64 from the
-    kernel's own 16-bit logits; an ignored row (zero G, zero loss) and a target
-    outside [0, V) (NaN loss, G without the onehot)."""
-    reason = ops.hopper_reason(torch.device("cuda", torch.cuda.current_device()))
-    if reason is not None:
-        pytest.skip(reason)
-    dtype = DTYPES[dtype_name]
-    ext = ops._ext()
-    seed = new_seed()
-    x, w, t = inputs(rows, C, V, dtype, seed, ignore_frac=0.0)
-    x = x * 2  # logits of a few units: a softmax that is neither flat nor one-hot
-    if rows > 1:
-        t[1] = -1  # ignored
-    if rows > 2:
-        t[2] = V   # out of range
-    ldl = (V + 7) // 8 * 8
-    tiles = ext.logits_tiles(V)
-    nan = dict(device="cuda", dtype=dtype)
-    logits = torch.full((rows + 3, ldl), float("nan"), **nan)  # a larger buffer: rows past the chunk untouched
-    grad = torch.full((rows + 3, ldl), float("nan"), **nan)
-    stats = torch.full((rows, tiles, 2), float("nan"), device="cuda")
-    lse2 = torch.full((rows,), float("nan"), device="cuda")
-    tcol = torch.full((rows,), 12345, device="cuda", dtype=torch.int32)
-    row_loss = torch.full((rows,), 12345.0, device="cuda")
-    dx32 = torch.full((rows, C), float("nan"), device="cuda")
-    dx = torch.full((rows, C), float("nan"), **nan)
-    ext.hopper_chunk_(x, w, t, logits, grad, stats, lse2, tcol, row_loss, dx32, dx, -1)
-    torch.cuda.synchronize()
-    label = f"[R={rows} C={C} V={V} {dtype_name} seed={seed}]"
-    lg = logits[:rows, :V]
-    want_lg = (x.float() @ w.float().t())
-    ulp = 2.0 ** -8 if dtype == torch.bfloat16 else 2.0 ** -11
-    torch.testing.assert_close(lg.double(), want_lg.double(), rtol=ulp, atol=1e-3, msg=label)
-    assert torch.isnan(logits[rows:]).all() and torch.isnan(grad[rows:]).all(), f"{label}: rows past the chunk written"
-    lf = lg.double()
-    keep = (t >= 0) & (t < V)
-    safe = t.clamp(0, V - 1)
-    want_loss = lf.logsumexp(-1) - lf.gather(1, safe[:, None])[:, 0]
-    want_loss[t == -1] = 0.0
-    want_loss[t == V] = float("nan")
-    torch.testing.assert_close(row_loss.double(), want_loss, rtol=1e-5, atol=2e-5, equal_nan=True, msg=label)
-    want_g = lf.softmax(-1) - F.one_hot(safe, V).double() * keep[:, None]
-    want_g[t == -1] = 0.0
-    g = grad[:rows, :V]
-    assert torch.isfinite(g).all(), f"{label}: G has unwritten (NaN) elements"
-    torch.testing.assert_close(g.double(), want_g, rtol=ulp, atol=1e-6, msg=label)
-    # dx from the kernel's own rounded G: the GEMM multiplied round(softmax) and subtracted W[target] after it (in
-    # fp32), where G holds round(softmax - 1), so the two differ by half an ulp of 1 on the target's term, plus dx's
-    # own rounding to the dtype: within 2 ulps in relative L2
-    want_dx = g.double() @ w.double()
-    assert torch.isfinite(dx).all(), f"{label}: dx has unwritten (NaN) elements"
-    assert rel(dx, want_dx) < 2 * ulp, f"{label}: dx {rel(dx, want_dx):.2e}"
-    assert tcol.tolist() == [int(v) if 0 <= v < V else -1 for v in t.tolist()], label
-
-
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
 def test_mul_scalar_is_torchs_multiply(dtype_name):
     """csrc/scale.cu's x * s[0] (the backward's scaling) is the fp32 product rounded once, bitwise, at sizes
@@ -283,7 +206,7 @@ def test_mul_scalar_is_torchs_multiply(dtype_name):
         assert torch.equal(got, (x.float() * s[1]).to(x.dtype)), (n, dtype_name)
 
 
-def test_ignored_rows_and_all_ignored(path):
+def test_ignored_rows_and_all_ignored():
     x, w, t = inputs(300, 64, 65, torch.bfloat16, new_seed(), ignore_frac=0.5)
     t[t == -1] = -100  # this test ignores -100 (an ignored -1 would be out of range for the reference)
     t[:10] = -100
@@ -297,13 +220,13 @@ def test_ignored_rows_and_all_ignored(path):
     assert torch.isnan(loss) and torch.isnan(ref)  # the mean over no targets is 0/0, as in PyTorch
 
 
-def test_out_of_range_target_gives_nan(path):
+def test_out_of_range_target_gives_nan():
     x, w, t = inputs(10, 64, 65, torch.bfloat16, new_seed(), ignore_frac=0.0)
     t[3] = 65
     assert torch.isnan(tk_kernels.linear_cross_entropy(x, w, t))
 
 
-def test_grad_output_scales_the_gradients(path):
+def test_grad_output_scales_the_gradients():
     x, w, t = inputs(500, 64, 129, torch.bfloat16, new_seed())
     xa, wa = x.clone().requires_grad_(), w.clone().requires_grad_()
     (tk_kernels.linear_cross_entropy(xa, wa, t) * 3.0).backward()
@@ -318,7 +241,7 @@ def test_grad_output_scales_the_gradients(path):
 
 
 @pytest.mark.parametrize("N,C,V", [(1, 64, 65), (1000, 64, 50257), (16384, 768, 50304)])
-def test_eval_loss_is_the_training_loss_without_the_gradient_gemms(N, C, V, path):
+def test_eval_loss_is_the_training_loss_without_the_gradient_gemms(N, C, V):
     """Under no_grad the op runs tk::linear_cross_entropy_loss: the same loss bitwise (same GEMM, same kernel,
     same sum), and none of the training op's dx and dW (their memory is the witness)."""
     x, w, t = inputs(N, C, V, torch.bfloat16, new_seed())
@@ -344,7 +267,7 @@ def test_eval_loss_is_the_training_loss_without_the_gradient_gemms(N, C, V, path
     torch.library.opcheck(torch.ops.tk.linear_cross_entropy_loss, (x, w, t, -1))
 
 
-def test_opcheck(path):
+def test_opcheck():
     x, w, t = inputs(100, 64, 65, torch.bfloat16, new_seed())
     torch.library.opcheck(torch.ops.tk.linear_cross_entropy_fwd, (x, w, t, -1))
     xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
@@ -362,7 +285,7 @@ def _extra_peak(fn) -> int:
     return torch.cuda.max_memory_allocated() - before
 
 
-def test_peak_memory(path):
+def test_peak_memory():
     N, C, V = 16384, 768, 50304
     x, w, t = inputs(N, C, V, torch.bfloat16, new_seed())
     x.requires_grad_()
@@ -374,7 +297,7 @@ def test_peak_memory(path):
 
     step()  # warm-up: cuBLAS workspaces, the build
     extra = _extra_peak(step)
-    print(f"[peak {path}] extra peak memory of fwd+bwd at N={N} C={C} V={V}: {extra / 2**30:.3f} GiB")
+    print(f"[peak] extra peak memory of fwd+bwd at N={N} C={C} V={V}: {extra / 2**30:.3f} GiB")
     assert extra <= 0.5e9, f"extra peak {extra / 1e9:.3f} GB > 0.5 GB"
 
 
@@ -388,7 +311,7 @@ def _gpt_pair(kernels_a="tk"):
     return a, b
 
 
-def test_compiled_gpt_train_step_has_no_graph_breaks(path):
+def test_compiled_gpt_train_step_has_no_graph_breaks():
     model, model_torch = _gpt_pair()
     plan = model.plan_kernels(dtype=torch.bfloat16)
     assert plan.path("classifier") == "tk"
@@ -407,7 +330,7 @@ def test_compiled_gpt_train_step_has_no_graph_breaks(path):
     assert abs(loss.item() - loss_t.item()) < 1e-2 * loss_t.item()
 
 
-def test_50_training_steps_match_torch(path):
+def test_50_training_steps_match_torch():
     """Same init, same batches: AdamW for 50 steps; every loss within 1e-3 relative of kernels=torch.
     Attention runs PyTorch's SDPA in both (planned with the TK attention taken out of the registry),
     so the difference is the classifier's alone."""

@@ -16,15 +16,7 @@ logits at a time: 2048 rows at V = 50304) and per chunk runs
     our kernel, in place: loss per row, and logits <- softmax - onehot(target)  (0 for ignored rows)
     dx_c   = dlogits @ W                       cuBLAS, into dx
     dW    += dlogits^T @ x_c / n_chunks        cuBLAS (addmm, scaled in its fp32 epilogue)
-so the forward leaves the loss and the unscaled gradients dx, dW. That is the portable path (every GPU, and the
-default). The Hopper path (TK_CLASSIFIER_PATH=hopper, sm_90: classifier_path) takes the softmax into our own
-GEMMs (csrc/hopper_gemm.cu, csrc/rows.cu), per chunk of 1024 rows (logits and gradient buffers in CHUNK_BYTES):
-    logits = x_c @ W^T with each (row, 256-column tile)'s max and sum of exp     our GEMM, its epilogue
-    loss per row, log-sum-exp, target column                                   our row kernel
-    dx_c = (softmax - onehot) W, the softmax written to a gradient buffer G     our GEMM (the softmax in its
-                                                                                pipeline), then the onehot
-    dW += G^T x_c / n_chunks                                                   cuBLAS
-so no kernel reads the logits outside the GEMMs; it is correct, not yet faster (bench/RESULTS.md, session 12). The backward (tk::linear_cross_entropy_bwd,
+so the forward leaves the loss and the unscaled gradients dx, dW; the backward (tk::linear_cross_entropy_bwd,
 csrc/scale.cu) multiplies them by grad_output / count (count: the non-ignored targets, a device tensor, no
 host sync) in fp32 and never recomputes the softmax. The kernel writes softmax - onehot without the 1/count factor, so fp16
 gradients do not underflow where F.cross_entropy's would. Targets outside [0, V) that are not
@@ -54,8 +46,6 @@ the fp32 loss, the unscaled gradients dx and dw in the inputs' dtype, and the (2
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 
@@ -64,8 +54,7 @@ from ...support import device_reason, extension
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 MAX_VOCAB = 65536      # the kernel keeps a row in registers: 512 threads x 16 vectors of 8 elements
-CHUNK_BYTES = 1 << 28  # logits held at a time: 256 MiB (the Hopper path: logits and gradient together)
-CLASSIFIER_PATHS = ("auto", "hopper", "portable")
+CHUNK_BYTES = 1 << 28  # logits held at a time: 256 MiB
 
 
 def _ext():
@@ -73,91 +62,18 @@ def _ext():
     return extension("classifier")
 
 
-def chunk_rows(n_rows: int, vocab_size: int, path: str = "portable") -> int:
-    """Tokens per chunk: the largest power of two whose (rows, V) 16-bit logits fit CHUNK_BYTES (2048 at
-    V = 50304), or on the Hopper path whose logits and gradient buffers (rows, V rounded up to 8) fit it
-    together (1024), at most n_rows, at least 1."""
-    width = vocab_size if path == "portable" else 2 * ((vocab_size + 7) // 8 * 8)
+def chunk_rows(n_rows: int, vocab_size: int) -> int:
+    """Tokens per chunk: the largest power of two whose (rows, V) 16-bit logits fit CHUNK_BYTES
+    (2048 at V = 50304), at most n_rows, at least 1."""
     rows = 1
-    while rows * 2 * width * 2 <= CHUNK_BYTES:
+    while rows * 2 * vocab_size * 2 <= CHUNK_BYTES:
         rows *= 2
     return max(1, min(rows, n_rows))
 
 
-def _env_path() -> str:
-    """TK_CLASSIFIER_PATH (unset or empty: auto), read at every call: tests and users may set it any time."""
-    raw = os.environ.get("TK_CLASSIFIER_PATH")
-    choice = (raw.strip().lower() if raw else "") or "auto"
-    if choice not in CLASSIFIER_PATHS:
-        raise ValueError(f"TK_CLASSIFIER_PATH must be one of {', '.join(CLASSIFIER_PATHS)}, got {choice!r}")
-    return choice
-
-
-def classifier_path(device: torch.device, n_embd: int) -> str:
-    """'hopper' or 'portable': which implementation a call on this device with rows of n_embd takes.
-    portable: cuBLAS GEMMs around csrc/softmax_xent.cu, on every GPU, and the default (auto): the Hopper
-    path is correct but not yet faster (H200, N = 16384, V = 50304: 7.96 vs 7.03 ms at C = 768; bench/RESULTS.md,
-    session 12). TK_CLASSIFIER_PATH=hopper takes csrc/hopper_gemm.cu (our logits and dx GEMMs with the
-    softmax inside, cuBLAS's dW) on an sm_90 GPU with an sm_90a build and n_embd a multiple of 8, and is
-    an error elsewhere; =portable forces the portable path."""
-    choice = _env_path()
-    if choice in ("portable", "auto"):
-        return "portable"
-    reason = "no CUDA device" if device.type != "cuda" else hopper_reason(device)
-    if reason is None and n_embd % 8:
-        reason = f"the Hopper classifier needs n_embd a multiple of 8, got {n_embd}"
-    if reason is not None:
-        if choice == "hopper":
-            raise RuntimeError(f"TK_CLASSIFIER_PATH=hopper, but {reason}")
-        return "portable"
-    return "hopper"
-
-
 def _chunked(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, row_loss: Tensor,
              dx: Tensor | None, dw: Tensor | None) -> int:
-    """The chunk loop of the path classifier_path picks. Returns the number of chunks."""
-    if classifier_path(x.device, x.shape[1]) == "hopper":
-        return _chunked_hopper(x, weight, targets, ignore_index, row_loss, dx, dw)
-    return _chunked_portable(x, weight, targets, ignore_index, row_loss, dx, dw)
-
-
-def _chunked_hopper(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, row_loss: Tensor,
-                    dx: Tensor | None, dw: Tensor | None) -> int:
-    """The Hopper path's chunk loop: per chunk of rows one call of ours (the logits GEMM with the row
-    statistics in its epilogue, the row losses, and, if dx is given, the dx GEMM that applies
-    softmax - onehot to the logits in registers and writes that gradient G once), then cuBLAS's dW += G^T x.
-    No pass over the logits outside the GEMMs."""
-    N, C, V = x.shape[0], x.shape[1], weight.shape[0]
-    rows = chunk_rows(N, V, "hopper")
-    n_chunks = max(1, (N + rows - 1) // rows)
-    if N == 0:
-        return n_chunks
-    ext = _ext()
-    ldl = (V + 7) // 8 * 8  # 16-byte rows for TMA
-    f32 = dict(device=x.device, dtype=torch.float32)
-    logits = x.new_empty((rows, ldl))
-    grad = x.new_empty((rows, ldl)) if dx is not None else logits
-    stats = torch.empty((rows, ext.logits_tiles(V), 2), **f32)
-    lse2 = torch.empty(rows, **f32)
-    tcol = torch.empty(rows, device=x.device, dtype=torch.int32)
-    dx32 = torch.empty((rows, C), **f32) if dx is not None else None
-    dx_chunks = dx.split(rows) if dx is not None else [None] * n_chunks
-    chunks = zip(x.split(rows), targets.split(rows), row_loss.split(rows), dx_chunks)
-    with torch.autocast(x.device.type, enabled=False):  # the op's dtypes are its inputs' dtypes
-        for i, (xc, tc, lc, dxc) in enumerate(chunks):
-            r = xc.shape[0]
-            d32 = None if dx32 is None else (dx32 if r == rows else dx32[:r])
-            ext.hopper_chunk_(xc, weight, tc, logits, grad, stats, lse2, tcol, lc, d32, dxc, ignore_index)
-            if dx is None:
-                continue
-            g = grad[:r, :V]
-            dw.addmm_(g.t(), xc, beta=0.0 if i == 0 else 1.0, alpha=1.0 / n_chunks)
-    return n_chunks
-
-
-def _chunked_portable(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, row_loss: Tensor,
-                      dx: Tensor | None, dw: Tensor | None) -> int:
-    """The portable chunk loop: per chunk of rows the logits GEMM and our kernel (row losses, and the chunk's logits
+    """The chunk loop: per chunk of rows the logits GEMM and our kernel (row losses, and the chunk's logits
     turned into softmax - onehot in place), then, if dx and dw are given, the two gradient GEMMs.
     Returns the number of chunks."""
     N, V = x.shape[0], weight.shape[0]
@@ -297,24 +213,6 @@ def build_reason(major: int, minor: int) -> str | None:
 
 
 _env_reasons: dict[int, str | None] = {}  # device index -> environment_reason
-_hopper_reasons: dict[int, str | None] = {}  # device index -> hopper_reason
-
-
-def _hopper_gpu_reason(major: int, minor: int, name: str) -> str | None:
-    if (major, minor) != (9, 0):
-        return f"the Hopper classifier needs an sm_90 GPU (H100, H200), got {name} with {major}.{minor}"
-    return None
-
-
-def _hopper_build_reason(major: int, minor: int) -> str | None:
-    from tk_kernels.build import arch_reason, load_reason  # not at import (python -m tk_kernels.build)
-    return load_reason("classifier", major, minor) or arch_reason(_ext(), "classifier", "sm_90a",
-                                                                  "the Hopper classifier")
-
-
-def hopper_reason(device: torch.device) -> str | None:
-    """Why the Hopper path cannot run on this CUDA device, or None; once per device (may build)."""
-    return device_reason(_hopper_reasons, device, _hopper_gpu_reason, _hopper_build_reason)
 
 def environment_reason(device: torch.device) -> str | None:
     """Why the kernel cannot run on this CUDA device (GPU generation, build), or None; once per device."""

@@ -75,13 +75,6 @@
 //                                after the last item all pieces in a row. UNROLL_PIECES = true unrolls the
 //                                piece loop (compile-time piece indices, e.g. registers picked by piece).
 //     consumer::last()           after the last item (e.g. wait for outstanding TMA stores)
-//     P::transform(const slot &, const globals &, const work &, int i, int t, int nt)
-//                                a transform stage between the loads and the consumers, run by the producer
-//                                warpgroup's warps 1..3 (t = 0 .. nt - 1, nt = 96; warp 0 keeps the TMA issue
-//                                loop): each waits for slot i to land, rewrites it in shared memory (e.g. the
-//                                classifier's logits -> softmax gradient), and the consumers wait for all three
-//                                warps instead of the TMA bytes. Its stores are made visible to wgmma (the async
-//                                proxy) by the template (fence.proxy.async, then one arrival per warp). With FULL = 1.
 //     consumer::SELF_PACED       true: the consumer waits for every slot (slot::wait(0)) and frees it
 //                                (slot::release(), thread 0 of the warpgroup) itself, where it chooses (the
 //                                attention backward frees slot i - 1 inside compute(i), before it waits for
@@ -101,7 +94,6 @@
 #include <concepts>
 #include <cstdint>
 #include "../common/util.cuh"
-#include "../thread/bulk.cuh"
 #include "../thread/mbarrier.cuh"
 #include "../warpgroup/mma.cuh"
 
@@ -202,9 +194,6 @@ template <typename C> __device__ __forceinline__ void deferred(C &c, int piece) 
 template <typename C> __device__ __forceinline__ void last(C &c) {
   if constexpr (requires { c.last(); }) c.last();
 }
-template <typename P, typename S, typename G, typename W> constexpr bool has_transform() {
-  return requires(const S &s, const G &g, const W &w) { P::transform(s, g, w, 0, 0, 96); };
-}
 }  // namespace detail
 
 template <typename P>
@@ -230,8 +219,6 @@ struct kernel {
   static constexpr bool PEEL = detail::peel_first<consumer>();
   static constexpr bool SELF_PACED = detail::self_paced<consumer>();
   using slot_t = slot<stage, FULL, side_stage>;
-  static constexpr bool TRANSFORM = detail::has_transform<P, slot_t, globals, work>();
-  static constexpr int TRANSFORM_WARPS = 3;  // warps 1..3 of the producer warpgroup
 
   // the description's readable compile-time checks
   static_assert(STAGES >= 1 && STAGES <= 16, "pipeline: STAGES (ring depth) must be 1..16");
@@ -252,7 +239,6 @@ struct kernel {
                 "((1 + CONSUMERS) x LAUNCH_REGS): the consumers' setmaxnreg would wait forever");
   static_assert(P::PRODUCER_REGS <= P::CONSUMER_REGS, "pipeline: the producer gives registers to the consumers");
   static_assert(PIECES >= 0 && PIECES <= 64, "pipeline: DEFERRED_PIECES must be 0..64");
-  static_assert(!TRANSFORM || (FULL == 1 && !SELF_PACED && !ONE), "pipeline: P::transform needs FULL = 1, no SELF_PACED, no ONE_ITEM");
   static_assert(!UNROLL || PIECES > 0, "pipeline: UNROLL_PIECES without DEFERRED_PIECES");
   static_assert(!PEEL || PIECES == 0, "pipeline: PEEL_FIRST with DEFERRED_PIECES (the pieces' runs separate the first slot already)");
   static_assert(requires(typename P::scheduler s, work w) { { s.next(w) } -> std::same_as<bool>; },
@@ -294,12 +280,10 @@ struct kernel {
     stage *ring = reinterpret_cast<stage *>(base);
     __shared__ barrier full[STAGES * FULL], empty[STAGES];
     __shared__ barrier item_bar[HAS_ITEM ? 2 : 1];  // item full, item empty
-    __shared__ barrier ready[TRANSFORM ? STAGES : 1];  // P::transform: the slot's transform is done
     if (threadIdx.x == 0) {
       for (int i = 0; i < STAGES; i++) {
         for (int f = 0; f < FULL; f++) init(full[i * FULL + f], 1);
         init(empty[i], CONSUMERS);
-        if constexpr (TRANSFORM) init(ready[i], TRANSFORM_WARPS);
       }
       if constexpr (HAS_ITEM) {
         init(item_bar[0], 1);
@@ -313,13 +297,10 @@ struct kernel {
     if (wg::warpgroupid() == 0) {
       wg::set_max_registers<P::PRODUCER_REGS>();
       if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base, one);
-      if constexpr (TRANSFORM) {
-        if (wg::warpgroup_thread() >= 32) transform(g, ring, full, empty, ready);
-      }
       return;
     }
     wg::set_max_registers<P::CONSUMER_REGS>();
-    consume(g, ring, full, empty, TRANSFORM ? ready : full, item_bar, base, one);
+    consume(g, ring, full, empty, item_bar, base, one);
   }
   __device__ static __forceinline__ slot_t slot_at(stage *ring, barrier *full, barrier *empty, int n) {
     side_stage *side = nullptr;
@@ -364,28 +345,9 @@ struct kernel {
     }
   }
 
-  // warps 1..3 of the producer warpgroup: every slot, once landed, through P::transform, then announced (ready)
-  __device__ static __forceinline__ void transform(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                   barrier *ready) {
-    const int t = wg::warpgroup_thread() - 32;
-    sched_t sched(g);
-    int n = 0;
-    for (work w; sched.next(w);) {
-      const int iters = P::iterations(g, w);
-      for (int i = 0; i < iters; i++, n++) {
-        const slot_t s = slot_at(ring, full, empty, n);
-        tk::wait(s.full(0), s.parity);
-        if constexpr (TRANSFORM) P::transform(s, g, w, i, t, 32 * TRANSFORM_WARPS);
-        fence_proxy_async_shared();
-        __syncwarp();
-        if ((t & 31) == 0) arrive(ready[n % STAGES]);
-      }
-    }
-  }
-
   template <typename One>
   __device__ static __forceinline__ void consume(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                 barrier *landed, barrier *item_bar, char *base, const One &one) {
+                                                 barrier *item_bar, char *base, const One &one) {
     const int id = wg::warpgroupid() - 1;
     const bool leader = wg::warpgroup_thread() == 0;
     consumer c(g, consumer_ctx<item_stage>{id, base + SCRATCH_OFFSET,
@@ -394,7 +356,7 @@ struct kernel {
     // the newest slot and free the one before (not the previous item's last: drain freed that)
     auto issue = [&](int n, int i) {
       const slot_t s = slot_at(ring, full, empty, n);
-      if constexpr (!SELF_PACED) wait(landed[(n % STAGES) * FULL], s.parity);  // full(0), or ready (P::transform)
+      if constexpr (!SELF_PACED) wait(s.full(0), s.parity);
       if constexpr (WITH_PREV) c.compute(s, i > 0 ? slot_at(ring, full, empty, n - 1) : s, i);
       else c.compute(s, i);
     };

@@ -25,9 +25,6 @@
 //                                [rows x 64] tile (to stage an accumulator for a TMA store)
 //   store_a_fragment(tile, frag, k)  frag (columns 16k.. of the warpgroup's 64 rows) into the 128B-swizzled
 //                                [64 x 64] 16-bit shared tile at tile: one stmatrix.x4 per warp (sm_90)
-//   load_a_fragment(frag, tile, k)   the inverse: columns 16k.. of a [64 x 64] 128B-swizzled K-major shared
-//                                tile as the A operand of wgmma_rs (one ldmatrix.x4 per warp), e.g. to
-//                                transform an operand in registers between its TMA load and its wgmma
 //
 // Use: fence -> N x wgmma_ss over the k16 slices -> commit; wait<0> (or <1> to keep one group in
 // flight) before reading the accumulator or overwriting the operand tiles.
@@ -38,7 +35,6 @@
 #include "../common/util.cuh"
 #include "wgmma_ops.cuh"
 #include "../warp/memory/register_to_shared.cuh"
-#include "../warp/memory/shared_to_register.cuh"
 
 namespace tk::wg {
 
@@ -198,14 +194,6 @@ template <typename T>
 __device__ __forceinline__ void store_a_fragment(char *tile, const a_fragment<T> &frag, int k) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   stmatrix_x4(smem_u32(tile + swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))), frag.r);
-}
-
-// frag = columns 16k .. 16k+15 of the warpgroup's 64 rows of a 128B-swizzled [64 x 64] 16-bit K-major tile:
-// the addressing of store_a_fragment, read with ldmatrix.x4 (its registers come back in the same order).
-template <typename T>
-__device__ __forceinline__ void load_a_fragment(a_fragment<T> &frag, const char *tile, int k) {
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  ldmatrix_x4(frag.r, smem_u32(tile + swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))));
 }
 
 }  // namespace tk::wg
