@@ -245,6 +245,7 @@ def test_eval_loss_is_the_training_loss_without_the_gradient_gemms(N, C, V):
     """Under no_grad the op runs tk::linear_cross_entropy_loss: the same loss bitwise (same GEMM, same kernel,
     same sum), and none of the training op's dx and dW (their memory is the witness)."""
     x, w, t = inputs(N, C, V, torch.bfloat16, new_seed())
+    t[0] = t[0].clamp_min(0)  # one target at least: at N = 1 an ignored one made both losses 0/0 = NaN (a 10% flake)
     xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
     out = {}
 
