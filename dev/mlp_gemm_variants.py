@@ -1,0 +1,120 @@
+"""
+Where the MLP GEMM's GELU epilogues lose their time: diagnostic variants of tk_kernels/families/mlp/csrc
+(text substitutions, each built into its own extension, built in parallel subprocesses), timed side by side at
+the fc layer's shape of GPT-2 124M (16384 x 3072 x 768) beside cuBLAS.
+
+    python dev/mlp_gemm_variants.py [--variants shipped,store3,...] [--M 16384 --N 3072 --K 768]
+
+Session 13's train step (bench/RESULTS.md) has the GELU GEMM at 0.183 ms and GELU' at 0.197 against 0.103-0.105
+for our plain store at the (16384 x 768 x 3072) shapes; session 4 had the plain store at 0.120 ms at this shape.
+The variants isolate what the GELU epilogue adds (a variant's outputs are only meaningful for its question):
+  store3        the plain store with the 3-stage ring the GELU epilogues have (4 stages shipped): is it the ring?
+  gelu_identity GELU's epilogue without its math (g = pre): is it the erf / exp arithmetic?
+  gelu_nopre    GELU's epilogue without the pre-activation's TMA stores: is it the second output?
+  dgelu_identity GELU' without its math (dh = dy W_proj, the pre-activation still read)
+Not shipped.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tk_kernels import build as tkbuild  # noqa: E402
+from tk_kernels.families.mlp import ops  # noqa: E402
+
+CSRC = ROOT / "tk_kernels" / "families" / "mlp" / "csrc"
+VARIANTS = {
+    "shipped": [],
+    "store3": [("gemm.cu", "constexpr int ring_stages(Epilogue E) { return staged(E) ? 3 : 4; }",
+                "constexpr int ring_stages(Epilogue E) { return 3; }")],
+    "gelu_identity": [("gemm.cu", "w[k] = to_word(V::pack(gelu(x.x, TANH), gelu(x.y, TANH)));",
+                       "w[k] = to_word(V::pack(x.x, x.y));")],
+    "gelu_nopre": [("gemm.cu", "tk::tma::store_async(g.aux_map, epi + b * BOX_BYTES, w.n0 + b * BOX, w.m0 + id * 64);",
+                    "(void)b;")],
+    "dgelu_identity": [("gemm.cu", "w[k] = to_word(V::pack(x.x * gelu_grad(q.x, TANH), x.y * gelu_grad(q.y, TANH)));",
+                        "w[k] = to_word(V::pack(x.x + 0.f * q.x, x.y + 0.f * q.y));")],
+}
+
+
+def make_pkg(name: str, subs, tmp: Path) -> Path:
+    pkg = tmp / name
+    shutil.copytree(ROOT / "tk_kernels" / "include", pkg / "include")
+    dst = pkg / "families" / "mlp" / "csrc"
+    shutil.copytree(CSRC, dst)
+    for fname, old, new in subs:
+        text = (dst / fname).read_text()
+        assert old in text, f"variant {name}: {old!r} not in {fname} (the shipped source changed)"
+        (dst / fname).write_text(text.replace(old, new))
+    return pkg
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--M", type=int, default=16384)
+    ap.add_argument("--N", type=int, default=3072)
+    ap.add_argument("--K", type=int, default=768)
+    args = ap.parse_args()
+    names = args.variants.split(",")
+    from triton.testing import do_bench
+    tmp = Path(tempfile.mkdtemp(prefix="mlp_variants_"))
+    pkgs = {n: make_pkg(n, VARIANTS[n], tmp) for n in names}
+    # build in parallel subprocesses (each its own extension directory), then load the cached builds here
+    env = dict(os.environ, MAX_JOBS=str(max(2, (os.cpu_count() or 4) // len(names))))
+    procs = [subprocess.Popen([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+                               f"from tk_kernels import build; build.build('mlp', pkg_dir={str(p)!r}, quiet=True)"],
+                              env=env) for p in pkgs.values()]
+    for n, pr in zip(pkgs, procs):
+        if pr.wait() != 0:
+            sys.exit(f"variant {n}: build failed")
+    exts = {n: tkbuild.build("mlp", pkg_dir=p, quiet=True)[0] for n, p in pkgs.items()}
+
+    M, N, K = args.M, args.N, args.K
+    dt = torch.bfloat16
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(M, K, generator=g, device="cuda").to(dt)
+    w = (torch.randn(N, K, generator=g, device="cuda") * K ** -0.5).to(dt)
+    b = 0.1 * torch.randn(N, generator=g, device="cuda")
+    dy = torch.randn(M, K, generator=g, device="cuda").to(dt)   # the GELU' GEMM: dy (M, K) W_proj (K, N)
+    wp = (torch.randn(K, N, generator=g, device="cuda") * N ** -0.5).to(dt)
+    pre = torch.randn(M, N, generator=g, device="cuda").to(dt)
+    out, aux = torch.empty(M, N, device="cuda", dtype=dt), torch.empty(M, N, device="cuda", dtype=dt)
+    sums = torch.empty((M + 63) // 64, N, device="cuda")
+    bench = lambda fn: do_bench(fn, warmup=25, rep=200, return_mode="median")  # noqa: E731
+    flops = 2 * M * N * K
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, M={M} N={N} K={K}; do_bench median ms "
+          f"(TFLOP/s)")
+    ref = {
+        "cuBLAS x W^T + b (F.linear)": bench(lambda: F.linear(x, w, b.to(dt))),
+        "cuBLAS F.linear + F.gelu": bench(lambda: F.gelu(F.linear(x, w, b.to(dt)))),
+        "cuBLAS dy W_proj (mm)": bench(lambda: torch.mm(dy, wp.t().contiguous().t())),
+    }
+    for k, ms in ref.items():
+        print(f"  {k:34s} {ms:.4f} ({flops / ms / 1e9:.0f})")
+    want_g = None
+    for n, ext in exts.items():
+        row = {}
+        row["store+bias"] = bench(lambda: ext.gemm_(x, False, w, False, out, ops.STORE, b))
+        ext.gemm_(x, False, w, False, out, ops.GELU, b, aux, False)
+        torch.cuda.synchronize()
+        if n == "shipped":
+            want_g = out.clone()
+        same = torch.equal(out, want_g) if want_g is not None else None
+        row["gelu+bias"] = bench(lambda: ext.gemm_(x, False, w, False, out, ops.GELU, b, aux, False))
+        row["dgelu+colsum"] = bench(lambda: ext.gemm_(dy, False, wp, True, out, ops.DGELU, None, pre, False, 0, sums))
+        cells = "  ".join(f"{k} {v:.4f} ({flops / v / 1e9:.0f})" for k, v in row.items())
+        print(f"  {n:15s} {cells}  (gelu output == shipped: {same})")
+
+
+if __name__ == "__main__":
+    main()
