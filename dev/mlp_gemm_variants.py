@@ -12,6 +12,7 @@ The variants isolate what the GELU epilogue adds (a variant's outputs are only m
   gelu_identity GELU's epilogue without its math (g = pre): is it the erf / exp arithmetic?
   gelu_nopre    GELU's epilogue without the pre-activation's TMA stores: is it the second output?
   dgelu_identity GELU' without its math (dh = dy W_proj, the pre-activation still read)
+  gelu_identity_nostage  gelu_identity without finish()'s staging stores (timing only): the serial part?
 Not shipped.
 """
 
@@ -39,6 +40,11 @@ VARIANTS = {
                 "constexpr int ring_stages(Epilogue E) { return 3; }")],
     "gelu_identity": [("gemm.cu", "w[k] = to_word(V::pack(gelu(x.x, TANH), gelu(x.y, TANH)));",
                        "w[k] = to_word(V::pack(x.x, x.y));")],
+    # gelu_identity without the tile's staging stores in finish() (the staged values are garbage; timing only)
+    "gelu_identity_nostage": [("gemm.cu", "w[k] = to_word(V::pack(gelu(x.x, TANH), gelu(x.y, TANH)));",
+                               "w[k] = to_word(V::pack(x.x, x.y));"),
+                              ("gemm.cu", "      stage_tile<T, E>(epi, acc, w, g.s, g.e);",
+                               "      if (g.s.M < 0) stage_tile<T, E>(epi, acc, w, g.s, g.e);")],
     "gelu_nopre": [("gemm.cu", "tk::tma::store_async(g.aux_map, epi + b * BOX_BYTES, w.n0 + b * BOX, w.m0 + id * 64);",
                     "(void)b;")],
     "dgelu_identity": [("gemm.cu", "w[k] = to_word(V::pack(x.x * gelu_grad(q.x, TANH), x.y * gelu_grad(q.y, TANH)));",
