@@ -97,8 +97,9 @@ FAMILIES: dict[str, Family] = {
                         tk_qkv=attention_ops.attention_qkv_op),
     # tk and reference: (x, w_fc, b_fc, w_proj, b_proj) -> c_proj(gelu(c_fc(x)))
     "mlp": Family("mlp", reference.mlp, mlp_ops.mlp_op, mlp_ops.unsupported_reason,
-                  not_used="not faster than cuBLAS + eager PyTorch at every width on an H200: MLP fwd+bwd 1.02x at "
-                           "C=768, 0.98x at 1024, 0.95x at 2048 (bench/RESULTS.md, session 5)"),
+                  not_used="not faster than PyTorch on an H200: MLP fwd+bwd 0.94x / 1.02x / 0.96x the faster of eager "
+                           "and torch.compile at C=768 / 1024 / 2048, and the GPT-2 124M / 350M train step with it on "
+                           "no faster (1.089x / 1.037x torch vs 1.090x / 1.043x without it; bench/RESULTS.md, session 13)"),
     # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype][, dropout_p]) -> (x + delta, LayerNorm(x +
     # delta)), with dropout_p > 0 x + dropout(delta). The TK op applies the residual dropout itself (in its forward
     # kernel, the mask regenerated in the backward), so has_dropout stays False and the model trains on it with
