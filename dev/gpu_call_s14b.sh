@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Prepared in session 13 for a later GPU call (issue 8): the Hopper attention backward with dq written by each
+# head's last consumer (dev/patches/attention_dq_fused.patch: no separate dQ convert launch, which took 0.299 of the
+# 3.645 ms of attention backward in a GPT-2 124M step), correct and timed beside main.
+# Before the call (CPU machine):
+#   rm -rf .variant && mkdir .variant && git archive HEAD | tar -x -C .variant && \
+#     git apply --directory=.variant dev/patches/attention_dq_fused.patch
+# Carry [".gpu_data", ".variant"].
+source dev/gpu_call_lib.sh
+(cd .variant && python -m tk_kernels.build --family attention > $O/build_variant.log 2>&1); echo ".variant build rc=$? at $((SECONDS - t0)) s"
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+(cd .variant && TK_ATTENTION_PATH=hopper timeout $(rem 120) $cs --tool memcheck --error-exitcode 9 python bench/sanitize_attention.py > $O/san_variant.log 2>&1)
+echo "== variant memcheck rc=$? $(grep 'ERROR SUMMARY' $O/san_variant.log)"
+(cd .variant && step tests_variant 200 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf \
+  tests/attention/test_attention_hopper_bwd_gpu.py tests/attention/test_attention_qkv_gpu.py tests/attention/test_attention_dropout_gpu.py)
+tail -1 $O/tests_variant.log; grep -E "^FAILED|^ERROR" $O/tests_variant.log | head
+S="16,12,1024,64;8,16,2048,64;64,6,256,64;8,16,2048,128"
+step bench_main 120 python bench/bench_attention.py --graphs --impls tk,cudnn --shapes "$S" --json $O/bench_main.json
+(cd .variant && step bench_variant 120 python bench/bench_attention.py --graphs --impls tk,cudnn --shapes "$S" --json $O/bench_variant.json)
+grep -E "bwd" $O/bench_main.log | head -8; echo "-- variant"; grep -E "bwd" $O/bench_variant.log | head -8
+cd $O && tar czf logs.tgz --exclude logs.tgz *.log *.json 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf
