@@ -9,7 +9,7 @@
 source dev/gpu_call_lib.sh
 (cd .variant && python -m tk_kernels.build --family attention > $O/build_variant.log 2>&1); echo ".variant build rc=$? at $((SECONDS - t0)) s"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-(cd .variant && TK_ATTENTION_PATH=hopper timeout $(rem 120) $cs --tool memcheck --error-exitcode 9 python bench/sanitize_attention.py > $O/san_variant.log 2>&1)
+(cd .variant && timeout $(rem 120) $cs --tool memcheck --error-exitcode 9 python bench/sanitize_attention.py --paths hopper > $O/san_variant.log 2>&1)
 echo "== variant memcheck rc=$? $(grep 'ERROR SUMMARY' $O/san_variant.log)"
 (cd .variant && step tests_variant 200 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf \
   tests/attention/test_attention_hopper_bwd_gpu.py tests/attention/test_attention_qkv_gpu.py tests/attention/test_attention_dropout_gpu.py)
