@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tk_kernels import build as tkbuild  # noqa: E402
+from dev.variant_pkg import variant_pkg  # noqa: E402
 
-CSRC = ROOT / "tk_kernels" / "families" / "layernorm" / "csrc"
 BWD_LB = "__launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel"
 FWD_LB = "__launch_bounds__(CTA_THREADS, K >= 4 ? 3 : 4) forward_kernel"
 BWD_K2 = ("backward.cu", "constexpr int BWD_MAX_K = 3;", "constexpr int BWD_MAX_K = 2;")
@@ -50,15 +50,7 @@ TOL = {F32: 2e-4, BF16: 8e-3}
 
 
 def build_variant(name: str, subs, tmp: Path):
-    pkg = tmp / name
-    shutil.copytree(ROOT / "tk_kernels" / "include", pkg / "include")
-    dst = pkg / "families" / "layernorm" / "csrc"
-    shutil.copytree(CSRC, dst)
-    for fname, old, new in subs:
-        text = (dst / fname).read_text()
-        assert old in text, f"variant {name}: {old!r} not in {fname} (the shipped source changed)"
-        (dst / fname).write_text(text.replace(old, new))
-    module, _ = tkbuild.build("layernorm", pkg_dir=pkg, quiet=True)
+    module, _ = tkbuild.build("layernorm", pkg_dir=variant_pkg("layernorm", name, subs, tmp), quiet=True)
     return module
 
 

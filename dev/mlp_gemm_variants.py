@@ -21,7 +21,6 @@ Not shipped.
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from tk_kernels import build as tkbuild  # noqa: E402
 from tk_kernels.families.mlp import ops  # noqa: E402
+from dev.variant_pkg import variant_pkg  # noqa: E402
 
-CSRC = ROOT / "tk_kernels" / "families" / "mlp" / "csrc"
 # gelu_regs: GELU's epilogue from registers as the plain store's (finish() only rounds the tile + bias into the 64
 # pending registers, no staging in shared memory between tiles); each piece writes its 8 pending words to a
 # pre-activation box and their GELU to an output box, then shifts the pending words down, so that one rolled copy
@@ -89,19 +88,6 @@ VARIANTS = {
 }
 
 
-def make_pkg(name: str, subs, tmp: Path) -> Path:
-    pkg = tmp / name
-    shutil.copytree(ROOT / "tk_kernels" / "include", pkg / "include")
-    dst = pkg / "families" / "mlp" / "csrc"
-    shutil.copytree(CSRC, dst)
-    shutil.copytree(ROOT / "tk_kernels" / "families" / "glue", pkg / "families" / "glue")  # check.h, shared by the bindings
-    for fname, old, new in subs:
-        text = (dst / fname).read_text()
-        assert old in text, f"variant {name}: {old!r} not in {fname} (the shipped source changed)"
-        (dst / fname).write_text(text.replace(old, new))
-    return pkg
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", default=",".join(VARIANTS))
@@ -112,7 +98,7 @@ def main():
     names = args.variants.split(",")
     from triton.testing import do_bench
     tmp = Path(tempfile.mkdtemp(prefix="mlp_variants_"))
-    pkgs = {n: make_pkg(n, VARIANTS[n], tmp) for n in names}
+    pkgs = {n: variant_pkg("mlp", n, VARIANTS[n], tmp) for n in names}
     # build in parallel subprocesses (each its own extension directory), then load the cached builds here
     env = dict(os.environ, MAX_JOBS=str(max(2, (os.cpu_count() or 4) // len(names))))
     procs = [subprocess.Popen([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); "

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import check_attention as ca  # noqa: E402  (dev/hopper/check_attention.py: accuracy cases, watchdog)
 from tk_kernels import build as tkbuild  # noqa: E402
+from dev.variant_pkg import variant_pkg  # noqa: E402
 
 FWD = "hopper_forward.cu"
 SINK = """
@@ -96,11 +96,8 @@ QUICK_SHAPES = [(16, 12, 1024, 64), (8, 16, 2048, 128), (64, 6, 256, 64)]
 
 
 def build_variant(name: str, subs, tmp: Path):
-    pkg = tmp / name
-    shutil.copytree(ROOT / "tk_kernels" / "include", pkg / "include")
-    shutil.copytree(ROOT / "tk_kernels" / "families" / "glue", pkg / "families" / "glue")
+    pkg = variant_pkg("attention", name, [], tmp)  # then this script's first-match substitutions
     dst = pkg / "families" / "attention" / "csrc"
-    shutil.copytree(ROOT / "tk_kernels" / "families" / "attention" / "csrc", dst)
     for fname, alternatives in subs:
         path = pkg / fname if "/" in fname else dst / fname
         text = path.read_text()
