@@ -96,7 +96,8 @@
 // The in-warpgroup overlap above is the first thing still missing: ptxas's placement of the P V wait is
 // visible in the SASS (WARPGROUP.DEPBAR.LE gsb0, 0x0 above the MUFU.EX2 block of the loop); the variants
 // of dev/hopper/check_fwd_variants.py pin it (and move part of the exponentials off the MUFU), not yet timed.
-// THIS PORT TO THE PIPELINE TEMPLATE HAS NOT RUN ON A GPU YET (dev/gpu_call_s6a.sh runs its checks).
+// The port to the pipeline template first ran in session 6 (dev/gpu_call_s6a.sh: its float64 checks passed;
+// bench/RESULTS.md session 6) and is what every later table times.
 //
 // Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, whose SASS adding dropout left
 // unchanged: normalized cuobjdump diff against the kernel before dropout, 0 lines in all 8 instances):
