@@ -2,8 +2,9 @@
 # budget and the one extension build every call starts with. Keeps NVLink multicast off in every process.
 #   rem N      seconds a step may take: N, or what is left of the call's LIMIT (default 585 s) if less
 #   step NAME SECONDS CMD...   run CMD under timeout with its output in $O/NAME.log, then say rc and time
+#   BUILD_ARGS (set before sourcing): arguments of the one build, e.g. "--family attention" (default: all families)
 set -o pipefail
-export PYTHONUNBUFFERED=1 MAX_JOBS=16 TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions PYTHONFAULTHANDLER=1
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions PYTHONFAULTHANDLER=1
 export SHAKESPEARE_INPUT=$PWD/.gpu_data/input.txt TIKTOKEN_GPT2_BPE=$PWD/.gpu_data/r50k_base.tiktoken
 # The GPU machine sets PYTHONDONTWRITEBYTECODE=1, which makes every process compile torch's sources again
 # (imports 15.7 s instead of 5.2 s, session 7): turn the bytecode cache on as in a normal install.
@@ -20,7 +21,7 @@ step() {
   echo "== $name rc=$rc at $((SECONDS - t0)) s"
   return $rc
 }
-python -m tk_kernels.build > "$O/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error|failed" "$O/build.log" | head -30; }
+python -m tk_kernels.build $BUILD_ARGS > "$O/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error|failed" "$O/build.log" | head -30; }
 echo "build $((SECONDS - t0)) s"
 python data/shakespeare_char/prepare.py --input "$SHAKESPEARE_INPUT" > /dev/null 2>&1
 python data/shakespeare/prepare.py --input "$SHAKESPEARE_INPUT" --bpe "$TIKTOKEN_GPT2_BPE" > /dev/null 2>&1

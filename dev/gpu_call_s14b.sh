@@ -6,8 +6,14 @@
 #   rm -rf .variant && mkdir .variant && git archive HEAD | tar -x -C .variant && \
 #     git apply --directory=.variant dev/patches/attention_dq_fused.patch
 # Carry [".gpu_data", ".variant"].
+# Only the attention family is timed: both trees build it at once (8 jobs each).
+mkdir -p ${OUT:-out}
+ext=$PWD/build/torch_extensions  # the lib's root: the later .variant steps look there too
+(cd .variant && MAX_JOBS=8 TORCH_EXTENSIONS_DIR=$ext PYTHONPYCACHEPREFIX=/tmp/pyc python -m tk_kernels.build --family attention \
+  > ${OUT:-out}/build_variant.log 2>&1; echo "variant build rc=$?" >> ${OUT:-out}/build_variant.log) &
+BUILD_ARGS="--family attention" MAX_JOBS=8
 source dev/gpu_call_lib.sh
-(cd .variant && python -m tk_kernels.build --family attention > $O/build_variant.log 2>&1); echo ".variant build rc=$? at $((SECONDS - t0)) s"
+wait; tail -1 $O/build_variant.log; echo "both builds at $((SECONDS - t0)) s"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 (cd .variant && timeout $(rem 120) $cs --tool memcheck --error-exitcode 9 python bench/sanitize_attention.py --paths hopper > $O/san_variant.log 2>&1)
 echo "== variant memcheck rc=$? $(grep 'ERROR SUMMARY' $O/san_variant.log)"
