@@ -4,6 +4,7 @@
 # MLP fwd+bwd with cuBLAS weight gradients vs ours (dev/mlp_dw_variants.py) and bench_mlp's table.
 # If gelu_regs is bitwise the shipped GELU and faster: port it to csrc/gemm.cu, run tests/mlp on the GPU, then
 # bench_train with the family on (dev/bench_train_using.py mlp).
+BUILD_ARGS="--family mlp"  # the variants build their own packages; bench_mlp and mlp_dw_variants use this one
 source dev/gpu_call_lib.sh
 step variants 240 python dev/mlp_gemm_variants.py --variants shipped,gelu_regs,gelu_identity,gelu_identity_nostage
 grep -v -i warn $O/variants.log | tail -10
