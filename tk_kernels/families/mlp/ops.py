@@ -61,11 +61,21 @@ def _f32(b: Tensor | None) -> Tensor | None:
     return None if b is None else b.float().contiguous()
 
 
+# torch.mm with an fp32 output from 16-bit inputs (aten::mm.dtype, PyTorch >= 2.8)
+_MM_OUT_DTYPE = hasattr(torch.ops.aten.mm, "dtype")
+
+
 def _weight_grad(a: Tensor, b: Tensor, shape, dtype: torch.dtype) -> Tensor:
-    """a^T b for a (K, M), b (K, N): the weight gradient (M, N) in fp32 from the GEMM (K split to fill
-    the GPU, the parts added into the zeroed output), then `dtype`."""
-    out = torch.zeros(shape, device=a.device, dtype=torch.float32)
-    _ext().gemm_(a, True, b, True, out, STORE_F32)
+    """a^T b for a (K, M), b (K, N): the weight gradient (M, N) in fp32, then `dtype`.
+    cuBLAS (torch.mm, fp32 out) where PyTorch has it: side by side on an H200 (dev/mlp_dw_variants.py,
+    bench/RESULTS.md session 14) it took 0.119 / 0.188 / 0.789 ms against 0.139 / 0.204 / 0.887 for our
+    split-K GEMM (K split to fill the GPU, fp32 atomics into a zeroed output) at the MLP's shapes,
+    N = 16384, C = 768 / 1024 / 2048. Ours (STORE_F32, still tested) otherwise."""
+    if _MM_OUT_DTYPE:
+        out = torch.mm(a.t(), b, out_dtype=torch.float32)
+    else:
+        out = torch.zeros(shape, device=a.device, dtype=torch.float32)
+        _ext().gemm_(a, True, b, True, out, STORE_F32)
     return out if dtype == torch.float32 else out.to(dtype)
 
 
