@@ -14,8 +14,9 @@ kernels=tk/auto, forward returns None for the logits). When the plan runs our
 LayerNorm kernel, each residual add is fused into the LayerNorm that follows it,
 together with the residual dropout before it (Block.forward_fused); else the
 blocks are nanoGPT's (Block.forward). The MLP
-goes through the dispatch too (dispatch.mlp), whose plan keeps it on PyTorch
-today: the TK MLP is not used yet (dispatch.FAMILIES says why).
+goes through the dispatch too (dispatch.mlp): once its family is used (dispatch.FAMILIES
+says why not yet), our Hopper GEMM with the GELU in its epilogues while training, PyTorch's
+in eval and on other GPUs.
 """
 
 import inspect
@@ -121,7 +122,8 @@ class MLP(nn.Module):
     def forward(self, x, plan: dispatch.Plan, dropout: bool = True):
         # c_proj(gelu(c_fc(x))) (exact GELU): nanoGPT's module under kernels=torch (reference.mlp), our
         # GEMM with the GELU fused in where the plan chose it
-        x = dispatch.mlp(plan, x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight, self.c_proj.bias)
+        x = dispatch.mlp(plan, x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight, self.c_proj.bias,
+                         training=self.training)
         # dropout=False: the caller applies the dropout itself (Block.forward_fused: in the next LayerNorm kernel)
         return self.dropout(x) if dropout else x
 

@@ -195,7 +195,8 @@ class FakeKernel:
 @pytest.fixture
 def fake_tk():
     """The TK attention 'supports' CPU float32/float64 inputs of head dim 16 and runs a FakeKernel
-    (LayerNorm counts as a family without TK kernel here: tests/layernorm/ test its dispatch)."""
+    (LayerNorm and the MLP count as families without TK kernel here: tests/layernorm/ and tests/mlp/ test
+    their dispatch)."""
     kernel = FakeKernel()
 
     def unsupported(device, dtype, dims):
@@ -205,9 +206,9 @@ def fake_tk():
         return f"the stand-in supports cpu float32/float64 with head dim 16, got {dtype} {head_dim}"
 
     # the classifier family (tests/classifier/) 'supports' CPU too here, running its reference op;
-    # LayerNorm runs PyTorch
+    # LayerNorm and the MLP run PyTorch
     with dispatch.override("attention", tk=kernel, unsupported=unsupported), \
-            dispatch.override("layer_norm", tk=None), \
+            dispatch.override("layer_norm", tk=None), dispatch.override("mlp", tk=None), \
             dispatch.override("classifier", unsupported=lambda device, dtype, dims: None,
                               tk=reference.linear_cross_entropy):
         yield kernel

@@ -92,7 +92,7 @@ def test_plan_on_cpu_falls_back_or_raises():
 
 def test_dispatch_casts_under_autocast_and_keeps_shape(stand_in):
     plan = dispatch.plan("tk", "cpu", torch.bfloat16, 16, n_embd=32)
-    assert plan.path("mlp") == "tk"
+    assert plan.path("mlp", training=True) == "tk" and plan.path("mlp") == "torch"  # train-only
     x = torch.randn(2, 5, 32)
     w_fc, b_fc, w_proj, b_proj = torch.randn(128, 32), torch.randn(128), torch.randn(32, 128), torch.randn(32)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -126,13 +126,57 @@ def test_model_mlp_runs_the_planned_op_and_compiles_without_breaks(stand_in):
     idx = torch.randint(0, 64, (2, 16))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         plan = m.plan_kernels(torch.device("cpu"), torch.bfloat16)
-        assert plan.path("mlp") == "tk"
+        assert plan.path("mlp", training=True) == "tk"
         logits, _ = m(idx)
         assert len(stand_in.calls) == 2  # one per block
         torch._dynamo.reset()
         compiled = torch.compile(m, fullgraph=True, backend="eager")
         logits_c, _ = compiled(idx)
     torch.testing.assert_close(logits_c, logits)
+
+
+def test_the_tk_mlp_is_train_only(stand_in):
+    """In eval (evaluation, sampling) the model's MLP is the reference op: the TK forward's extra
+    pre-activation output and per-call weight casts only pay in the train step."""
+    from model import GPT, GPTConfig
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(block_size=16, vocab_size=64, n_layer=2, n_head=2, n_embd=32, dropout=0.0, bias=True,
+                      kernels="tk"))
+    idx = torch.randint(0, 64, (2, 16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        plan = m.plan_kernels(torch.device("cpu"), torch.bfloat16)
+        assert "mlp=tk while training, torch in eval" in plan.describe()
+        m.eval()
+        logits_eval, _ = m(idx)
+        assert stand_in.calls == []
+        m.train()
+        logits_train, _ = m(idx)
+        assert len(stand_in.calls) == 2  # one per block
+    torch.testing.assert_close(logits_train, logits_eval)  # the stand-in computes with the reference
+
+
+def test_gpus_without_the_hopper_gemm_keep_the_mlp_on_pytorch(stand_in, monkeypatch):
+    """kernels=tk on a GPU the MLP's GEMM does not support: the other families run theirs and the MLP is
+    PyTorch's, without an error or a warning; the plan says why."""
+    note = "its GEMM runs on Hopper GPUs (compute capability 9.0) only; this GPU has 8.0, where the MLP is PyTorch's"
+    with dispatch.override("mlp", not_used_on=lambda device: note):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            plan = dispatch.plan("tk", "cpu", torch.bfloat16, 16, n_embd=32)
+        assert plan.path("mlp") == plan.path("mlp", training=True) == "torch"
+        assert f"mlp=torch (TK kernel not used: {note})" in plan.describe()
+        x, w_fc, w_proj = torch.randn(3, 32), torch.randn(128, 32), torch.randn(32, 128)
+        torch.testing.assert_close(dispatch.mlp(plan, x, w_fc, None, w_proj, None),
+                                   reference.mlp(x, w_fc, None, w_proj, None))
+        assert stand_in.calls == []
+    # the registry's check itself, on a stand-in CUDA device
+    cuda0 = torch.device("cuda", 0)
+    assert ops.not_used_on(torch.device("cpu")) is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for cap, expect in [((8, 0), note), ((8, 9), note.replace("8.0", "8.9")), ((10, 0), note.replace("8.0", "10.0")),
+                        ((9, 0), None)]:
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, cap=cap: cap)
+        assert ops.not_used_on(cuda0) == expect
 
 
 def test_kernels_torch_mlp_is_nanogpt_exactly():

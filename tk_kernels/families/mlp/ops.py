@@ -237,6 +237,18 @@ def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> 
     return environment_reason(device)
 
 
+def not_used_on(device: torch.device) -> str | None:
+    """Why the model keeps its MLP on PyTorch on this GPU (the GEMM is Hopper-only), or None: on a GPU of
+    another generation kernels=tk runs the other families' kernels and PyTorch's MLP, without an error."""
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None  # unsupported_reason states it
+    major, minor = torch.cuda.get_device_capability(device)
+    if major != 9:
+        return (f"its GEMM runs on Hopper GPUs (compute capability 9.0) only; this GPU has {major}.{minor}, where "
+                "the MLP is PyTorch's")
+    return None
+
+
 def gpu_reason(major: int, minor: int, name: str) -> str | None:
     """Why the kernel cannot run on GPU `name` of compute capability major.minor, or None. No GPU query."""
     if major != 9:
