@@ -606,7 +606,7 @@ def test_compiled_gpt_runs_the_fused_ops(qkv_ops_on_cpu):
     ext = qkv_ops_on_cpu
     ok = lambda device, dtype, dims: None  # noqa: E731
     with dispatch.override("attention", unsupported=ok), dispatch.override("layer_norm", tk=None), \
-            dispatch.override("classifier", tk=None):
+            dispatch.override("classifier", tk=None), dispatch.override("mlp", tk=None):
         torch.manual_seed(0)
         model = GPT(GPTConfig(block_size=16, vocab_size=64, n_layer=2, n_head=2, n_embd=128, dropout=0.0,
                               kernels="tk"))

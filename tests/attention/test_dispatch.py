@@ -523,7 +523,7 @@ def test_tk_torch_families_keeps_the_named_families_on_pytorch(monkeypatch):
     monkeypatch.setenv("TK_TORCH_FAMILIES", "classifier, layer_norm")
     ok = lambda device, dtype, dims: None  # noqa: E731
     with dispatch.override("attention", unsupported=ok), dispatch.override("layer_norm", unsupported=ok), \
-            dispatch.override("classifier", unsupported=ok):
+            dispatch.override("classifier", unsupported=ok), dispatch.override("mlp", tk=None):
         p = dispatch.plan("tk", "cpu", torch.bfloat16, head_dim=64)
     assert p.path("attention") == "tk" and p.path("classifier") == "torch" and p.path("layer_norm") == "torch"
     assert "classifier=torch (TK_TORCH_FAMILIES)" in p.describe()

@@ -333,13 +333,14 @@ def test_compiled_gpt_train_step_has_no_graph_breaks():
 
 def test_50_training_steps_match_torch():
     """Same init, same batches: AdamW for 50 steps; every loss within 1e-3 relative of kernels=torch.
-    Attention runs PyTorch's SDPA in both (planned with the TK attention taken out of the registry),
-    so the difference is the classifier's alone."""
+    Attention runs PyTorch's SDPA in both and the MLP PyTorch's (planned with their TK ops taken out of the
+    registry), so the difference is the classifier's alone."""
     from tk_kernels import dispatch
     model_tk, model_torch = _gpt_pair()
-    with dispatch.override("attention", tk=None):
+    with dispatch.override("attention", tk=None), dispatch.override("mlp", tk=None):
         plan = model_tk.plan_kernels(dtype=torch.bfloat16)
     assert plan.path("classifier") == "tk" and plan.path("attention") == "torch"
+    assert plan.path("mlp", training=True) == "torch"
     g = torch.Generator(device="cuda").manual_seed(new_seed())
     batches = [torch.randint(0, 65, (8, 129), generator=g, device="cuda") for _ in range(50)]
     losses = {}

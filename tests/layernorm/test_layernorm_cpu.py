@@ -291,13 +291,14 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(ln, "tensor_reason", lambda x, delta, weight, bias, out_dtype:
                         ln.width_reason(x.shape[-1]))
     with dispatch.override("attention", tk=None), dispatch.override("classifier", tk=None), \
-            dispatch.override("layer_norm", tk=kernel, unsupported=lambda device, dtype, dims: None,
+            dispatch.override("mlp", tk=None), dispatch.override("layer_norm", tk=kernel, unsupported=lambda device, dtype, dims: None,
                               not_used=None):
         yield kernel
 
 
 def test_plan_time_reasons():
-    with dispatch.override("attention", tk=None), dispatch.override("layer_norm", not_used=None):
+    with dispatch.override("attention", tk=None), dispatch.override("mlp", tk=None), \
+            dispatch.override("layer_norm", not_used=None):
         with pytest.raises(TKUnsupportedError, match="the TK layer_norm kernel cannot run here: no CUDA GPU"):
             dispatch.plan("tk", "cpu", F32, 16, n_embd=64)
         with pytest.warns(UserWarning, match="layer_norm falls back to PyTorch: no CUDA GPU"):

@@ -307,7 +307,7 @@ def stand_in(monkeypatch):
     kernel = StandIn()
     monkeypatch.setattr(ln, "tensor_reason", lambda x, delta, weight, bias, out_dtype: ln.width_reason(x.shape[-1]))
     with dispatch.override("attention", tk=None), dispatch.override("classifier", tk=None), \
-            dispatch.override("layer_norm", tk=kernel, unsupported=lambda device, dtype, dims: None, not_used=None):
+            dispatch.override("mlp", tk=None), dispatch.override("layer_norm", tk=kernel, unsupported=lambda device, dtype, dims: None, not_used=None):
         yield kernel
 
 
@@ -341,7 +341,7 @@ def test_dispatch_passes_dropout_p(stand_in):
 
 def test_dispatch_fallback_applies_dropout():
     with dispatch.override("attention", tk=None), dispatch.override("layer_norm", not_used=None), \
-            warnings.catch_warnings():
+            dispatch.override("mlp", tk=None), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plan = dispatch.plan("auto", "cpu", F32, 16, dropout_p=0.2, n_embd=64)
     assert plan.path("layer_norm", training=True) == "torch"

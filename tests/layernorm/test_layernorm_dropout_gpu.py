@@ -414,7 +414,8 @@ def _train_losses(kernels, steps=60, seed=1234, attention_torch=False):
     torch.manual_seed(seed)
     model = GPT(GPTConfig(**CFG, kernels=kernels)).cuda()
     if attention_torch:  # only the layer_norm family differs from kernels=torch
-        with dispatch.override("attention", unsupported=lambda device, dtype, dims: "off in this test"):
+        with dispatch.override("attention", unsupported=lambda device, dtype, dims: "off in this test"), \
+                dispatch.override("mlp", tk=None):
             model.plan_kernels(dtype=torch.bfloat16, warn=False)
     else:
         model.plan_kernels(dtype=torch.bfloat16)
