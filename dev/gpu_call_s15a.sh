@@ -10,6 +10,8 @@ source dev/gpu_call_lib.sh
 step tests 420 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/mlp tests/classifier tests/layernorm \
   tests/train tests/model tests/attention/test_attention_qkv_gpu.py tests/attention/test_attention_dropout_gpu.py
 tail -1 $O/tests.log; grep -E "^FAILED|^ERROR" $O/tests.log | head -20
+step overheads 60 python dev/mlp_overheads.py
+grep -v -i warn $O/overheads.log | tail -9
 wait
 for r in lp_gpt2 lp_char; do grep -E "max|worst|PASS|FAIL|differ" $O/$r.log | tail -3; done
 cp $O/lp_gpt2/loss_parity.json $O/lp_gpt2.json 2>/dev/null; cp $O/lp_char/loss_parity.json $O/lp_char.json 2>/dev/null
