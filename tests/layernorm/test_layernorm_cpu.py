@@ -291,7 +291,8 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(ln, "tensor_reason", lambda x, delta, weight, bias, out_dtype:
                         ln.width_reason(x.shape[-1]))
     with dispatch.override("attention", tk=None), dispatch.override("classifier", tk=None), \
-            dispatch.override("mlp", tk=None), dispatch.override("layer_norm", tk=kernel, unsupported=lambda device, dtype, dims: None,
+            dispatch.override("mlp", tk=None), \
+            dispatch.override("layer_norm", tk=kernel, unsupported=lambda device, dtype, dims: None,
                               not_used=None):
         yield kernel
 

@@ -118,12 +118,17 @@ def test_dispatch_falls_back_with_one_warning_in_auto(stand_in):
         dispatch.mlp(tk_plan, x, w_fc, None, w_proj, None)
 
 
-def test_model_mlp_runs_the_planned_op_and_compiles_without_breaks(stand_in):
+def _tiny_tk_gpt():
+    """A 2-layer kernels=tk GPT of width 32 (seeded) and a (2, 16) batch of token ids for it."""
     from model import GPT, GPTConfig
     torch.manual_seed(0)
     m = GPT(GPTConfig(block_size=16, vocab_size=64, n_layer=2, n_head=2, n_embd=32, dropout=0.0, bias=True,
                       kernels="tk"))
-    idx = torch.randint(0, 64, (2, 16))
+    return m, torch.randint(0, 64, (2, 16))
+
+
+def test_model_mlp_runs_the_planned_op_and_compiles_without_breaks(stand_in):
+    m, idx = _tiny_tk_gpt()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         plan = m.plan_kernels(torch.device("cpu"), torch.bfloat16)
         assert plan.path("mlp", training=True) == "tk"
@@ -138,11 +143,7 @@ def test_model_mlp_runs_the_planned_op_and_compiles_without_breaks(stand_in):
 def test_the_tk_mlp_is_train_only(stand_in):
     """In eval (evaluation, sampling) the model's MLP is the reference op: the TK forward's extra
     pre-activation output and per-call weight casts only pay in the train step."""
-    from model import GPT, GPTConfig
-    torch.manual_seed(0)
-    m = GPT(GPTConfig(block_size=16, vocab_size=64, n_layer=2, n_head=2, n_embd=32, dropout=0.0, bias=True,
-                      kernels="tk"))
-    idx = torch.randint(0, 64, (2, 16))
+    m, idx = _tiny_tk_gpt()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         plan = m.plan_kernels(torch.device("cpu"), torch.bfloat16)
         assert "mlp=tk while training, torch in eval" in plan.describe()

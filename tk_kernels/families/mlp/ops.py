@@ -243,10 +243,10 @@ def not_used_on(device: torch.device) -> str | None:
     if device.type != "cuda" or not torch.cuda.is_available():
         return None  # unsupported_reason states it
     major, minor = torch.cuda.get_device_capability(device)
-    if major != 9:
-        return (f"its GEMM runs on Hopper GPUs (compute capability 9.0) only; this GPU has {major}.{minor}, where "
-                "the MLP is PyTorch's")
-    return None
+    if gpu_reason(major, minor, "this GPU") is None:
+        return None
+    return (f"its GEMM runs on Hopper GPUs (compute capability 9.0) only; this GPU has {major}.{minor}, where "
+            "the MLP is PyTorch's")
 
 
 def gpu_reason(major: int, minor: int, name: str) -> str | None:
