@@ -14,9 +14,8 @@ kernels=tk/auto, forward returns None for the logits). When the plan runs our
 LayerNorm kernel, each residual add is fused into the LayerNorm that follows it,
 together with the residual dropout before it (Block.forward_fused); else the
 blocks are nanoGPT's (Block.forward). The MLP
-goes through the dispatch too (dispatch.mlp): once its family is used (dispatch.FAMILIES
-says why not yet), our Hopper GEMM with the GELU in its epilogues while training, PyTorch's
-in eval and on other GPUs.
+goes through the dispatch too (dispatch.mlp): our Hopper GEMM with the GELU in its
+epilogues while training, PyTorch's in eval and on other GPUs (dispatch.FAMILIES says why).
 """
 
 import inspect

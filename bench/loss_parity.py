@@ -93,6 +93,17 @@ def compare(a: dict[int, tuple[float, float]], b: dict[int, tuple[float, float]]
     return dict(rows=rows, max_rel=worst, ok=bool(rows) and worst <= tol)
 
 
+def run_env(items: list[str]) -> dict[str, str]:
+    """--a_env / --b_env's NAME=VALUE items as a dict (ValueError naming a bad item)."""
+    env = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise ValueError(f"environment setting {item!r} is not NAME=VALUE")
+        env[name] = value
+    return env
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     p.add_argument("--runs", default="shakespeare_char,gpt2", help=f"comma-separated, of {', '.join(RUNS)}")
@@ -109,6 +120,10 @@ def main(argv=None) -> int:
     p.add_argument("--b_args", default="", help="more train.py arguments for the second run only, e.g. "
                    "--kernels torch,torch --b_args=--compile=False: a control pair, two PyTorch runs that differ "
                    "only in their rounding")
+    for ab, which in (("a", "first"), ("b", "second")):
+        p.add_argument(f"--{ab}_env", action="append", default=[], metavar="NAME=VALUE",
+                       help=f"an environment variable for the {which} run only (repeatable), e.g. --kernels tk,tk "
+                       "--a_env TK_TORCH_FAMILIES=mlp: one family off against on")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "loss_parity"))
     args = p.parse_args(argv)
     runs, kernels = args.runs.split(","), args.kernels.split(",")
@@ -116,6 +131,11 @@ def main(argv=None) -> int:
     if bad or len(kernels) != 2:
         print(f"error: {'unknown runs ' + ', '.join(bad) if bad else '--kernels needs two values'} "
               f"(runs: {', '.join(RUNS)})", file=sys.stderr)
+        return 2
+    try:
+        run_env(args.a_env), run_env(args.b_env)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
     results, failed = {}, False
@@ -137,7 +157,9 @@ def main(argv=None) -> int:
                    f"--out_dir={os.path.join(ckpt_dir, name)}", f"--log_file={logs[name]}"]
             stdout = open(os.path.join(args.out, f"{run}_{name}.log"), "w")
             print(f"{run}, {name}: {' '.join(cmd)}", flush=True)
-            procs.append((name, subprocess.Popen(cmd, cwd=ROOT, stdout=stdout, stderr=subprocess.STDOUT), stdout))
+            env = dict(os.environ, **run_env(args.b_env if i == 1 else args.a_env))
+            procs.append((name, subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.STDOUT),
+                          stdout))
             if args.serial:
                 procs[-1][1].wait()
         codes = {}

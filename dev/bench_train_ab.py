@@ -1,7 +1,7 @@
 """
 One kernel family on and off in the same process: bench/bench_train.py's run_mode for kernels=torch, then tk with
-the family as shipped and tk with it switched on (its registry entry's not_used cleared), alternated ABAB so that
-drift of the GPU's clocks between modes shows up as a spread instead of a difference:
+the family switched off (its registry entry's not_used set) and on (not_used cleared), whatever it ships as,
+alternated ABAB so that drift of the GPU's clocks between modes shows up as a spread instead of a difference:
 
     python dev/bench_train_ab.py mlp --model gpt2 --compile graphs --rounds 2
 
@@ -46,10 +46,11 @@ def main() -> int:
     shipped = dispatch.FAMILIES[a.family]
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {a.model}, {a.compile}, "
           f"{a.family}: shipped not_used = {shipped.not_used!r}")
-    runs = {"torch": [], "tk shipped": [], f"tk {a.family} on": []}
-    order = ["torch"] + ["tk shipped", f"tk {a.family} on"] * a.rounds
+    runs = {"torch": [], f"tk {a.family} off": [], f"tk {a.family} on": []}
+    order = ["torch"] + [f"tk {a.family} off", f"tk {a.family} on"] * a.rounds
     for label in order:
-        dispatch.FAMILIES[a.family] = dataclasses.replace(shipped, not_used=None) if label.endswith(" on") else shipped
+        dispatch.FAMILIES[a.family] = dataclasses.replace(
+            shipped, not_used=None if label.endswith(" on") else "switched off by dev/bench_train_ab.py")
         r = bench_train.run_mode(a.model, dict(spec), "torch" if label == "torch" else "tk", a.compile, args, device,
                                  ptdtype)
         dispatch.FAMILIES[a.family] = shipped

@@ -105,13 +105,10 @@ FAMILIES: dict[str, Family] = {
                         tk_qkv=attention_ops.attention_qkv_op),
     # tk and reference: (x, w_fc, b_fc, w_proj, b_proj) -> c_proj(gelu(c_fc(x)))
     # Train-only, and Hopper-only: on other GPUs the model's MLP is PyTorch's (not_used_on), kernels=tk included.
-    # Session 14 measured it faster in the step (bench/RESULTS.md); not_used stays until the GPU suite and the loss
-    # parity have run with it on (dev/patches/mlp_on.patch, dev/gpu_call_s15a.sh).
+    # Used since session 15: with its weight gradients on cuBLAS, one process, family off / on alternated, CUDA
+    # graphs, H200: GPT-2 124M 32.20, 32.33 / 31.42, 31.71 ms a step; GPT-2 medium 83.58 / 82.92; shakespeare_char
+    # (dropout 0.2) 4.57 / 4.48. Its loss parity against the family off: 0.55% / 0.35% (bench/RESULTS.md, session 15).
     "mlp": Family("mlp", reference.mlp, mlp_ops.mlp_op, mlp_ops.unsupported_reason,
-                  not_used="not yet checked in the model on a GPU: with its weight gradients on cuBLAS the GPT-2 124M "
-                           "step under CUDA graphs took 31.40 / 31.62 ms with it against 32.11 / 32.05 ms without "
-                           "(one process, alternated, H200; bench/RESULTS.md, session 14), but the GPU tests and the "
-                           "loss parity have not run with it on",
                   not_used_on=mlp_ops.not_used_on, train_only=True),
     # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype][, dropout_p]) -> (x + delta, LayerNorm(x +
     # delta)), with dropout_p > 0 x + dropout(delta). The TK op applies the residual dropout itself (in its forward

@@ -139,7 +139,7 @@ def test_plan_with_warn_false_leaves_the_report_to_the_caller():
         text = m.plan_kernels(warn=False).describe()
         m(*[torch.randint(64, (2, 20))] * 2)
     assert fallback_warnings(caught) == []
-    assert text.count("no CUDA GPU") == 1 and text.count("same as attention") == 2  # layer_norm, classifier
+    assert text.count("no CUDA GPU") == 1 and text.count("same as attention") == 3  # mlp, layer_norm, classifier
 
 
 def test_describe_on_cpu():
@@ -148,7 +148,8 @@ def test_describe_on_cpu():
     assert "attention=torch (SDPA)" in text
     text = dispatch.describe("auto", device="cpu", dtype=torch.bfloat16, head_dim=64)
     assert "attention=torch (TK unsupported: no CUDA GPU" in text
-    assert "mlp=torch (TK kernel not used yet: " in text and "layer_norm=torch (TK unsupported: same as attention)" in text
+    assert "mlp=torch (TK unsupported: same as attention)" in text
+    assert "layer_norm=torch (TK unsupported: same as attention)" in text
     assert "attention=ERROR (TK unsupported" in dispatch.describe("tk", device="cpu")
     with pytest.raises(ValueError, match="kernels must be one of"):
         dispatch.plan("cuda", "cpu", torch.float32, 64)

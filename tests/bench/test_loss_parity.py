@@ -45,3 +45,25 @@ def test_tiny_cpu_runs_agree_and_a_negative_tolerance_fails(tmp_path):
     # the same runs judged against an impossible tolerance: the script must say no
     bad = tmp_path / "bad"
     assert loss_parity.main(common + ["--runs", "shakespeare_char", "--tol", "-1", "--out", str(bad)]) == 1
+
+
+def test_run_env_reads_name_value_items():
+    assert loss_parity.run_env(["TK_TORCH_FAMILIES=mlp,layer_norm", "X="]) == {
+        "TK_TORCH_FAMILIES": "mlp,layer_norm", "X": ""}
+    for bad in (["TK_TORCH_FAMILIES"], ["=mlp"]):
+        with pytest.raises(ValueError, match="NAME=VALUE"):
+            loss_parity.run_env(bad)
+    assert loss_parity.main(["--a_env", "nothing", "--device", "cpu"]) == 2  # refused before any run starts
+
+
+@pytest.mark.skipif(not os.path.exists(SHAKESPEARE), reason="needs ../shared/data")
+def test_a_env_reaches_the_first_run_only(tmp_path):
+    # a family name that does not exist makes train.py refuse to start: only the run given it fails
+    out = tmp_path / "out"
+    rc = loss_parity.main(["--device", "cpu", "--tiny", "--kernels", "auto,auto", "--compile", "False", "--iters",
+                           "2", "--eval_interval", "2", "--input", SHAKESPEARE, "--runs", "shakespeare_char",
+                           "--a_env", "TK_TORCH_FAMILIES=no_such_family", "--out", str(out)])
+    assert rc == 1
+    codes = json.loads((out / "loss_parity.json").read_text())["shakespeare_char"]["returncodes"]
+    assert codes["auto_a"] != 0 and codes["auto_b"] == 0
+    assert "no_such_family" in (out / "shakespeare_char_auto_a.log").read_text()

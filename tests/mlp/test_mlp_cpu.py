@@ -51,8 +51,11 @@ def test_fake_outputs():
         x = torch.empty(10, 64, dtype=torch.bfloat16)
         w_fc, w_proj = torch.empty(256, 64), torch.empty(64, 256)
         b_fc, b_proj = torch.empty(256), torch.empty(64)
-        y, pre, g = ops._mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, "none")
+        y, pre, g, wf16, wp16 = ops._mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, "none")
         assert y.shape == (10, 64) and pre.shape == g.shape == (10, 256) and y.dtype == torch.bfloat16
+        # the fp32 weights' bf16 casts, saved for the backward; none for weights already in x's dtype
+        assert wf16.shape == (256, 64) and wp16.shape == (64, 256) and wf16.dtype == wp16.dtype == torch.bfloat16
+        assert ops._mlp_fwd_fake(x, w_fc.bfloat16(), b_fc, w_proj, b_proj, "none")[3].shape == (0,)
         dx, dwf, dbf, dwp, dbp = ops._mlp_bwd_fake(y, x, w_fc, w_proj, pre, g, True, False, "none",
                                                   "float32", "float32")
         assert dx.shape == (10, 64) and dx.dtype == torch.bfloat16

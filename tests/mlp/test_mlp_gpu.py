@@ -161,13 +161,16 @@ def reference_mlp(x, w_fc, b_fc, w_proj, b_proj, approximate):
     return F.linear(F.gelu(F.linear(x, w_fc, b_fc), approximate=approximate), w_proj, b_proj)
 
 
+@pytest.mark.parametrize("params16", [False, True], ids=["fp32params", "16bitparams"])
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
 @pytest.mark.parametrize("N,C", [(1, 768), (7, 1024), (1000, 1600), (16384, 768), (333, 2048), (64, 64)])
-def test_mlp_forward_backward(N, C, dtype, bias, approximate):
+def test_mlp_forward_backward(N, C, dtype, bias, approximate, params16):
     if approximate == "tanh" and (N, C) not in ((7, 1024), (1000, 1600)):
         pytest.skip("the tanh form is checked at two shapes")
+    if params16 and (approximate == "tanh" or (N, C) not in ((7, 1024), (1000, 1600))):
+        pytest.skip("parameters in the activations' dtype (nothing to cast) are checked at two shapes")
     seed = new_seed()
     g = torch.Generator(device="cuda").manual_seed(seed)
     print(f"\n[mlp N={N} C={C} {dtype} bias={bias} {approximate} seed={seed}]")
@@ -178,8 +181,9 @@ def test_mlp_forward_backward(N, C, dtype, bias, approximate):
               torch.randn((C, H), generator=g, device="cuda") * H ** -0.5,
               torch.randn(C, generator=g, device="cuda") * 0.1 if bias else None]
     dy = randn((N, C), g, dtype)
-    # ours: fp32 parameters as in autocast training, 16-bit activations
-    ps = [p.clone().requires_grad_() if p is not None else None for p in params]
+    # ours: fp32 parameters as in autocast training (or params16: in the activations' dtype), 16-bit activations
+    pdt = dtype if params16 else torch.float32
+    ps = [p.clone().to(pdt).requires_grad_() if p is not None else None for p in params]
     xs = x.clone().requires_grad_()
     poison()
     y = tk_kernels.mlp(xs, *ps, approximate=approximate)
@@ -201,7 +205,7 @@ def test_mlp_forward_backward(N, C, dtype, bias, approximate):
     for name, a, b, c in zip(("dw_fc", "db_fc", "dw_proj", "db_proj"), ps, p16, p64):
         if a is None:
             continue
-        assert a.grad.dtype == torch.float32  # in the parameters' dtype, no bf16 round trip
+        assert a.grad.dtype == pdt  # in the parameters' dtype, no bf16 round trip for fp32 ones
         check(name, a.grad, b.grad, c.grad, dtype)
 
 
@@ -230,6 +234,10 @@ def test_opcheck():
             torch.randn(64, 256, device="cuda", requires_grad=True), torch.randn(64, device="cuda", requires_grad=True),
             "none")
     torch.library.opcheck(torch.ops.tk.mlp_fwd, args)
+    # bf16 weights: no casts to save (the op's extra outputs are empty)
+    args16 = tuple(a.detach().bfloat16().requires_grad_() if isinstance(a, torch.Tensor) and a is not x else a
+                   for a in args)
+    torch.library.opcheck(torch.ops.tk.mlp_fwd, args16)
     torch.library.opcheck(torch.ops.tk.linear_fwd, (x, torch.randn(128, 64, device="cuda", requires_grad=True), None))
 
 

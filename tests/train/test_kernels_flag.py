@@ -24,5 +24,5 @@ def test_auto_on_cpu_states_its_fallback_reason_once(char_data, tmp_path, compil
     output = r.stdout + r.stderr
     assert output.count(REASON) == 1, output  # once, in the plan line (other families: "same as attention")
     assert "kernels=auto: attention=torch (TK unsupported: " + REASON in r.stdout
-    assert "mlp=torch (TK kernel not used yet: " in r.stdout
+    assert "mlp=torch (TK unsupported: same as attention)" in r.stdout
     assert "falls back to PyTorch" not in output

@@ -16,7 +16,7 @@ Backward (four GEMMs and two column sums):
     dx      = dh W_fc
     db_fc   = sum_rows dh             the GELU' GEMM also writes dh's column sums per 64-row block (fp32,
                                       (N / 64, 4C)); a torch sum over those blocks finishes it
-    db_proj = sum_rows dy             (torch column sum, fp32)
+    db_proj = sum_rows dy             (a ones-row cuBLAS GEMM with an fp32 output)
 Every GEMM reads its operands in the layout they are stored in: the transposes are the GEMM's
 MN-major operand modes, never copies.
 
@@ -24,10 +24,11 @@ Precision: bf16/fp16 operands, fp32 accumulation, outputs rounded to the operand
 autocast's F.linear; GELU (exact erf by default, nn.GELU(approximate='tanh') with
 approximate='tanh') is computed in fp32 on the rounded pre-activation, as PyTorch computes it.
 Weights and biases may be fp32 (autocast training keeps fp32 parameters): the ops cast the weights
-to the activations' dtype themselves and return their gradients in the parameters' dtype.
+to the activations' dtype themselves (the MLP's forward saves its casts for the backward, as autocast's
+cache does) and return their gradients in the parameters' dtype.
 
 Registered ops (eager and torch.compile without graph breaks):
-    tk::mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate) -> (y, pre, g)
+    tk::mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate) -> (y, pre, g, w_fc16, w_proj16)
     tk::mlp_bwd(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype)
     tk::linear_fwd(x, w, b) -> y;  tk::linear_bwd(dy, x, w, has_b, w_dtype, b_dtype)
 Requirements: an sm_90 GPU (H100/H200) and an sm_90a build; 2-d x with rows of a multiple of 8
@@ -79,30 +80,59 @@ def _weight_grad(a: Tensor, b: Tensor, shape, dtype: torch.dtype) -> Tensor:
     return out if dtype == torch.float32 else out.to(dtype)
 
 
+def _bias_grad(dy: Tensor, dtype: torch.dtype) -> Tensor:
+    """The column sums of dy (N, C) in fp32, then `dtype`: the bias gradient. A ones-row GEMM with an fp32
+    output (cuBLAS) where PyTorch has it: 16.4 us against 32.5 for dy.sum(0, dtype=fp32) at (16384, 768) bf16,
+    same rounding error against float64 (dev/mlp_overheads.py, H200, bench/RESULTS.md session 15)."""
+    if _MM_OUT_DTYPE:
+        out = torch.mm(dy.new_ones((1, dy.shape[0])), dy, out_dtype=torch.float32)[0]
+    else:
+        out = dy.sum(0, dtype=torch.float32)
+    return out.to(dtype)
+
+
+def _cast(w: Tensor, dtype: torch.dtype) -> Tensor:
+    """w in `dtype` for the forward to save, or an empty tensor when w has that dtype already (a custom op's
+    outputs may not alias its inputs): the backward then uses w itself."""
+    return w.to(dtype).contiguous() if w.dtype != dtype else w.new_empty((0,), dtype=dtype)
+
+
+def _saved(w: Tensor, w16: Tensor) -> Tensor:
+    """The weight the forward used: its saved cast, or w itself when no cast was needed."""
+    return w16 if w16.numel() else w.contiguous()
+
+
 # -----------------------------------------------------------------------------
 # the MLP
 
 @torch.library.custom_op("tk::mlp_fwd", mutates_args=(), device_types="cuda")
 def mlp_fwd(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
-            approximate: str) -> tuple[Tensor, Tensor, Tensor]:
-    """(y, pre, g): the output (N, C) and, for the backward, the pre-activation and the GELU output
-    (N, 4C), all in x's dtype."""
+            approximate: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(y, pre, g, wf16, wp16): the output (N, C) and, for the backward, the pre-activation and the GELU
+    output (N, 4C), all in x's dtype, and the weights cast to x's dtype (empty where they had it already),
+    so that the backward does not cast them again (24 casts of 8.6 us a GPT-2 124M step, H200)."""
     ext = _ext()
     x = x.contiguous()
-    wf, wp = w_fc.to(x.dtype).contiguous(), w_proj.to(x.dtype).contiguous()
+    wf16, wp16 = _cast(w_fc, x.dtype), _cast(w_proj, x.dtype)
+    wf, wp = _saved(w_fc, wf16), _saved(w_proj, wp16)
     N, H, C = x.shape[0], wf.shape[0], wp.shape[0]
     pre, g = x.new_empty((N, H)), x.new_empty((N, H))
     y = x.new_empty((N, C))
     ext.gemm_(x, False, wf, False, g, GELU, _f32(b_fc), pre, approximate == "tanh")
     ext.gemm_(g, False, wp, False, y, STORE, _f32(b_proj))
-    return y, pre, g
+    return y, pre, g, wf16, wp16
+
+
+def _cast_fake(w: Tensor, dtype: torch.dtype) -> Tensor:
+    return w.new_empty(w.shape if w.dtype != dtype else (0,), dtype=dtype)
 
 
 @mlp_fwd.register_fake
 def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     N, H, C = x.shape[0], w_fc.shape[0], w_proj.shape[0]
-    return x.new_empty((N, C)), x.new_empty((N, H)), x.new_empty((N, H))
+    return (x.new_empty((N, C)), x.new_empty((N, H)), x.new_empty((N, H)), _cast_fake(w_fc, x.dtype),
+            _cast_fake(w_proj, x.dtype))
 
 
 @torch.library.custom_op("tk::mlp_bwd", mutates_args=(), device_types="cuda")
@@ -113,7 +143,7 @@ def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g:
     no bias."""
     ext = _ext()
     dy, x = dy.contiguous().to(x.dtype), x.contiguous()
-    wf, wp = w_fc.to(x.dtype).contiguous(), w_proj.to(x.dtype).contiguous()
+    wf, wp = w_fc.contiguous(), w_proj.contiguous()  # in x's dtype: the forward's casts (_mlp_setup)
     wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
     dh = torch.empty_like(pre)
     # (dy W_proj) * gelu'(pre), and with a bias the column sums of dh per block of 64 rows
@@ -125,7 +155,7 @@ def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g:
     dw_proj = _weight_grad(dy, g, tuple(wp.shape), wdt)                          # dy^T g
     dw_fc = _weight_grad(dh, x, tuple(wf.shape), wdt)                            # dh^T x
     empty = x.new_empty((0,), dtype=bdt)
-    db_proj = dy.sum(0, dtype=torch.float32).to(bdt) if has_b_proj else empty
+    db_proj = _bias_grad(dy, bdt) if has_b_proj else empty
     db_fc = dh_sums.sum(0).to(bdt) if has_b_fc else empty.clone()
     return dx, dw_fc, db_fc, dw_proj, db_proj
 
@@ -142,17 +172,17 @@ def _mlp_bwd_fake(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate
 
 def _mlp_setup(ctx, inputs, output):
     x, w_fc, b_fc, w_proj, b_proj, approximate = inputs
-    _, pre, g = output
-    ctx.save_for_backward(x, w_fc, w_proj, pre, g)
+    _, pre, g, wf16, wp16 = output
+    ctx.save_for_backward(x, _saved(w_fc, wf16), _saved(w_proj, wp16), pre, g)
     ctx.has_b_fc, ctx.has_b_proj = b_fc is not None, b_proj is not None
     ctx.approximate = approximate
     ctx.w_dtype = str(w_fc.dtype).removeprefix("torch.")
     ctx.b_dtype = str((b_fc if b_fc is not None else b_proj if b_proj is not None else w_fc).dtype).removeprefix("torch.")
-    ctx.mark_non_differentiable(pre, g)
+    ctx.mark_non_differentiable(pre, g, wf16, wp16)
     ctx.set_materialize_grads(False)  # no zero (N, 4C) gradients for pre and g: measured 0.06 ms a step
 
 
-def _mlp_backward(ctx, dy, _dpre, _dg):
+def _mlp_backward(ctx, dy, _dpre, _dg, _dwf16, _dwp16):
     x, w_fc, w_proj, pre, g = ctx.saved_tensors
     if dy is None:
         return None, None, None, None, None, None
@@ -190,7 +220,7 @@ def linear_bwd(dy: Tensor, x: Tensor, w: Tensor, has_b: bool, w_dtype: str,
     _ext().gemm_(dy, False, w16, True, dx, STORE)
     dw = _weight_grad(dy, x, tuple(w.shape), _dtype(w_dtype))
     bdt = _dtype(b_dtype)
-    db = dy.sum(0, dtype=torch.float32).to(bdt) if has_b else x.new_empty((0,), dtype=bdt)
+    db = _bias_grad(dy, bdt) if has_b else x.new_empty((0,), dtype=bdt)
     return dx, dw, db
 
 
