@@ -16,6 +16,9 @@ How the stub works (nothing of it is shipped):
     call on CPU tensors runs our wrapper code as on a GPU (torch.library.register_kernel);
   - layernorm's eager path (autograd in C++, csrc/bindings.cpp) cannot be stubbed: its dispatch rows and the GPT
     steps run layernorm's custom ops instead (dev/layernorm_host.py times the C++ path on a GPU);
+  - the MLP's GEMMs are stubbed; its cuBLAS weight and bias gradients (aten::mm.dtype, no CPU kernel) take the
+    op's fallback (torch.zeros, dy.sum) instead; the GPT steps run under CPU bf16 autocast (the MLP op takes
+    16-bit activations only; session 15 measured dispatch.mlp fwd+bwd at 283 us here, attention's at 145);
   - the classifier's chunks are made 8 rows long (8 chunks per call, as at GPT-2 124M B=16 T=1024);
   - attention's hopper_reason says None (the H200's case: the Hopper kernels run);
   - the dispatch registry is overridden (unsupported -> None) so a kernels=tk plan is made for the CPU, and
@@ -39,6 +42,7 @@ from tk_kernels import build, dispatch  # noqa: E402
 from tk_kernels.families.attention import ops as A  # noqa: E402
 from tk_kernels.families.classifier import ops as CL  # noqa: E402
 from tk_kernels.families.layernorm import ops as LN  # noqa: E402
+from tk_kernels.families.mlp import ops as MLP  # noqa: E402
 
 
 def _bthd(x: torch.Tensor) -> torch.Tensor:
@@ -76,12 +80,21 @@ class ClassifierStub:
     def softmax_xent_grad_(self, logits, targets, row_loss, ignore_index):
         return None
 
+    def mul_scalar(self, t, s):
+        return torch.empty_like(t)
+
+
+class MlpStub:
+    def gemm_(self, *args):  # every output is allocated by ops.py before the call
+        return None
+
 
 def install_stubs() -> list:
-    build._cached.update(attention=AttentionStub(), layernorm=LayerNormStub(), classifier=ClassifierStub())
+    build._cached.update(attention=AttentionStub(), layernorm=LayerNormStub(), classifier=ClassifierStub(),
+                         mlp=MlpStub())
     for op in (A.attention_fwd, A.attention_bwd, A.attention_qkv_fwd, A.attention_qkv_bwd,
                LN.add_layer_norm_fwd, LN.add_layer_norm_bwd,
-               CL.linear_cross_entropy_fwd):
+               CL.linear_cross_entropy_fwd, CL.linear_cross_entropy_bwd, MLP.mlp_fwd, MLP.mlp_bwd):
         torch.library.register_kernel(op, "cpu", op._init_fn)
     A.hopper_reason = lambda device: None
     CL.CHUNK_BYTES = 8 * 2 * 64 * 2  # 8-row chunks at V = 64: 8 chunks of the 64 rows below, as GPT-2 at B=16 T=1024
@@ -93,7 +106,10 @@ def install_stubs() -> list:
     LN.tensor_reason = tensor_reason
     LN.environment_reason = lambda device: None
     ok = lambda *a, **k: None  # noqa: E731
-    overrides = [dispatch.override(f, unsupported=ok) for f in ("attention", "layer_norm", "classifier")]
+    # aten::mm.dtype (the MLP's cuBLAS weight and bias gradients) has no CPU kernel: its fallback (torch.zeros for
+    # the stubbed split-K GEMM, dy.sum for the bias) stands in, about the same host work
+    MLP._MM_OUT_DTYPE = False
+    overrides = [dispatch.override(f, unsupported=ok) for f in ("attention", "layer_norm", "classifier", "mlp")]
     for o in overrides:
         o.__enter__()
     return overrides
@@ -144,6 +160,11 @@ def op_rows() -> dict[str, float]:
     wc = torch.randn(V, 64, requires_grad=True)
     tg = torch.randint(0, V, (N,))
     plan = dispatch.plan("tk", "cpu", torch.float32, head_dim=D)
+    xm = torch.randn(N, 64, dtype=torch.bfloat16, requires_grad=True)  # the MLP: bf16 activations, fp32 parameters
+    mp = [torch.randn(256, 64, requires_grad=True), torch.randn(256, requires_grad=True),
+          torch.randn(64, 256, requires_grad=True), torch.randn(64, requires_grad=True)]
+    dym = torch.randn(N, 64, dtype=torch.bfloat16)
+    plan16 = dispatch.plan("tk", "cpu", torch.bfloat16, head_dim=D)
     rows = {}
 
     rows["floor: alloc-only custom op (attention_fwd schema)"] = host_us(
@@ -163,6 +184,10 @@ def op_rows() -> dict[str, float]:
             lambda: torch.ops.tk.add_layer_norm_bwd(y, s, s, mean, rstd, w, True, None))
         rows["tk::linear_cross_entropy_fwd (op call)"] = host_us(
             lambda: torch.ops.tk.linear_cross_entropy_fwd(xc, wc, tg, -1), n=1000)
+        ym, pre, g, wf16, wp16 = torch.ops.tk.mlp_fwd(xm, *mp, "none")
+        rows["tk::mlp_fwd (op call)"] = host_us(lambda: torch.ops.tk.mlp_fwd(xm, *mp, "none"))
+        rows["tk::mlp_bwd (op call)"] = host_us(lambda: torch.ops.tk.mlp_bwd(
+            dym, xm, wf16, wp16, pre, g, True, True, "none", "float32", "float32"))
         rows["dispatch.attention (eager, no grad)"] = host_us(lambda: dispatch.attention(plan, qd, kd, vd))
         rows["dispatch.add_layer_norm (eager, no grad; custom ops)"] = host_us(lambda: dispatch.add_layer_norm(plan, x, d, w, b))
 
@@ -188,7 +213,14 @@ def op_rows() -> dict[str, float]:
         xc.grad = wc.grad = None
         dispatch.linear_cross_entropy(plan, xc, wc, tg).backward()
 
+    def mlp_fb():
+        xm.grad = None
+        for q in mp:
+            q.grad = None
+        dispatch.mlp(plan16, xm, *mp).backward(dym)
+
     rows["dispatch.attention fwd+bwd (eager autograd)"] = host_us(attn_fb, n=1000)
+    rows["dispatch.mlp fwd+bwd (eager autograd)"] = host_us(mlp_fb, n=1000)
     rows["dispatch.attention on qkv views fwd+bwd (eager)"] = host_us(views_fb, n=1000)
     rows["dispatch.attention_qkv fwd+bwd (eager autograd)"] = host_us(fused_fb, n=1000)
     rows["dispatch.add_layer_norm fwd+bwd (custom ops)"] = host_us(ln_fb, n=1000)
@@ -206,10 +238,12 @@ def gpt_rows(compile_: bool) -> dict[str, float]:
         cfg = GPTConfig(n_layer=12, n_head=1, n_embd=64, block_size=16, vocab_size=64, dropout=0.0,
                         bias=True, kernels=kernels)
         model = GPT(cfg)
-        model.plan_kernels(torch.device("cpu"), torch.float32)
+        # bf16 autocast, as train.py trains on a GPU (the MLP op takes 16-bit activations only)
+        model.plan_kernels(torch.device("cpu"), torch.bfloat16)
 
         def step(m):
-            _, loss = m(idx, tgt)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                _, loss = m(idx, tgt)
             loss.backward()
             model.zero_grad(set_to_none=True)
         rows[f"GPT 12L step eager, kernels={kernels}"] = host_us(lambda: step(model), n=50)
