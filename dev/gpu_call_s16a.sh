@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# Prepared in session 15 (issues 11 / 12): the MLP family is on since session 15, measured under CUDA graphs only
-# (+2.2% gpt2, +2.3% shakespeare_char, +0.8% gpt2-medium). In eager mode its op is host-bound at C = 768 (s15e), so
-# train.py's default compile mode (no graphs), where the host still launches every kernel, is checked here: the
-# family off vs on in one process, gpt2 and shakespeare_char (dropout 0.2). Then the full shakespeare_char run
-# with kernels=tk under CUDA graphs (issue 12: best val <= 1.47 in under 60 s from launch) with the family on.
+# Prepared in session 15 (issue 11). Before the call (CPU machine): git apply dev/patches/mlp_eager_function.patch
+# (the MLP op's eager path as an autograd.Function instead of torch.library's autograd wrapper: host time per
+# fwd+bwd 283 -> 143 us on the CPU machine, dev/host_overhead.py; in eager mode the op was host-bound at C = 768,
+# s15e). Runs the MLP / model GPU tests on it, bench_mlp, and the host-vs-GPU time check. Merge the patch if the
+# tests pass and bench_mlp is no slower; then gpu_call_s16b.sh.
 source dev/gpu_call_lib.sh
-step ab_gpt2 200 python dev/bench_train_ab.py mlp --model gpt2 --compile compile --rounds 2
-grep -v -i warn $O/ab_gpt2.log | tail -3
-step ab_char 120 python dev/bench_train_ab.py mlp --model shakespeare_char --compile compile --rounds 2 --dropout 0.2
-grep -v -i warn $O/ab_char.log | tail -3
-step char_run 150 python dev/timeline.py -- python train.py config/train_shakespeare_char.py --kernels=tk \
-  --compile=True --compile_mode=reduce-overhead --out_dir=/tmp/char_tk
-grep -v -i warn $O/char_run.log | tail -12
+step tests 240 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/mlp tests/model
+tail -1 $O/tests.log; grep -E "^FAILED|^ERROR" $O/tests.log | head -20
+step mlp 150 python bench/bench_mlp.py --skip-gemm
+grep -v -i warn $O/mlp.log | tail -5
+step host 90 python dev/mlp_host_time.py --C 768 1024
+grep -v -i warn $O/host.log | grep "ms/step"
 cd $O && tar czf logs.tgz --exclude logs.tgz *.log 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf
