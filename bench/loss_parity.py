@@ -133,7 +133,7 @@ def main(argv=None) -> int:
               f"(runs: {', '.join(RUNS)})", file=sys.stderr)
         return 2
     try:
-        run_env(args.a_env), run_env(args.b_env)
+        envs = [dict(os.environ, **run_env(args.a_env)), dict(os.environ, **run_env(args.b_env))]
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -157,8 +157,7 @@ def main(argv=None) -> int:
                    f"--out_dir={os.path.join(ckpt_dir, name)}", f"--log_file={logs[name]}"]
             stdout = open(os.path.join(args.out, f"{run}_{name}.log"), "w")
             print(f"{run}, {name}: {' '.join(cmd)}", flush=True)
-            env = dict(os.environ, **run_env(args.b_env if i == 1 else args.a_env))
-            procs.append((name, subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.STDOUT),
+            procs.append((name, subprocess.Popen(cmd, cwd=ROOT, env=envs[i], stdout=stdout, stderr=subprocess.STDOUT),
                           stdout))
             if args.serial:
                 procs[-1][1].wait()

@@ -123,16 +123,12 @@ def mlp_fwd(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj
     return y, pre, g, wf16, wp16
 
 
-def _cast_fake(w: Tensor, dtype: torch.dtype) -> Tensor:
-    return w.new_empty(w.shape if w.dtype != dtype else (0,), dtype=dtype)
-
-
 @mlp_fwd.register_fake
 def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     N, H, C = x.shape[0], w_fc.shape[0], w_proj.shape[0]
-    return (x.new_empty((N, C)), x.new_empty((N, H)), x.new_empty((N, H)), _cast_fake(w_fc, x.dtype),
-            _cast_fake(w_proj, x.dtype))
+    return (x.new_empty((N, C)), x.new_empty((N, H)), x.new_empty((N, H)), _cast(w_fc, x.dtype),
+            _cast(w_proj, x.dtype))
 
 
 @torch.library.custom_op("tk::mlp_bwd", mutates_args=(), device_types="cuda")
