@@ -26,24 +26,13 @@ def main() -> int:
     from triton.testing import do_bench
     import tk_kernels
     from tk_kernels.families.mlp import ops
+    from mlp_host_time import fwd_bwd_step, mlp_inputs  # dev/, beside this script
     shipped = ops._bias_grad
     old = lambda dy, dtype: dy.sum(0, dtype=torch.float32).to(dtype)  # noqa: E731
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     for C in a.C:
-        N, H = a.N, 4 * C
         for pdt in (torch.bfloat16, torch.float32):
-            x = torch.randn(N, C, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-            params = [(torch.randn(H, C, device="cuda") * C ** -0.5).to(pdt).requires_grad_(),
-                      torch.zeros(H, device="cuda", dtype=pdt, requires_grad=True),
-                      (torch.randn(C, H, device="cuda") * H ** -0.5).to(pdt).requires_grad_(),
-                      torch.zeros(C, device="cuda", dtype=pdt, requires_grad=True)]
-            dy = torch.randn(N, C, device="cuda", dtype=torch.bfloat16)
-
-            def step():
-                tk_kernels.mlp(x, *params).backward(dy)
-                x.grad = None
-                for q in params:
-                    q.grad = None
+            step = fwd_bwd_step(tk_kernels.mlp, *mlp_inputs(a.N, C, pdt))
             times = {"ones-row mm": [], "dy.sum": []}
             for _ in range(2):
                 for name, fn in (("ones-row mm", shipped), ("dy.sum", old)):

@@ -22,6 +22,30 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 
 
+def mlp_inputs(N: int, C: int, pdt: torch.dtype):
+    """x (N, C) bf16, the MLP's four parameters in pdt (the biases zero) and dy, on the GPU."""
+    H = 4 * C
+    x = torch.randn(N, C, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    params = [(torch.randn(H, C, device="cuda") * C ** -0.5).to(pdt).requires_grad_(),
+              torch.zeros(H, device="cuda", dtype=pdt, requires_grad=True),
+              (torch.randn(C, H, device="cuda") * H ** -0.5).to(pdt).requires_grad_(),
+              torch.zeros(C, device="cuda", dtype=pdt, requires_grad=True)]
+    return x, params, torch.randn(N, C, device="cuda", dtype=torch.bfloat16)
+
+
+def fwd_bwd_step(fn, x, params, dy):
+    """One fwd+bwd of fn(x, *params) (under bf16 autocast when the parameters are not bf16), then the
+    gradients dropped."""
+    def step():
+        with torch.autocast("cuda", torch.bfloat16, enabled=params[0].dtype != torch.bfloat16):
+            y = fn(x, *params)
+        y.backward(dy)
+        x.grad = None
+        for q in params:
+            q.grad = None
+    return step
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--C", type=int, nargs="+", default=[768, 1024])
@@ -35,22 +59,10 @@ def main() -> int:
     from torch.profiler import ProfilerActivity, profile
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
     for C in a.C:
-        N, H = a.N, 4 * C
         for pdt in (torch.bfloat16, torch.float32):
-            x = torch.randn(N, C, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-            params = [(torch.randn(H, C, device="cuda") * C ** -0.5).to(pdt).requires_grad_(),
-                      torch.zeros(H, device="cuda", dtype=pdt, requires_grad=True),
-                      (torch.randn(C, H, device="cuda") * H ** -0.5).to(pdt).requires_grad_(),
-                      torch.zeros(C, device="cuda", dtype=pdt, requires_grad=True)]
-            dy = torch.randn(N, C, device="cuda", dtype=torch.bfloat16)
+            x, params, dy = mlp_inputs(a.N, C, pdt)
             for name, fn in (("tk", tk_kernels.mlp), ("eager", reference_mlp)):
-                def step():
-                    with torch.autocast("cuda", torch.bfloat16, enabled=pdt != torch.bfloat16):  # fp32 parameters
-                        y = fn(x, *params)
-                    y.backward(dy)
-                    x.grad = None
-                    for q in params:
-                        q.grad = None
+                step = fwd_bwd_step(fn, x, params, dy)
                 for _ in range(5):
                     step()
                 torch.cuda.synchronize()
