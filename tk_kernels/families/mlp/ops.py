@@ -105,9 +105,8 @@ def _saved(w: Tensor, w16: Tensor) -> Tensor:
 # -----------------------------------------------------------------------------
 # the MLP
 
-@torch.library.custom_op("tk::mlp_fwd", mutates_args=(), device_types="cuda")
-def mlp_fwd(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
-            approximate: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+def _mlp_fwd_impl(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
+                  approximate: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(y, pre, g, wf16, wp16): the output (N, C) and, for the backward, the pre-activation and the GELU
     output (N, 4C), all in x's dtype, and the weights cast to x's dtype (empty where they had it already),
     so that the backward does not cast them again (24 casts of 8.6 us a GPT-2 124M step, H200)."""
@@ -123,6 +122,12 @@ def mlp_fwd(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj
     return y, pre, g, wf16, wp16
 
 
+@torch.library.custom_op("tk::mlp_fwd", mutates_args=(), device_types="cuda")
+def mlp_fwd(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
+            approximate: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _mlp_fwd_impl(x, w_fc, b_fc, w_proj, b_proj, approximate)
+
+
 @mlp_fwd.register_fake
 def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
@@ -131,10 +136,9 @@ def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate):
             _cast(w_proj, x.dtype))
 
 
-@torch.library.custom_op("tk::mlp_bwd", mutates_args=(), device_types="cuda")
-def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g: Tensor, has_b_fc: bool,
-            has_b_proj: bool, approximate: str, w_dtype: str,
-            b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g: Tensor, has_b_fc: bool,
+                  has_b_proj: bool, approximate: str, w_dtype: str,
+                  b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(dx, dw_fc, db_fc, dw_proj, db_proj); the bias gradients are empty (0,) tensors when there is
     no bias."""
     ext = _ext()
@@ -156,6 +160,13 @@ def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g:
     return dx, dw_fc, db_fc, dw_proj, db_proj
 
 
+@torch.library.custom_op("tk::mlp_bwd", mutates_args=(), device_types="cuda")
+def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g: Tensor, has_b_fc: bool,
+            has_b_proj: bool, approximate: str, w_dtype: str,
+            b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _mlp_bwd_impl(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype)
+
+
 @mlp_bwd.register_fake
 def _mlp_bwd_fake(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
@@ -166,7 +177,8 @@ def _mlp_bwd_fake(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate
             x.new_empty((C if has_b_proj else 0,), dtype=bdt))
 
 
-def _mlp_setup(ctx, inputs, output):
+def _save(ctx, inputs, output):
+    """What the backward needs, on ctx: the tensors, whether there are biases, the parameters' dtypes."""
     x, w_fc, b_fc, w_proj, b_proj, approximate = inputs
     _, pre, g, wf16, wp16 = output
     ctx.save_for_backward(x, _saved(w_fc, wf16), _saved(w_proj, wp16), pre, g)
@@ -174,20 +186,49 @@ def _mlp_setup(ctx, inputs, output):
     ctx.approximate = approximate
     ctx.w_dtype = str(w_fc.dtype).removeprefix("torch.")
     ctx.b_dtype = str((b_fc if b_fc is not None else b_proj if b_proj is not None else w_fc).dtype).removeprefix("torch.")
+
+
+def _gradients(ctx, dy, backward) -> tuple:
+    """The gradients of (x, w_fc, b_fc, w_proj, b_proj, approximate) from dy, by backward (mlp_bwd's signature)."""
+    x, w_fc, w_proj, pre, g = ctx.saved_tensors
+    dx, dw_fc, db_fc, dw_proj, db_proj = backward(
+        dy, x, w_fc, w_proj, pre, g, ctx.has_b_fc, ctx.has_b_proj, ctx.approximate, ctx.w_dtype, ctx.b_dtype)
+    return (dx, dw_fc, db_fc if ctx.has_b_fc else None, dw_proj, db_proj if ctx.has_b_proj else None, None)
+
+
+def _mlp_setup(ctx, inputs, output):
+    _save(ctx, inputs, output)
+    _, pre, g, wf16, wp16 = output
     ctx.mark_non_differentiable(pre, g, wf16, wp16)
     ctx.set_materialize_grads(False)  # no zero (N, 4C) gradients for pre and g: measured 0.06 ms a step
 
 
 def _mlp_backward(ctx, dy, _dpre, _dg, _dwf16, _dwp16):
-    x, w_fc, w_proj, pre, g = ctx.saved_tensors
     if dy is None:
         return None, None, None, None, None, None
-    dx, dw_fc, db_fc, dw_proj, db_proj = torch.ops.tk.mlp_bwd(
-        dy, x, w_fc, w_proj, pre, g, ctx.has_b_fc, ctx.has_b_proj, ctx.approximate, ctx.w_dtype, ctx.b_dtype)
-    return (dx, dw_fc, db_fc if ctx.has_b_fc else None, dw_proj, db_proj if ctx.has_b_proj else None, None)
+    return _gradients(ctx, dy, torch.ops.tk.mlp_bwd)
 
 
 mlp_fwd.register_autograd(_mlp_backward, setup_context=_mlp_setup)
+
+
+class _EagerMLP(torch.autograd.Function):
+    """The op in eager mode: the same forward and backward (_mlp_fwd_impl, _mlp_bwd_impl, _save) as an
+    autograd.Function, without torch.library's Python autograd wrapper around the custom ops, whose host time
+    made the op host-bound in eager mode (H200, C = 768: 0.97 ms of host time per fwd+bwd for 0.84 ms of GPU
+    time; bench/RESULTS.md session 15). dev/host_overhead.py (CPU machine, stubbed GEMMs): dispatch.mlp fwd+bwd
+    148-152 us against 233-254 with the custom ops (attention's 119-121 beside them). torch.compile keeps
+    tracing the custom ops (mlp_op)."""
+
+    @staticmethod
+    def forward(ctx, x, w_fc, b_fc, w_proj, b_proj, approximate):
+        output = _mlp_fwd_impl(x, w_fc, b_fc, w_proj, b_proj, approximate)
+        _save(ctx, (x, w_fc, b_fc, w_proj, b_proj, approximate), output)
+        return output[0]
+
+    @staticmethod
+    def backward(ctx, dy):
+        return _gradients(ctx, dy, _mlp_bwd_impl)
 
 
 # -----------------------------------------------------------------------------
@@ -329,8 +370,11 @@ def _public_reason(x, *weights) -> str | None:
 
 def mlp_op(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
            approximate: str = "none") -> Tensor:
-    """The op without argument checks, for callers that checked already (tk_kernels.dispatch)."""
-    return torch.ops.tk.mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate)[0]
+    """The op without argument checks, for callers that checked already (tk_kernels.dispatch): the custom op
+    under torch.compile, its autograd.Function twin in eager mode (_EagerMLP)."""
+    if torch.compiler.is_compiling():
+        return torch.ops.tk.mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate)[0]
+    return _EagerMLP.apply(x, w_fc, b_fc, w_proj, b_proj, approximate)
 
 
 def mlp(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
