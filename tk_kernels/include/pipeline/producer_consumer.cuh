@@ -61,7 +61,12 @@
 //                                with its own full / empty barriers: loaded before the item's first slot,
 //                                waited on before compute(.., 0), released once the last slot's retire()
 //                                has returned (before drain())
-//     consumer::start(work)      per item, before its first slot
+//     P::ITEM_STAGES             per-item buffers in a ring of their own (default 1): with 2 the producer
+//                                loads the next item's buffer while the consumers still work on this item,
+//                                instead of after its last slot (so its load latency is not exposed between
+//                                items). The consumer then takes the item's buffer in start(work, item_stage &)
+//                                (ctx.item is null): every consumer of an item_stage may take it there
+//     consumer::start(work)      per item, before its first slot (or start(work, item_stage &): above)
 //     consumer::retire()         after compute(i): every slot but the newest has been read (wgmma: wait<1>);
 //                                the template then frees slot i - 1
 //     consumer::drain()          after the item's last slot: every slot has been read (wgmma: wait<0>);
@@ -158,6 +163,10 @@ template <typename P> constexpr int scratch_bytes() {
 template <typename P> struct item_of { using type = no_item; static constexpr int bytes = 0; };
 template <typename P> requires requires { typename P::item_stage; }
 struct item_of<P> { using type = typename P::item_stage; static constexpr int bytes = int(sizeof(type)); };
+template <typename P> constexpr int item_stages() {
+  if constexpr (requires { P::ITEM_STAGES; }) return int(P::ITEM_STAGES);
+  else return 1;
+}
 template <typename C> constexpr int deferred_pieces() {
   if constexpr (requires { C::DEFERRED_PIECES; }) return int(C::DEFERRED_PIECES);
   else return 0;
@@ -175,8 +184,9 @@ template <typename C> constexpr bool unroll_pieces() {
   else return false;
 }
 // the consumer's optional hooks: called when the consumer has them
-template <typename C, typename W> __device__ __forceinline__ void start(C &c, const W &w) {
-  if constexpr (requires { c.start(w); }) c.start(w);
+template <typename C, typename W, typename I> __device__ __forceinline__ void start(C &c, const W &w, I *item) {
+  if constexpr (requires { c.start(w, *item); }) c.start(w, *item);
+  else if constexpr (requires { c.start(w); }) c.start(w);
 }
 template <typename C> __device__ __forceinline__ void retire(C &c) {
   if constexpr (requires { c.retire(); }) c.retire();
@@ -208,10 +218,12 @@ struct kernel {
   static constexpr bool HAS_SIDE = detail::side_of<P>::bytes > 0;
   static constexpr bool ONE = detail::one_item<P>();
   static constexpr int STAGES = P::STAGES, CONSUMERS = P::CONSUMERS;
+  static constexpr int ITEM_STAGES = detail::item_stages<P>();
   static constexpr int FULL = detail::full_count<P>();
   static constexpr int THREADS = 128 * (1 + CONSUMERS);
   static constexpr int RING_BYTES = STAGES * int(sizeof(stage));
-  static constexpr int ITEM_OFFSET = RING_BYTES, SCRATCH_OFFSET = RING_BYTES + detail::item_of<P>::bytes;
+  static constexpr int ITEM_OFFSET = RING_BYTES;
+  static constexpr int SCRATCH_OFFSET = RING_BYTES + ITEM_STAGES * detail::item_of<P>::bytes;
   static constexpr int SIDE_OFFSET = SCRATCH_OFFSET + detail::scratch_bytes<P>();
   static constexpr int SHARED_BYTES = SIDE_OFFSET + STAGES * detail::side_of<P>::bytes + 1024;  // + alignment slack
   static constexpr int PIECES = detail::deferred_pieces<consumer>();
@@ -226,6 +238,10 @@ struct kernel {
   static_assert(alignof(stage) <= 1024 && sizeof(stage) % 1024 == 0,
                 "pipeline: a stage is a whole number of 1024-byte blocks (128B-swizzled tiles start on 1024 bytes)");
   static_assert(!HAS_ITEM || sizeof(item_stage) % 1024 == 0, "pipeline: item_stage must be a multiple of 1024 bytes");
+  static_assert(ITEM_STAGES == 1 || ITEM_STAGES == 2, "pipeline: ITEM_STAGES (per-item buffers) must be 1 or 2");
+  static_assert(ITEM_STAGES == 1 || (HAS_ITEM && !ONE), "pipeline: ITEM_STAGES = 2 needs an item_stage and more than one item per CTA");
+  static_assert(ITEM_STAGES == 1 || requires(consumer &c, const work &w, item_stage &b) { c.start(w, b); },
+                "pipeline: with ITEM_STAGES = 2 the consumer takes the item's buffer in start(const work &, item_stage &)");
   static_assert(FULL >= 1 && FULL <= 4, "pipeline: 1..4 full barriers per slot");
   static_assert(SHARED_BYTES <= 227 * 1024,
                 "pipeline: ring + item stage + scratch + 1 KB alignment exceed the 227 KB of shared memory of an sm_90 CTA");
@@ -279,15 +295,17 @@ struct kernel {
     char *base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     stage *ring = reinterpret_cast<stage *>(base);
     __shared__ barrier full[STAGES * FULL], empty[STAGES];
-    __shared__ barrier item_bar[HAS_ITEM ? 2 : 1];  // item full, item empty
+    __shared__ barrier item_bar[HAS_ITEM ? 2 * ITEM_STAGES : 1];  // item full [ITEM_STAGES], item empty [ITEM_STAGES]
     if (threadIdx.x == 0) {
       for (int i = 0; i < STAGES; i++) {
         for (int f = 0; f < FULL; f++) init(full[i * FULL + f], 1);
         init(empty[i], CONSUMERS);
       }
       if constexpr (HAS_ITEM) {
-        init(item_bar[0], 1);
-        if constexpr (!ONE) init(item_bar[1], CONSUMERS);
+        for (int k = 0; k < ITEM_STAGES; k++) {
+          init(item_bar[k], 1);
+          if constexpr (!ONE) init(item_bar[ITEM_STAGES + k], CONSUMERS);
+        }
       }
       fence_barrier_init();
       detail::setup<P>(g);
@@ -301,6 +319,10 @@ struct kernel {
     }
     wg::set_max_registers<P::CONSUMER_REGS>();
     consume(g, ring, full, empty, item_bar, base, one);
+  }
+  // item `it`'s per-item buffer (item ring slot it % ITEM_STAGES, used for the (it / ITEM_STAGES)-th time)
+  __device__ static __forceinline__ item_stage *item_at(char *base, int it) {
+    return reinterpret_cast<item_stage *>(base + ITEM_OFFSET) + it % ITEM_STAGES;
   }
   __device__ static __forceinline__ slot_t slot_at(stage *ring, barrier *full, barrier *empty, int n) {
     side_stage *side = nullptr;
@@ -330,9 +352,11 @@ struct kernel {
     int it = 0;  // items so far
     for (work w; sched.next(w); it++) {
       if constexpr (HAS_ITEM) {
-        if constexpr (!ONE) wait(item_bar[1], (it & 1) ^ 1);  // every consumer is done with the previous item's buffer
-        expect_bytes(item_bar[0], uint32_t(sizeof(item_stage)));
-        P::load_item(item_slot<item_stage>{*reinterpret_cast<item_stage *>(base + ITEM_OFFSET), item_bar[0]}, g, w);
+        const int k = it % ITEM_STAGES, use = it / ITEM_STAGES;
+        // every consumer is done with the buffer's previous item (the first use finds it free: parity 1)
+        if constexpr (!ONE) wait(item_bar[ITEM_STAGES + k], (use & 1) ^ 1);
+        expect_bytes(item_bar[k], uint32_t(sizeof(item_stage)));
+        P::load_item(item_slot<item_stage>{*item_at(base, it), item_bar[k]}, g, w);
       }
       const int iters = P::iterations(g, w);
       for (int i = 0; i < iters; i++, n++) {
@@ -351,7 +375,7 @@ struct kernel {
     const int id = wg::warpgroupid() - 1;
     const bool leader = wg::warpgroup_thread() == 0;
     consumer c(g, consumer_ctx<item_stage>{id, base + SCRATCH_OFFSET,
-                                           HAS_ITEM ? reinterpret_cast<item_stage *>(base + ITEM_OFFSET) : nullptr});
+                                           HAS_ITEM && ITEM_STAGES == 1 ? item_at(base, 0) : nullptr});
     // slot n of the CTA: wait until it has landed, hand it to the consumer; then let it retire all but
     // the newest slot and free the one before (not the previous item's last: drain freed that)
     auto issue = [&](int n, int i) {
@@ -373,8 +397,12 @@ struct kernel {
     for (work w; sched.next(w); it++) {
       const int iters = P::iterations(g, w);
       __builtin_assume(iters >= 1);
-      detail::start(c, w);
-      if constexpr (HAS_ITEM) wait(item_bar[0], it & 1);
+      if constexpr (HAS_ITEM) {
+        detail::start(c, w, item_at(base, it));
+        wait(item_bar[it % ITEM_STAGES], (it / ITEM_STAGES) & 1);
+      } else {
+        detail::start(c, w, static_cast<item_stage *>(nullptr));
+      }
       int i = 0;
       if constexpr (PIECES > 0) {
         const int step = max(1, iters / PIECES);  // slots per piece (the last run takes the rest)
@@ -411,7 +439,7 @@ struct kernel {
         retire(n, i);
       }
       if constexpr (HAS_ITEM && !ONE) {
-        if (leader) arrive(item_bar[1]);
+        if (leader) arrive(item_bar[ITEM_STAGES + it % ITEM_STAGES]);
       }
       detail::drain(c, slot_at(ring, full, empty, n - 1));
       if constexpr (!SELF_PACED) {

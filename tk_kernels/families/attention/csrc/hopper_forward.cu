@@ -43,15 +43,26 @@
 //   * Finish: O /= l, lse = (m c + log2 l) ln 2. lse goes straight from registers (one lane per row).
 //     O: D = 128 without dropout stores its 64 x 128 tile from registers (4-byte stores, a quad writing 16
 //     contiguous bytes of a row); the others write it into their rows of an O staging buffer, in the
-//     128B-swizzled layout, and one thread stores it with TMA. A "Q empty" barrier (both consumers' last
-//     S GEMM done) lets the producer load the next item's Q during the finish.
+//     128B-swizzled layout, and one thread stores it with TMA. A "Q empty" barrier per Q buffer (both
+//     consumers' last S GEMM of its item done) lets the producer refill it: D = 64 has two Q buffers, so the
+//     next item's Q (and first K / V tile) load while this item still runs; D = 128 one, loaded during the finish.
 //
 // Tiling and data movement:
 //   * Shared memory (128B swizzle; a 64-column panel per 128 bytes of row): the ring, STAGES x (K 128 x D
-//     + V 128 x D), then Q 128 x D and (not at D = 128 without dropout) the O staging buffer 128 x D.
-//     D = 64: 3 stages, 128 KB. D = 128: 3 stages and no staging buffer, 224 KB (with dropout 2 stages and
-//     the buffer, 192 KB: its 2 KB static keep-bit buffer leaves no room for a third stage). 1 CTA per SM
-//     (the 240-register consumers use the whole register file).
+//     + V 128 x D), then the Q block(s) 128 x D and (not at D = 128 without dropout) the O staging buffer
+//     128 x D. D = 64: 3 stages and two Q buffers, 144 KB. D = 128: 3 stages, one Q buffer and no staging
+//     buffer, 224 KB (with dropout 2 stages and the buffer, 192 KB: its 2 KB static keep-bit buffer leaves
+//     no room for a third stage, nor for a second Q). 1 CTA per SM (the 240-register consumers use the
+//     whole register file).
+//     Why D = 64 double-buffers Q (the pipeline's ITEM_STAGES = 2): with one Q buffer the producer can load
+//     the next item's Q only once both consumers' last S GEMM of this item is done, and its K / V tiles only
+//     after that (it issues an item's loads in order), so every item boundary exposed a Q + K load from
+//     DRAM while the consumers had only the last P V and the finish left to run. With two, both are in
+//     flight a whole item earlier. H200, bench_attention.py --graphs, forward TFLOP/s, one buffer -> two,
+//     two builds side by side (session 16): (64,6,256,64) causal 105.1 -> 118.3, non-causal 198.5 -> 235.2
+//     (cuDNN 122.9 / 238.3); (16,12,1024,64) 277.7 -> 289.7, 377.9 -> 396.6 (cuDNN 298.6 / 408.1);
+//     (8,16,2048,64) 344.4 -> 348.4, 420.0 -> 430.6; D = 128 unchanged (447.6 / 450.0, 556.8 / 554.2):
+//     the shorter the items, the more it pays.
 //     Why D = 128 gave up the staged store for a third stage (H200, bench_attention.py --graphs, forward
 //     TFLOP/s, two builds side by side, session 9): with 2 stages a ring slot is refilled only after both
 //     consumers' P V of it, so each tile's K / V load latency was exposed; 3 stages took non-causal from
@@ -178,6 +189,10 @@ struct hop_layout {
 // 2, as its 2 KB static keep-bit exchange buffer leaves no room for a third).
 constexpr bool hop_direct_o(int D, bool dropout) { return D == 128 && !dropout; }
 constexpr int hop_stages(int D, bool dropout) { return D == 64 || hop_direct_o(D, dropout) ? 3 : 2; }
+// Q blocks in shared memory: D = 64 double-buffers them (144 KB), so the producer loads the next item's Q and first
+// K / V tile while the consumers still work on this item; D = 128 has no room for a second 32 KB block (224 KB with
+// three stages; with dropout 192 KB + the 2 KB static exchange buffer).
+constexpr int hop_q_stages(int D) { return D == 64 ? 2 : 1; }
 
 // Shared memory, 128B-swizzled 64-column panels: the ring's slot is one key tile's K and V (a full
 // barrier each), the per-item buffer is the Q block, the consumers' scratch the O staging buffer
@@ -310,8 +325,6 @@ struct HopConsumer {
 
   __device__ HopConsumer(const HopGlobals<DROPOUT> &g, const pipeline::consumer_ctx<QBlock<D>> &ctx)
       : g(g), c(ctx.id), me(wg::warpgroup_thread()), ctx_scratch(ctx.scratch) {
-#pragma unroll
-    for (int pn = 0; pn < L::PANELS; pn++) dq[pn] = wg::desc_k128(ctx.item->q + pn * L::Q_PANEL + c * 64 * 128);
     if constexpr (DROPOUT) {
       uint64_t seed, offset;
       dkey = load_dropout_key(g.a.drop.rng, g.a.drop.threshold, seed, offset);
@@ -330,7 +343,10 @@ struct HopConsumer {
   __device__ void my_turn() { wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS); }
   __device__ void their_turn() { wg::named_arrive(PINGPONG_BAR + (c + 1) % NC, 2 * wg::WARPGROUP_THREADS); }
 
-  __device__ void start(const hop_coord &w) {
+  // A new item, its Q block in q (one of the hop_q_stages buffers).
+  __device__ void start(const hop_coord &w, const QBlock<D> &q) {
+#pragma unroll
+    for (int pn = 0; pn < L::PANELS; pn++) dq[pn] = wg::desc_k128(q.q + pn * L::Q_PANEL + c * 64 * 128);
 #pragma unroll
     for (int i = 0; i < acc_o::REGS; i++) o.v[i] = 0.f;
     m_run[0] = m_run[1] = neg_infty();
@@ -522,7 +538,7 @@ struct HopPipe {
   using work = hop_coord;
   using scheduler = ItemWalk<CAUSAL>;
   using consumer = HopConsumer<T, D, CAUSAL, DROPOUT>;
-  static constexpr int STAGES = hop_stages(D, DROPOUT), CONSUMERS = NC;
+  static constexpr int STAGES = hop_stages(D, DROPOUT), CONSUMERS = NC, ITEM_STAGES = hop_q_stages(D);
   static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
   static constexpr unsigned FULL_BYTES[2] = {L::KV_BYTES, L::KV_BYTES};
   static constexpr int SCRATCH_BYTES = hop_direct_o(D, DROPOUT) ? 0 : L::Q_BYTES;
