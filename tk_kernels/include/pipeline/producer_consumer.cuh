@@ -67,6 +67,8 @@
 //                                items). The consumer then takes the item's buffer in start(work, item_stage &)
 //                                (ctx.item is null): every consumer of an item_stage may take it there
 //     consumer::start(work)      per item, before its first slot (or start(work, item_stage &): above)
+//     consumer::ITEM_IN_DRAIN    true: drain() still reads the per-item buffer, so the template frees it after
+//                                drain() instead of before (the attention backward's last query block reads K, V)
 //     consumer::retire()         after compute(i): every slot but the newest has been read (wgmma: wait<1>);
 //                                the template then frees slot i - 1
 //     consumer::drain()          after the item's last slot: every slot has been read (wgmma: wait<0>);
@@ -179,6 +181,10 @@ template <typename C> constexpr bool self_paced() {
   if constexpr (requires { C::SELF_PACED; }) return bool(C::SELF_PACED);
   else return false;
 }
+template <typename C> constexpr bool item_in_drain() {
+  if constexpr (requires { C::ITEM_IN_DRAIN; }) return bool(C::ITEM_IN_DRAIN);
+  else return false;
+}
 template <typename C> constexpr bool unroll_pieces() {
   if constexpr (requires { C::UNROLL_PIECES; }) return bool(C::UNROLL_PIECES);
   else return false;
@@ -230,6 +236,7 @@ struct kernel {
   static constexpr bool UNROLL = detail::unroll_pieces<consumer>();
   static constexpr bool PEEL = detail::peel_first<consumer>();
   static constexpr bool SELF_PACED = detail::self_paced<consumer>();
+  static constexpr bool ITEM_IN_DRAIN = detail::item_in_drain<consumer>();
   using slot_t = slot<stage, FULL, side_stage>;
 
   // the description's readable compile-time checks
@@ -438,12 +445,15 @@ struct kernel {
         issue(n, i);
         retire(n, i);
       }
-      if constexpr (HAS_ITEM && !ONE) {
+      if constexpr (HAS_ITEM && !ONE && !ITEM_IN_DRAIN) {
         if (leader) arrive(item_bar[ITEM_STAGES + it % ITEM_STAGES]);
       }
       detail::drain(c, slot_at(ring, full, empty, n - 1));
       if constexpr (!SELF_PACED) {
         if (leader) arrive(empty[(n - 1) % STAGES]);
+      }
+      if constexpr (HAS_ITEM && !ONE && ITEM_IN_DRAIN) {
+        if (leader) arrive(item_bar[ITEM_STAGES + it % ITEM_STAGES]);
       }
       detail::finish(c, w);
       pending = true;

@@ -13,13 +13,15 @@
 //      Tp = dq_accum_rows(T) (a multiple of 128), padded with Delta = 0, lse2 = +inf: a padded query row
 //      then gets P = 2^(s c - inf) = 0 and dS = 0 without any mask, and every 64-entry block of a row is
 //      16-byte aligned, so the main kernel reads them with TMA.
-//   2. attention_bwd_hopper_kernel (FlashAttention-3's scheme): one CTA per (128-key block, b, h), 3
-//      warpgroups. The CTA walks the query blocks (64 queries each) that see its keys and accumulates
+//   2. attention_bwd_hopper_kernel (FlashAttention-3's scheme): a work item is a (128-key block, b, h), 3
+//      warpgroups. D = 128: one CTA per item. D = 64: a persistent grid, one CTA per SM walking the items in
+//      the same order, with two K / V buffers (the pipeline's ITEM_STAGES = 2), so the next item's K, V and
+//      first Q / dO blocks load while the CTA still works on this one (see "Persistent" below). The CTA walks the query blocks (64 queries each) that see its keys and accumulates
 //      dK, dV in registers; dQ partials go into the fp32 workspace dq_accum by TMA bulk reductions.
 //      It is written on the DSL's producer / consumer template (pipeline/producer_consumer.cuh; the
-//      description HbPipe at the end of the kernel section, read top to bottom: globals, the one work
-//      item per CTA (ONE_ITEM, no persistent walk), the consumer, the description): the template owns the
-//      ring, its barriers and parities, setmaxnreg and the producer's loop; the CTA's K / V tiles are its
+//      description HbPipe at the end of the kernel section, read top to bottom: globals, the walk over
+//      the items (one per CTA at D = 128, ONE_ITEM; persistent at D = 64), the consumer, the description):
+//      the template owns the ring, its barriers and parities, setmaxnreg and the producer's loop; the K / V tiles are its
 //      per-item buffer, Q / dO a slot's stage, lse2 / Delta the slot's side buffer (side_stage), dS^T and
 //      the dQ staging the scratch. The consumer waits for and frees its slots itself (SELF_PACED: the
 //      pipelined loop frees block j's slot before it waits for block j + 1's, as the hand-written kernel
@@ -87,9 +89,9 @@
 //
 // Tiling and limits:
 //   * Shared memory (128B swizzle, 64-column panels), in the template's order: STAGES x (Q, dO 64 x D);
-//     K, V 128 x D; 2 x dS^T (16 KB); 2 x dQ staging (16 KB); STAGES x 512 B of lse2 / Delta (side
+//     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); 2 x dQ staging (16 KB); STAGES x 512 B of lse2 / Delta (side
 //     buffers: inside a 1024-aligned stage they would pad it by 512 B, 1.5 KB over the limit at D = 128);
-//     + 1 KB alignment slack. D = 64: 4 stages, 163 KB; D = 128: 3 stages, 226.5 KB of
+//     + 1 KB alignment slack. D = 64: 4 stages, 195 KB; D = 128: 3 stages, 226.5 KB of
 //     the 227 KB (with 2 stages the pipelined loop spilled 8-28 bytes of scalars at D = 128; with 3 none).
 //     One CTA per SM.
 //   * Registers (D = 128, the tight case): dK, dV 2 x 64 fp32 + S^T, dP^T 2 x 32 + the 16-bit P^T / dS^T
@@ -133,6 +135,21 @@
 //   D = 64 causal 215 / 298 / 348 vs cuDNN 231 / 314 / 370 (0.93-0.95x), non-causal 304 / 362 / 380 vs
 //   344 / 414 / 437 (0.87-0.88x); D = 128 0.94-1.01x (e.g. (1,16,16384,128) 527 vs 522 causal). Nsight
 //   Compute at (16,12,1024,64) causal: 72.5M instructions (was 90.1M; cuDNN 69.2M), 302 us (342; cuDNN 276).
+//
+// Persistent (D = 64, session 16). With one CTA per key block, every CTA started by loading its K / V tile and its
+// first Q / dO blocks from DRAM and ended by storing dK / dV, and the next CTA on that SM could start only after it
+// exited: at (64,6,256,64) a CTA walks just 4 query blocks, so this was a large share of its life. Now one CTA per
+// SM walks the key blocks in the same order (HbWalk<.., true>), the K / V tile is a per-item buffer with two slots
+// (ITEM_STAGES = 2; ITEM_IN_DRAIN: the last query block still reads it, so it is freed after drain), and the
+// producer loads the next key block's K, V and first Q / dO blocks while the consumers finish this one. Causal walks
+// shorten along the order, so a CTA takes its position of every other window of gridDim.x items from the other end
+// (boustrophedon). D = 128 stays one CTA per key block (no room for a second 64 KB K / V buffer; its consumers
+// also share dS^T rows, which a next item's first block would overwrite). dK / dV are zeroed per item in start().
+// Measured (H200, bench_attention.py --graphs, backward TFLOP/s, one CTA per key block -> persistent, two builds in
+// back-to-back processes, bench/RESULTS.md session 16): (64,6,256,64) causal 76.3 -> 80.6, non-causal 141.8 ->
+// 154.4; (16,12,1024,64) 215.4 -> 217.7, 306.4 -> 321.7; (8,16,2048,64) 299.1 -> 299.2, 359.2 -> 368.6;
+// (4,16,4096,64) causal 349.5 -> 341.1 (-2.4%: the one shape that loses; plain strides lost the same there, and
+// 1.3% at T = 2048), non-causal 381.5 -> 389.0. SASS +72 to +152 instructions (the item loop), no spills.
 //
 // Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
 // diff against the kernel before dropout, 0 lines in all 8 instances and the 4 prep kernels):
@@ -211,6 +228,11 @@ constexpr int HB_PANEL = 64;       // 16-bit columns per 128-byte swizzle row
 constexpr int HB_PRODUCER_REGS = 24;
 constexpr int HB_CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
 constexpr int HB_DS_BAR = 3;           // named barrier of both consumers (1, 2: each consumer's own)
+
+// D = 64: a persistent grid (one CTA per SM walks the key blocks) with two K / V buffers, so that the next key
+// block's K and V (and its first Q / dO blocks) load while the CTA still works on this one: see the header.
+// D = 128: one CTA per key block (no room for a second 64 KB K / V buffer; its consumers also share dS^T).
+constexpr bool hb_persistent(int D) { return D == 64; }
 
 template <int D>
 struct hb_layout {
@@ -297,21 +319,21 @@ struct hb_item {
 // resident at one time share the Q / dO blocks and the dq_accum rows of a few heads in L2 (group = B H is
 // one key-block-major order over all heads). Non-causal: head-major.
 template <bool CAUSAL>
-__device__ __forceinline__ hb_item hb_item_of(const hb_args &a, int group) {
+__device__ __forceinline__ hb_item hb_item_of(const hb_args &a, int group, int idx) {
   const int T_ = a.seq;
   const int n_kb = (T_ + HB_N - 1) / HB_N;
   const int n_bh = a.heads * a.batch;
   int kb, bh;
   if (CAUSAL && group > 0) {
     const int per = group * n_kb;
-    const int g0 = int(blockIdx.x) / per;
-    const int within = int(blockIdx.x) - g0 * per;
+    const int g0 = idx / per;
+    const int within = idx - g0 * per;
     const int gl = min(group, n_bh - g0 * group);
     kb = within / gl;
     bh = g0 * group + within % gl;
   } else {
-    kb = CAUSAL ? int(blockIdx.x) / n_bh : int(blockIdx.x) % n_kb;
-    bh = CAUSAL ? int(blockIdx.x) % n_bh : int(blockIdx.x) / n_kb;
+    kb = CAUSAL ? idx / n_bh : idx % n_kb;
+    bh = CAUSAL ? idx % n_bh : idx / n_kb;
   }
   hb_item w;
   w.n0 = kb * HB_N;
@@ -330,17 +352,39 @@ __device__ __forceinline__ int hb_block_of(const hb_item &w, int j) {
   return w.mb_first + (r >= w.count ? r - w.count : r);
 }
 
-// One CTA per key block (not persistent: P::ONE_ITEM); producer and consumers derive the item alike.
-template <bool CAUSAL>
+// The items. D = 128: one CTA per key block (P::ONE_ITEM: the pipeline derives it once, before the role split).
+// D = 64 (persistent): CTA i takes the key blocks i, i + gridDim.x, ... of the same order; producer and consumers
+// each walk them.
+template <bool CAUSAL, bool PERSISTENT>
 struct HbWalk {
   hb_item w;
   bool done = false;
   template <bool DROPOUT>
-  __device__ HbWalk(const HbGlobals<DROPOUT> &g) : w(hb_item_of<CAUSAL>(g.a, g.group)) {}
+  __device__ HbWalk(const HbGlobals<DROPOUT> &g) : w(hb_item_of<CAUSAL>(g.a, g.group, blockIdx.x)) {}
   __device__ bool next(hb_item &out) {
     if (done) return false;
     out = w;
     done = true;
+    return true;
+  }
+};
+// Causal walks get shorter along the order (longest first), so CTA i takes position i of the even windows of
+// gridDim.x items and position gridDim.x - 1 - i of the odd ones (a boustrophedon): with plain strides CTA 0 would
+// take the longest walk of every window.
+template <bool CAUSAL>
+struct HbWalk<CAUSAL, true> {
+  const hb_args &a;
+  int group, win = 0, n_items;
+  template <bool DROPOUT>
+  __device__ HbWalk(const HbGlobals<DROPOUT> &g)
+      : a(g.a), group(g.group), n_items(((g.a.seq + HB_N - 1) / HB_N) * g.a.heads * g.a.batch) {}
+  __device__ bool next(hb_item &out) {
+    const int G = gridDim.x, first = win * G;
+    const int r = min(G, n_items - first);  // the window's items (the last one may be partial)
+    const int c = blockIdx.x;
+    if (c >= r) return false;
+    out = hb_item_of<CAUSAL>(a, group, first + (CAUSAL && (win & 1) ? r - 1 - c : c));
+    win++;
     return true;
   }
 };
@@ -358,6 +402,8 @@ struct HbConsumer {
   // pipelined: compute(.., 0) is the prologue (S^T of block 0), compute(.., i) the rest of block i - 1 and
   // S^T of block i, drain the last block (no S^T after it): no wgmma under a runtime branch (C7520)
   static constexpr bool PEEL_FIRST = true;
+  // the last block (drain) still reads K and V: the pipeline frees their buffer after it
+  static constexpr bool ITEM_IN_DRAIN = true;
   // dQ^T = K^T dS^T: D = 128: head dims 64c.. (panel c) over all keys; D = 64: all dims over own keys.
   static constexpr int DQ_SLICES = D == 128 ? HB_N / 16 : 64 / 16;
 
@@ -367,7 +413,8 @@ struct HbConsumer {
   // offsets stay in the uniform datapath (the D = 128 dropout instances spilled them otherwise; header). The
   // p = 0 kernels keep the plain form (their SASS is the measured one).
   const int c, me;
-  char *const k_tile, *const v_tile, *const scratch;
+  char *k_tile = nullptr, *v_tile = nullptr;  // the item's K / V buffer (start)
+  char *const scratch;
   float *const dq_stage;
   hb_item w;
   int key0 = 0;               // this warpgroup's first key
@@ -378,13 +425,15 @@ struct HbConsumer {
   __device__ HbConsumer(const HbGlobals<DROPOUT> &g, const pipeline::consumer_ctx<HbKV<D>> &ctx)
       : g(g), a(g.a),
         c(DROPOUT ? int(__reduce_max_sync(0xffffffffu, unsigned(wg::warpgroupid() - 1))) : ctx.id),
-        me(wg::warpgroup_thread()), k_tile(ctx.item->k), v_tile(ctx.item->v), scratch(ctx.scratch),
-        dq_stage(reinterpret_cast<float *>(ctx.scratch + L::DQ_OFF + c * L::DQ_STAGE_BYTES)) {
+        me(wg::warpgroup_thread()), scratch(ctx.scratch),
+        dq_stage(reinterpret_cast<float *>(ctx.scratch + L::DQ_OFF + c * L::DQ_STAGE_BYTES)) {}
+
+  // A new key block, its K and V in kv (one of the pipeline's ITEM_STAGES buffers)
+  __device__ void start(const hb_item &item, HbKV<D> &kv) {
+    k_tile = kv.k;
+    v_tile = kv.v;
 #pragma unroll
     for (int i = 0; i < acc_d::REGS; i++) dv.v[i] = dk.v[i] = 0.f;
-  }
-
-  __device__ void start(const hb_item &item) {
     w = item;
     key0 = w.n0 + 64 * c;
     dq_head = a.dq_accum + int64_t(w.bh) * a.padded_rows * D;
@@ -402,7 +451,7 @@ struct HbConsumer {
     if constexpr (DROPOUT) {
       const dropout_key d = hb_drop.key;
       const int lane = me & 31;
-      const int bh_ = hb_drop.bh;
+      const int bh_ = hb_persistent(D) ? w.bh : hb_drop.bh;
       keep_bits<rt<float, 16, 64>> kb;
       dropout_bits_k_prefix_lane(kb, d, dropout_prefix_k(d, bh_, key0 + 16 * (me >> 5) + (lane >> 2)), m0,
                                  d.threshold << 16, lane);
@@ -654,10 +703,11 @@ struct HbPipe {
   using side_stage = HbVec;
   using item_stage = HbKV<D>;
   using work = hb_item;
-  using scheduler = HbWalk<CAUSAL>;
+  using scheduler = HbWalk<CAUSAL, hb_persistent(D)>;
   using consumer = HbConsumer<T, D, CAUSAL, DROPOUT>;
   using Slot = HbSlot<D>;
-  static constexpr bool ONE_ITEM = true;
+  static constexpr bool ONE_ITEM = !hb_persistent(D);
+  static constexpr int ITEM_STAGES = hb_persistent(D) ? 2 : 1;
   static constexpr int STAGES = L::STAGES, CONSUMERS = 2;
   static constexpr int PRODUCER_REGS = HB_PRODUCER_REGS, CONSUMER_REGS = HB_CONSUMER_REGS;
   static constexpr int SCRATCH_BYTES = L::SCRATCH_BYTES;
@@ -666,7 +716,7 @@ struct HbPipe {
     if constexpr (DROPOUT) {
       uint64_t seed, offset;
       hb_drop.key = load_dropout_key(g.a.drop.rng, g.a.drop.threshold, seed, offset);
-      hb_drop.bh = hb_item_of<CAUSAL>(g.a, g.group).bh;
+      if constexpr (!hb_persistent(D)) hb_drop.bh = hb_item_of<CAUSAL>(g.a, g.group, blockIdx.x).bh;
     }
   }
   __device__ static int iterations(const globals &, const hb_item &w) { return w.count; }
@@ -788,8 +838,14 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
   auto kernel = attention_bwd_hopper_kernel<T, D, CAUSAL, DROPOUT>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  const int64_t n_blocks = int64_t((p.T + HB_N - 1) / HB_N) * p.H * p.B;
+  int64_t n_blocks = int64_t((p.T + HB_N - 1) / HB_N) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  if constexpr (hb_persistent(D)) {  // one CTA per SM (fewer when there are fewer key blocks)
+    int dev = 0, sms = 0;
+    if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
+    n_blocks = std::min<int64_t>(n_blocks, sms);
+  }
   kernel<<<unsigned(n_blocks), HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, a, group);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
