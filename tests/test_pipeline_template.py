@@ -148,6 +148,23 @@ static_assert(tk::pipeline::kernel<Toy>::SHARED_BYTES == STAGES_ * 8192 + 16384 
 """
 
 
+# The toy with two per-item buffers (ITEM_STAGES = 2: the next item's buffer loads while this item runs), the
+# consumer taking its item's buffer in start(w, buffer) and still reading it in drain() (ITEM_IN_DRAIN: the template
+# frees the buffer after drain), as the attention forward (Q) and the persistent backward (K / V) do.
+def _two_item_buffers(toy: str, start_takes_buffer: bool = True) -> str:
+    start = ("  static constexpr bool ITEM_IN_DRAIN = true;\n  Q *qb = nullptr;\n"
+             "  __device__ void start(const int &, Q &q) { qb = &q; acc = float(q.q[threadIdx.x]); }"
+             if start_takes_buffer else "  __device__ void start(const int &) { acc = 0.f; }")
+    out = (toy.replace("  __device__ void start(const int &) { acc = 0.f; }", start)
+           .replace("  __device__ void drain(const Slot &last) { acc += float(last.tiles.v[threadIdx.x]); }",
+                    "  __device__ void drain(const Slot &last) { acc += float(last.tiles.v[threadIdx.x])"
+                    + (" + float(qb->q[threadIdx.x]); }" if start_takes_buffer else "; }"))
+           .replace("  using item_stage = Q;\n", "  using item_stage = Q;\n  static constexpr int ITEM_STAGES = 2;\n")
+           .replace("SHARED_BYTES == STAGES_ * 16384 + 16384 + 2048 + 1024", "SHARED_BYTES == STAGES_ * 16384 + 2 * 16384 + 2048 + 1024"))
+    assert out.count("ITEM_STAGES = 2") == 1 and "2 * 16384" in out, "the toy changed: update _two_item_buffers"
+    return out
+
+
 def _compile(tmp_path, stages: int = 3, pieces: int = 4, ptx: bool = False,
              toy: str = TOY) -> subprocess.CompletedProcess:
     cuda_home = tkb.find_cuda_home()
@@ -196,3 +213,24 @@ def test_paced_one_item_hooks_compile_clean(tmp_path):
     assert "trap;" not in ptx
     # ONE_ITEM: a full and an empty barrier per slot and the item's full barrier, no item-empty barrier
     assert ptx.count("mbarrier.init") == 3 * 2 + 1, ptx.count("mbarrier.init")
+
+
+def test_two_item_buffers_compile_clean(tmp_path):
+    toy = _two_item_buffers(TOY)
+    r = _compile(tmp_path, pieces=0, toy=toy)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr[-4000:]
+    assert "Performance Loss" not in r.stderr, r.stderr[-4000:]
+    r = _compile(tmp_path, pieces=0, toy=toy, ptx=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    ptx = (tmp_path / "toy.ptx").read_text()
+    assert "trap;" not in ptx
+    # 3 stages x (2 full + 1 empty) and 2 item buffers x (full + empty)
+    assert ptx.count("mbarrier.init") == 3 * 3 + 2 * 2, ptx.count("mbarrier.init")
+
+
+def test_two_item_buffers_need_start_with_the_buffer(tmp_path):
+    r = _compile(tmp_path, pieces=0, toy=_two_item_buffers(TOY, start_takes_buffer=False))
+    assert r.returncode != 0
+    assert "with ITEM_STAGES = 2 the consumer takes the item's buffer in start" in r.stderr, r.stderr[-4000:]
+
