@@ -1,7 +1,8 @@
 """
 One kernel family on and off in the same process: bench/bench_train.py's run_mode for kernels=torch, then tk with
 the family switched off (its registry entry's not_used set) and on (not_used cleared), whatever it ships as,
-alternated ABAB so that drift of the GPU's clocks between modes shows up as a spread instead of a difference:
+all three alternated round by round so that drift between runs (the GPU's clocks, the process's host time)
+shows up as a spread instead of a difference:
 
     python dev/bench_train_ab.py mlp --model gpt2 --compile graphs --rounds 2
 
@@ -47,7 +48,9 @@ def main() -> int:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {a.model}, {a.compile}, "
           f"{a.family}: shipped not_used = {shipped.not_used!r}")
     runs = {"torch": [], f"tk {a.family} off": [], f"tk {a.family} on": []}
-    order = ["torch"] + [f"tk {a.family} off", f"tk {a.family} on"] * a.rounds
+    # torch in every round too: in train.py's default compile mode (host-bound at shakespeare_char's size) every run
+    # of a process was slower than the one before it (s16b / s16c), which a single first torch run hides
+    order = ["torch", f"tk {a.family} off", f"tk {a.family} on"] * a.rounds
     for label in order:
         dispatch.FAMILIES[a.family] = dataclasses.replace(
             shipped, not_used=None if label.endswith(" on") else "switched off by dev/bench_train_ab.py")
@@ -59,7 +62,7 @@ def main() -> int:
             return 1
         runs[label].append(r["tokens_per_s"])
         print(f"  {label:<16} {r['tokens_per_s']:>10,.0f} tok/s  {r['ms_per_iter']:.2f} ms/iter", flush=True)
-    base = runs["torch"][0]
+    base = statistics.median(runs["torch"])
     for label, v in runs.items():
         print(f"{label:<16} median {statistics.median(v):>10,.0f} tok/s ({statistics.median(v) / base:.3f}x torch), "
               f"runs {', '.join(f'{x:,.0f}' for x in v)}")
