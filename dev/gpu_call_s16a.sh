@@ -7,6 +7,7 @@
 #   rm -rf .variant && mkdir .variant && git archive HEAD | tar -x -C .variant && \
 #     git apply --directory=.variant dev/patches/mlp_eager_function.patch
 # Carry [".gpu_data", ".variant"].
+# (Both changes are merged since: 13b883a, 46c0470; the patch file is in git at 139c98a.)
 mkdir -p ${OUT:-out}
 ext=$PWD/build/torch_extensions
 (cd .variant && MAX_JOBS=6 TORCH_EXTENSIONS_DIR=$ext PYTHONPYCACHEPREFIX=/tmp/pyc python -m tk_kernels.build --family attention \
