@@ -202,21 +202,9 @@ def test_bad_description_stops_at_a_readable_message(tmp_path):
     assert "exceed the 227 KB of shared memory" in r.stderr, r.stderr[-4000:]
 
 
-def test_paced_one_item_hooks_compile_clean(tmp_path):
-    r = _compile(tmp_path, pieces=0, toy=TOY_PACED)
-    assert r.returncode == 0, r.stderr[-4000:]
-    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr[-4000:]
-    assert "Performance Loss" not in r.stderr, r.stderr[-4000:]
-    r = _compile(tmp_path, pieces=0, toy=TOY_PACED, ptx=True)
-    assert r.returncode == 0, r.stderr[-4000:]
-    ptx = (tmp_path / "toy.ptx").read_text()
-    assert "trap;" not in ptx
-    # ONE_ITEM: a full and an empty barrier per slot and the item's full barrier, no item-empty barrier
-    assert ptx.count("mbarrier.init") == 3 * 2 + 1, ptx.count("mbarrier.init")
-
-
-def test_two_item_buffers_compile_clean(tmp_path):
-    toy = _two_item_buffers(TOY)
+def _compiles_clean(tmp_path, toy: str) -> str:
+    """Compile toy (PEEL_FIRST) to a cubin, spill-free and without ptxas performance warnings, and to PTX without
+    traps; return the PTX."""
     r = _compile(tmp_path, pieces=0, toy=toy)
     assert r.returncode == 0, r.stderr[-4000:]
     assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr[-4000:]
@@ -225,6 +213,17 @@ def test_two_item_buffers_compile_clean(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
     ptx = (tmp_path / "toy.ptx").read_text()
     assert "trap;" not in ptx
+    return ptx
+
+
+def test_paced_one_item_hooks_compile_clean(tmp_path):
+    ptx = _compiles_clean(tmp_path, TOY_PACED)
+    # ONE_ITEM: a full and an empty barrier per slot and the item's full barrier, no item-empty barrier
+    assert ptx.count("mbarrier.init") == 3 * 2 + 1, ptx.count("mbarrier.init")
+
+
+def test_two_item_buffers_compile_clean(tmp_path):
+    ptx = _compiles_clean(tmp_path, _two_item_buffers(TOY))
     # 3 stages x (2 full + 1 empty) and 2 item buffers x (full + empty)
     assert ptx.count("mbarrier.init") == 3 * 3 + 2 * 2, ptx.count("mbarrier.init")
 

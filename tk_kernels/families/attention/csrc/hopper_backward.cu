@@ -840,11 +840,8 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
   if (err != cudaSuccess) return err;
   int64_t n_blocks = int64_t((p.T + HB_N - 1) / HB_N) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  if constexpr (hb_persistent(D)) {  // one CTA per SM (fewer when there are fewer key blocks)
-    int dev = 0, sms = 0;
-    if ((err = cudaGetDevice(&dev)) != cudaSuccess) return err;
-    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
-    n_blocks = std::min<int64_t>(n_blocks, sms);
+  if constexpr (hb_persistent(D)) {
+    if ((err = persistent_blocks(n_blocks, n_blocks)) != cudaSuccess) return err;
   }
   kernel<<<unsigned(n_blocks), HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, a, group);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;

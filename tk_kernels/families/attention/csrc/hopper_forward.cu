@@ -605,10 +605,7 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, const char **
   if (err != cudaSuccess) return err;
   int64_t n_blocks = int64_t((p.T + HBLOCK_M - 1) / HBLOCK_M) * p.H * p.B;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  int device, sms;
-  if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-  n_blocks = n_blocks < sms ? n_blocks : sms;
+  if ((err = persistent_blocks(n_blocks, n_blocks)) != cudaSuccess) return err;
   kernel<<<unsigned(n_blocks), pipe::THREADS, smem, stream>>>(qm, km, vm, om, a);
   return cudaGetLastError();
 }

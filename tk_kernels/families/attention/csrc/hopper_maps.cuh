@@ -1,5 +1,5 @@
 // Host side shared by the family's Hopper kernels (hopper_forward.cu, hopper_backward.cu): the TMA tensor
-// maps of their (B, H, T, D) operands.
+// maps of their (B, H, T, D) operands and the size of a persistent grid.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,16 @@ CUtensorMap bhtd_map(const void *ptr, const Strides &st, int B, int H, int T_, i
                  b_s = stride_or(st.b, uint64_t(H) * T_ * D);
   return tk::host::tensor_map_4d<T>(ptr, {uint64_t(D), uint64_t(T_), uint64_t(H), uint64_t(B)}, {t_s * e, h_s * e, b_s * e},
                                 {64u, uint32_t(box_rows), 1u, 1u}, 128);
+}
+
+// A persistent grid of `items` work items: one CTA per SM of the current device, fewer when there are fewer items.
+inline cudaError_t persistent_blocks(int64_t items, int64_t &blocks) {
+  int device = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return err;
+  blocks = items < sms ? items : sms;
+  return cudaSuccess;
 }
 
 }  // namespace tk_attn
