@@ -27,6 +27,10 @@
 //   struct scheduler           the persistent walk: scheduler(const globals &); bool next(work &) gives
 //                              this CTA's next item, false when none is left. Producer and consumers each
 //                              run their own copy, so it must be deterministic.
+//   optional scheduler::DYNAMIC = true: only the producer runs the scheduler (its next() may take items from a
+//                              global counter by atomicAdd, so CTAs that finish early take more); the template
+//                              hands each item to the consumers through a shared-memory record per item buffer
+//                              (needs P::item_stage, not ONE_ITEM)
 //   int iterations(const globals &, const work &)     ring slots the item uses, >= 1 (assumed: the
 //                              compiler is told so, which kept the plain-store GEMM free of spills)
 //   void load(const slot &, const globals &, const work &, int i)
@@ -100,6 +104,7 @@
 #pragma once
 #include <concepts>
 #include <cstdint>
+#include <type_traits>
 #include "../common/util.cuh"
 #include "../thread/mbarrier.cuh"
 #include "../warpgroup/mma.cuh"
@@ -165,6 +170,20 @@ template <typename P> constexpr int scratch_bytes() {
 template <typename P> struct item_of { using type = no_item; static constexpr int bytes = 0; };
 template <typename P> requires requires { typename P::item_stage; }
 struct item_of<P> { using type = typename P::item_stage; static constexpr int bytes = int(sizeof(type)); };
+template <typename S> constexpr bool dynamic() {
+  if constexpr (requires { S::DYNAMIC; }) return bool(S::DYNAMIC);
+  else return false;
+}
+// DYNAMIC schedulers: the items the producer hands the consumers, one record per per-item buffer, each with its
+// own barriers: full (the producer's arrive publishes the record), empty (EVERY consumer thread arrives once it has
+// read the record, so that all the reads come before the producer's next write: with the item buffer's empty
+// barrier, where only each consumer's leader arrives, racecheck reported those reads and writes as hazards)
+template <typename W, int N> struct item_records {
+  barrier full[N], empty[N];
+  W work[N];
+  int live[N];  // 0: no item left (the consumers stop)
+};
+struct no_records {};
 template <typename P> constexpr int item_stages() {
   if constexpr (requires { P::ITEM_STAGES; }) return int(P::ITEM_STAGES);
   else return 1;
@@ -237,6 +256,8 @@ struct kernel {
   static constexpr bool PEEL = detail::peel_first<consumer>();
   static constexpr bool SELF_PACED = detail::self_paced<consumer>();
   static constexpr bool ITEM_IN_DRAIN = detail::item_in_drain<consumer>();
+  static constexpr bool DYN = detail::dynamic<typename P::scheduler>();
+  using records_t = std::conditional_t<DYN, detail::item_records<work, ITEM_STAGES>, detail::no_records>;
   using slot_t = slot<stage, FULL, side_stage>;
 
   // the description's readable compile-time checks
@@ -246,6 +267,7 @@ struct kernel {
                 "pipeline: a stage is a whole number of 1024-byte blocks (128B-swizzled tiles start on 1024 bytes)");
   static_assert(!HAS_ITEM || sizeof(item_stage) % 1024 == 0, "pipeline: item_stage must be a multiple of 1024 bytes");
   static_assert(ITEM_STAGES == 1 || ITEM_STAGES == 2, "pipeline: ITEM_STAGES (per-item buffers) must be 1 or 2");
+  static_assert(!DYN || (HAS_ITEM && !ONE), "pipeline: a DYNAMIC scheduler needs an item_stage (its barriers carry the items) and not ONE_ITEM");
   static_assert(ITEM_STAGES == 1 || (HAS_ITEM && !ONE), "pipeline: ITEM_STAGES = 2 needs an item_stage and more than one item per CTA");
   static_assert(ITEM_STAGES == 1 || requires(consumer &c, const work &w, item_stage &b) { c.start(w, b); },
                 "pipeline: with ITEM_STAGES = 2 the consumer takes the item's buffer in start(const work &, item_stage &)");
@@ -303,6 +325,7 @@ struct kernel {
     stage *ring = reinterpret_cast<stage *>(base);
     __shared__ barrier full[STAGES * FULL], empty[STAGES];
     __shared__ barrier item_bar[HAS_ITEM ? 2 * ITEM_STAGES : 1];  // item full [ITEM_STAGES], item empty [ITEM_STAGES]
+    __shared__ records_t records;                                  // (DYN) the items handed to the consumers
     if (threadIdx.x == 0) {
       for (int i = 0; i < STAGES; i++) {
         for (int f = 0; f < FULL; f++) init(full[i * FULL + f], 1);
@@ -314,6 +337,12 @@ struct kernel {
           if constexpr (!ONE) init(item_bar[ITEM_STAGES + k], CONSUMERS);
         }
       }
+      if constexpr (DYN) {
+        for (int k = 0; k < ITEM_STAGES; k++) {
+          init(records.full[k], 1);
+          init(records.empty[k], CONSUMERS * wg::WARPGROUP_THREADS);
+        }
+      }
       fence_barrier_init();
       detail::setup<P>(g);
     }
@@ -321,11 +350,11 @@ struct kernel {
 
     if (wg::warpgroupid() == 0) {
       wg::set_max_registers<P::PRODUCER_REGS>();
-      if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base, one);
+      if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base, one, records);
       return;
     }
     wg::set_max_registers<P::CONSUMER_REGS>();
-    consume(g, ring, full, empty, item_bar, base, one);
+    consume(g, ring, full, empty, item_bar, base, one, records);
   }
   // item `it`'s per-item buffer (item ring slot it % ITEM_STAGES, used for the (it / ITEM_STAGES)-th time)
   __device__ static __forceinline__ item_stage *item_at(char *base, int it) {
@@ -353,11 +382,24 @@ struct kernel {
   // one thread: keep the ring full across all of this CTA's items
   template <typename One>
   __device__ static __forceinline__ void produce(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                 barrier *item_bar, char *base, const One &one) {
+                                                 barrier *item_bar, char *base, const One &one, records_t &records) {
     sched_t sched = walk(g, one);
     int n = 0;   // slots issued so far
     int it = 0;  // items so far
-    for (work w; sched.next(w); it++) {
+    // DYN: each item (and after the last one, a record without an item) goes to the consumers in the record
+    // of its item buffer, once every consumer thread has read the record's previous use
+    auto fetch = [&](work &w) {
+      const bool more = sched.next(w);
+      if constexpr (DYN) {
+        const int k = it % ITEM_STAGES, use = it / ITEM_STAGES;
+        wait(records.empty[k], (use & 1) ^ 1);
+        if (more) records.work[k] = w;
+        records.live[k] = more ? 1 : 0;
+        arrive(records.full[k]);
+      }
+      return more;
+    };
+    for (work w; fetch(w); it++) {
       if constexpr (HAS_ITEM) {
         const int k = it % ITEM_STAGES, use = it / ITEM_STAGES;
         // every consumer is done with the buffer's previous item (the first use finds it free: parity 1)
@@ -378,7 +420,7 @@ struct kernel {
 
   template <typename One>
   __device__ static __forceinline__ void consume(const globals &g, stage *ring, barrier *full, barrier *empty,
-                                                 barrier *item_bar, char *base, const One &one) {
+                                                 barrier *item_bar, char *base, const One &one, records_t &records) {
     const int id = wg::warpgroupid() - 1;
     const bool leader = wg::warpgroup_thread() == 0;
     consumer c(g, consumer_ctx<item_stage>{id, base + SCRATCH_OFFSET,
@@ -401,7 +443,21 @@ struct kernel {
     int n = 0;             // slots consumed so far
     int it = 0;            // items so far
     bool pending = false;  // a finished item whose deferred pieces have not run yet
-    for (work w; sched.next(w); it++) {
+    // the next item: the consumers' own scheduler copy, or (DYN) the producer's record (every thread reads it,
+    // then arrives on its empty barrier)
+    auto fetch = [&](work &w) {
+      if constexpr (DYN) {
+        const int k = it % ITEM_STAGES, use = it / ITEM_STAGES;
+        wait(records.full[k], use & 1);
+        const bool live = records.live[k] != 0;
+        if (live) w = records.work[k];
+        arrive(records.empty[k]);
+        return live;
+      } else {
+        return sched.next(w);
+      }
+    };
+    for (work w; fetch(w); it++) {
       const int iters = P::iterations(g, w);
       __builtin_assume(iters >= 1);
       if constexpr (HAS_ITEM) {

@@ -36,7 +36,16 @@ struct FwdParams {
   float dropout_p;
   dropout_rng rng;         // p > 0: the generator state to draw from
   int64_t *rng_state;      // p > 0: (2,) int64 device output: the (seed, offset) used
+  int *tile_counter;       // attention_forward_hopper: one int32 zero-filled by the caller where
+                           // hopper_fwd_dynamic_walk says so, else null
 };
+
+// Whether the Hopper forward takes its items from a counter (its CTAs take the next one when they are done): causal
+// D = 64 from T = 512 on (session 17, TFLOP/s static -> counter: (32,12,512,64) 224.2 -> 227.0, (16,12,1024,64)
+// 291 -> 307, (8,16,2048,64) 352 -> 375, (4,16,4096,64) 392 -> 404-414). Shorter sequences keep the static walk:
+// there the counter's zero-fill, a launch of its own, costs more than the balance gains ((64,6,256,64) 123.1 / 124.9
+// static, 117.2 with the counter).
+inline bool hopper_fwd_dynamic_walk(int64_t T, int64_t D, bool causal) { return causal && D == 64 && T >= 512; }
 
 struct BwdParams {
   const void *q, *k, *v, *o, *dout;   // (B, H, T, D)
@@ -48,6 +57,7 @@ struct BwdParams {
                                       // (lse * log2(e), padded); unused by attention_backward
   float *dq_accum;                    // B * H * dq_accum_rows(T) * D fp32 workspace, zero-filled by the caller
                                       // (its layout is the kernels' business)
+  int *tile_counter;                  // attention_backward_hopper only: one int32 of workspace (any contents)
   Strides q_s, k_s, v_s, o_s, do_s, dq_s, dk_s, dv_s;
   int B, H, T, D;
   float scale;

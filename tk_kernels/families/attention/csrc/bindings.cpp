@@ -187,11 +187,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward_impl(const at::Tensor& q,
   const bool drop = dropout_p > 0.0;
   at::Tensor rng_state = at::empty({drop ? 2 : 0}, q.options().dtype(at::kLong));
   if (B * H == 0) return {o, lse, rng_state};
+  // the Hopper walk's item counter, where it takes one (its CTAs take the next item when they are done)
+  at::Tensor tile_counter = hopper && tk_attn::hopper_fwd_dynamic_walk(T, D, causal)
+                                ? at::zeros({1}, q.options().dtype(at::kInt)) : at::Tensor();
 
   tk_attn::FwdParams p{};
   p.q = q.data_ptr(); p.k = k.data_ptr(); p.v = v.data_ptr();
   p.o = o.data_ptr();
   p.lse = lse.data_ptr<float>();
+  p.tile_counter = tile_counter.defined() ? tile_counter.data_ptr<int>() : nullptr;
   p.q_s = strides_of(q); p.k_s = strides_of(k); p.v_s = strides_of(v); p.o_s = strides_of(o);
   p.B = int(B); p.H = int(H); p.T = int(T); p.D = int(D);
   p.scale = float(scale);
@@ -257,6 +261,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
   at::Tensor delta = at::empty({B, H, hopper ? Tp : T}, f32);
   at::Tensor lse_log2 = hopper ? at::empty({B, H, Tp}, f32) : at::Tensor();
   at::Tensor dq_accum = deterministic ? at::Tensor() : at::zeros({B, H, Tp, D}, f32);
+  at::Tensor tile_counter = hopper ? at::empty({1}, q.options().dtype(at::kInt)) : at::Tensor();
 
   tk_attn::BwdParams p{};
   p.q = q.data_ptr(); p.k = k.data_ptr(); p.v = v.data_ptr(); p.o = o.data_ptr(); p.dout = dout.data_ptr();
@@ -265,6 +270,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
   p.delta = delta.data_ptr<float>();
   p.lse_log2 = hopper ? lse_log2.data_ptr<float>() : nullptr;
   p.dq_accum = deterministic ? nullptr : dq_accum.data_ptr<float>();
+  p.tile_counter = hopper ? tile_counter.data_ptr<int>() : nullptr;
   p.q_s = strides_of(q); p.k_s = strides_of(k); p.v_s = strides_of(v); p.o_s = strides_of(o);
   p.do_s = strides_of(dout); p.dq_s = strides_of(dq); p.dk_s = strides_of(dk); p.dv_s = strides_of(dv);
   p.B = int(B); p.H = int(H); p.T = int(T); p.D = int(D);

@@ -20,7 +20,8 @@
 //   A work item is a 128-query block of one (b, h). The grid is persistent: one CTA per SM walks the
 //   items, so the producer loads the next item's Q, K, V while the consumers finish the current one.
 //   3 warpgroups.
-//   * Warpgroup 0, the producer, shrinks to 24 registers (setmaxnreg); one thread issues TMA loads:
+//   * Warpgroup 0, the producer, shrinks to 24 registers (setmaxnreg; 56 where it walks a counter, below,
+//     with 224 for the consumers); one thread issues TMA loads:
 //     the Q block once, then K_j and V_j (128 keys each) into a STAGES-deep ring. Each slot has two
 //     "full" barriers (K landed, V landed: S = Q K^T may start before V arrives) and one "empty"
 //     barrier that both consumers arrive on when done with the slot.
@@ -63,6 +64,13 @@
 //     (cuDNN 122.9 / 238.3); (16,12,1024,64) 277.7 -> 289.7, 377.9 -> 396.6 (cuDNN 298.6 / 408.1);
 //     (8,16,2048,64) 344.4 -> 348.4, 420.0 -> 430.6; D = 128 unchanged (447.6 / 450.0, 556.8 / 554.2):
 //     the shorter the items, the more it pays.
+//     The walk (causal D = 64, from T = 512 on): the items' lengths differ (query block mb sees mb + 1 key
+//     tiles), and a static order left the busiest CTA at 1.03-1.09x the mean; the CTAs now take the next item
+//     from a counter in global memory when they are done (the pipeline's DYNAMIC scheduler; the binding zero-fills
+//     the counter, see hopper_fwd_dynamic_walk in attention.h for T < 512). Session 17, forward TFLOP/s, static ->
+//     counter: (16,12,1024,64) 291 -> 308, (8,16,2048,64) 352 -> 376, (4,16,4096,64) 395 -> 413 (with the
+//     records on the item buffer's barriers; their own barriers, which racecheck needs, cost 2.6-3.1% of that
+//     at T = 1024-2048). At D = 64 the ping-pong turn also runs on across items (see my_turn): +0.5-2.5%.
 //     Why D = 128 gave up the staged store for a third stage (H200, bench_attention.py --graphs, forward
 //     TFLOP/s, two builds side by side, session 9): with 2 stages a ring slot is refilled only after both
 //     consumers' P V of it, so each tile's K / V load latency was exposed; 3 stages took non-causal from
@@ -214,6 +222,7 @@ struct hop_args {
   float *lse;
   void *o;            // (B, H, T, D) output, stride 1 along D (hop_direct_o; the others store through o_map)
   Strides o_s;        // its b, h, t strides, in elements
+  int *tile_counter;  // causal D = 64: the walk's item counter, zero at launch, or null (the static walk)
 };
 // The dropout kernels' arguments: the same plus the dropout's (the p = 0 kernels keep hop_args).
 struct hop_dropout_args : hop_args {
@@ -233,7 +242,7 @@ struct hop_coord {
 // (G n_mblocks ~ 2 x the grid), each group's items by query block, heaviest first in even groups and lightest first
 // in odd ones (so a CTA striding through the items alternates heavy and light ones), the G heads in each block.
 template <bool CAUSAL>
-__device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx, int grid) {
+__device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx, int grid, bool alternate = true) {
   const int n_mblocks = (a.seq + HBLOCK_M - 1) / HBLOCK_M;
   const int n_heads = a.heads * a.batch;
   int mb, bh;
@@ -242,7 +251,7 @@ __device__ __forceinline__ hop_coord hop_block(const hop_args &a, int idx, int g
     const int group = idx / (G * n_mblocks), k = idx % (G * n_mblocks);
     const int gs = min(G, n_heads - group * G);  // the last group may be smaller
     const int r = k / gs;
-    mb = group & 1 ? r : n_mblocks - 1 - r;
+    mb = alternate && (group & 1) ? r : n_mblocks - 1 - r;
     bh = group * G + k % gs;
   } else {
     mb = idx % n_mblocks;
@@ -276,8 +285,9 @@ struct HopGlobals {
   const hop_args_t<DROPOUT> &a;
 };
 
-// The persistent walk: CTA i takes work items i, i + gridDim.x, ... in hop_block order.
-template <bool CAUSAL>
+// The persistent walk: CTA i takes work items i, i + gridDim.x, ... in hop_block order (non-causal: the items are
+// all alike).
+template <bool CAUSAL, bool DYNAMIC_WALK>
 struct ItemWalk {
   const hop_args &a;
   int item, n_items;
@@ -289,6 +299,28 @@ struct ItemWalk {
     if (item >= n_items) return false;
     w = hop_block<CAUSAL>(a, item, gridDim.x);
     item += gridDim.x;
+    return true;
+  }
+};
+// Causal D = 64: CTA i takes item i, then whichever is next when it is done (a counter in global memory, zero at
+// launch, one atomicAdd per item), in hop_block's order with the heaviest query blocks first in every group; only the
+// producer walks (DYNAMIC: the pipeline hands each item to the consumers). The static walk's load model put its
+// busiest CTA at 1.03-1.09x the mean; the counter gained 5.8% / 6.9% / 4.5% at causal (16,12,1024,64) /
+// (8,16,2048,64) / (4,16,4096,64) (session 17; see the header). Without a counter (tile_counter null: the caller's choice, see
+// hopper_fwd_dynamic_walk) the producer walks the static order (heavy and light blocks alternating).
+template <>
+struct ItemWalk<true, true> {
+  static constexpr bool DYNAMIC = true;
+  const hop_args &a;
+  int n_items, idx = -1;
+  template <bool DROPOUT>
+  __device__ ItemWalk(const HopGlobals<DROPOUT> &g)
+      : a(g.a), n_items(((g.a.seq + HBLOCK_M - 1) / HBLOCK_M) * g.a.heads * g.a.batch) {}
+  __device__ bool next(hop_coord &w) {
+    const int G = int(gridDim.x);
+    idx = idx < 0 ? int(blockIdx.x) : a.tile_counter ? G + atomicAdd(a.tile_counter, 1) : idx + G;
+    if (idx >= n_items) return false;
+    w = hop_block<true>(a, idx, G, a.tile_counter == nullptr);
     return true;
   }
 };
@@ -325,6 +357,7 @@ struct HopConsumer {
 
   __device__ HopConsumer(const HopGlobals<DROPOUT> &g, const pipeline::consumer_ctx<QBlock<D>> &ctx)
       : g(g), c(ctx.id), me(wg::warpgroup_thread()), ctx_scratch(ctx.scratch) {
+    if (TURN_ACROSS_ITEMS && c == NC - 1) their_turn();  // consumer 0's first turn
     if constexpr (DROPOUT) {
       uint64_t seed, offset;
       dkey = load_dropout_key(g.a.drop.rng, g.a.drop.threshold, seed, offset);
@@ -337,9 +370,14 @@ struct HopConsumer {
   }
 
   // Ping-pong: the consumers take turns issuing their wgmmas (named barriers PINGPONG_BAR + c), so one's
-  // softmax runs while the other's GEMMs occupy the tensor cores. Consumer 0 goes first in every item
-  // (start: consumer 1 hands it the first turn); the last hand-off of consumer 1 in an item is skipped
-  // (drain) so that arrivals and syncs balance.
+  // softmax runs while the other's GEMMs occupy the tensor cores. Consumer 0 goes first in every item.
+  // D = 64 (TURN_ACROSS_ITEMS): the turn runs on across items: consumer 1's drain hands it to consumer 0, which
+  // starts the next item while consumer 1 still drains and finishes this one (consumer 1 hands consumer 0 the
+  // very first turn when it is made; consumer 0 takes the last hand-off, which no item uses, in last(), so that
+  // arrivals and syncs balance). D = 128: consumer 1 hands consumer 0 the first turn of each item in start()
+  // and skips its last hand-off (drain), so consumer 0 waits for consumer 1's finish (carrying the turn over
+  // made the causal dropout instance spill 60 bytes).
+  static constexpr bool TURN_ACROSS_ITEMS = D == 64;
   __device__ void my_turn() { wg::named_sync(PINGPONG_BAR + c, 2 * wg::WARPGROUP_THREADS); }
   __device__ void their_turn() { wg::named_arrive(PINGPONG_BAR + (c + 1) % NC, 2 * wg::WARPGROUP_THREADS); }
 
@@ -353,7 +391,7 @@ struct HopConsumer {
     l_run[0] = l_run[1] = 0.f;
     r0 = w.mb * HBLOCK_M + 64 * c;
     bh = w.b * g.a.heads + w.h;
-    if (c == NC - 1) their_turn();
+    if (!TURN_ACROSS_ITEMS && c == NC - 1) their_turn();
   }
 
   // Key tile j (the pipeline has waited for its K; the hand-written kernel waited for it after my_turn):
@@ -378,7 +416,7 @@ struct HopConsumer {
     rescale_o();
     my_turn();
     issue_pv(last);
-    if (c != NC - 1) their_turn();
+    if (TURN_ACROSS_ITEMS || c != NC - 1) their_turn();
     wg::mma_wait<0>(o.v);
   }
 
@@ -405,6 +443,7 @@ struct HopConsumer {
   }
 
   __device__ void last() {
+    if (TURN_ACROSS_ITEMS && c == 0) my_turn();  // consumer 1's last hand-off
     if (!DIRECT_O && me == 0) bulk_wait_group<0>();
   }
 
@@ -536,10 +575,14 @@ struct HopPipe {
   using stage = KVTile<D>;
   using item_stage = QBlock<D>;
   using work = hop_coord;
-  using scheduler = ItemWalk<CAUSAL>;
+  // causal D = 64: the dynamic walk (its producer needs more than 24 registers: 52 bytes of spill there; the
+  // D = 128 consumers cannot give any up, so D = 128 keeps the static walk)
+  static constexpr bool DYNAMIC_WALK = CAUSAL && D == 64;
+  using scheduler = ItemWalk<CAUSAL, DYNAMIC_WALK>;
   using consumer = HopConsumer<T, D, CAUSAL, DROPOUT>;
   static constexpr int STAGES = hop_stages(D, DROPOUT), CONSUMERS = NC, ITEM_STAGES = hop_q_stages(D);
-  static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
+  // 128 x 24 + 2 x 128 x 240 (or 56 + 2 x 224) <= the 3 x 128 x 168 registers the CTA is launched with
+  static constexpr int PRODUCER_REGS = DYNAMIC_WALK ? 56 : 24, CONSUMER_REGS = DYNAMIC_WALK ? 224 : 240;
   static constexpr unsigned FULL_BYTES[2] = {L::KV_BYTES, L::KV_BYTES};
   static constexpr int SCRATCH_BYTES = hop_direct_o(D, DROPOUT) ? 0 : L::Q_BYTES;
   __device__ static int iterations(const globals &g, const hop_coord &w) { return hop_tiles<CAUSAL>(g.a, w.mb); }
@@ -592,6 +635,7 @@ cudaError_t launch_hopper(const FwdParams &p, cudaStream_t stream, const char **
   a.lse = p.lse;
   a.o = p.o;
   a.o_s = p.o_s;
+  a.tile_counter = p.tile_counter;
   if constexpr (DROPOUT) {
     a.drop.rng = p.rng;
     a.drop.threshold = dropout_threshold(p.dropout_p);
