@@ -44,7 +44,8 @@ struct FwdParams {
 // D = 64 from T = 512 on (session 17, TFLOP/s static -> counter: (32,12,512,64) 224.2 -> 227.0, (16,12,1024,64)
 // 291 -> 307, (8,16,2048,64) 352 -> 375, (4,16,4096,64) 392 -> 404-414). Shorter sequences keep the static walk:
 // there the counter's zero-fill, a launch of its own, costs more than the balance gains ((64,6,256,64) 123.1 / 124.9
-// static, 117.2 with the counter).
+// static, 117.2 with the counter). These were measured with the first form of the pipeline's DYNAMIC hand-off; with
+// the merged one (the records' own barriers) (32,12,512,64) measured 223.7 with the counter: T = 512 is even.
 inline bool hopper_fwd_dynamic_walk(int64_t T, int64_t D, bool causal) { return causal && D == 64 && T >= 512; }
 
 struct BwdParams {
