@@ -141,15 +141,20 @@
 // exited: at (64,6,256,64) a CTA walks just 4 query blocks, so this was a large share of its life. Now one CTA per
 // SM walks the key blocks in the same order (HbWalk<.., true>), the K / V tile is a per-item buffer with two slots
 // (ITEM_STAGES = 2; ITEM_IN_DRAIN: the last query block still reads it, so it is freed after drain), and the
-// producer loads the next key block's K, V and first Q / dO blocks while the consumers finish this one. Causal walks
-// shorten along the order, so a CTA takes its position of every other window of gridDim.x items from the other end
-// (boustrophedon). D = 128 stays one CTA per key block (no room for a second 64 KB K / V buffer; its consumers
+// producer loads the next key block's K, V and first Q / dO blocks while the consumers finish this one. Non-causal
+// CTA i takes items i, i + gridDim.x, ...; causal walks shorten along the order, and since session 17 a causal CTA
+// takes the next item from a counter in global memory when it is done (the pipeline's DYNAMIC scheduler; the prep
+// kernel zeroes the counter; producer 56 / consumers 224 registers). D = 128 stays one CTA per key block (no room for a second 64 KB K / V buffer; its consumers
 // also share dS^T rows, which a next item's first block would overwrite). dK / dV are zeroed per item in start().
 // Measured (H200, bench_attention.py --graphs, backward TFLOP/s, one CTA per key block -> persistent, two builds in
 // back-to-back processes, bench/RESULTS.md session 16): (64,6,256,64) causal 76.3 -> 80.6, non-causal 141.8 ->
 // 154.4; (16,12,1024,64) 215.4 -> 217.7, 306.4 -> 321.7; (8,16,2048,64) 299.1 -> 299.2, 359.2 -> 368.6;
 // (4,16,4096,64) causal 349.5 -> 341.1 (-2.4%: the one shape that loses; plain strides lost the same there, and
 // 1.3% at T = 2048), non-causal 381.5 -> 389.0. SASS +72 to +152 instructions (the item loop), no spills.
+// Session 16 walked causal items in windows of gridDim.x, every other one from the other end (boustrophedon); the
+// counter against that walk (session 17, causal, TFLOP/s): (16,12,1024,64) 217.8 -> 230.9, (8,16,2048,64) 296.6 ->
+// 308.5, (4,16,4096,64) 347.3 -> 352.2, (64,6,256,64) 80.6 -> 82.2 (the DYNAMIC records' own barriers, merged since,
+// measured 228.5 / 307.6 / 350.4 / 81.6). Non-causal on the counter: 0.3-1.5% slower than plain strides.
 //
 // Dropout (the DROPOUT = true instances; p = 0 runs the kernels above, SASS unchanged: normalized cuobjdump
 // diff against the kernel before dropout, 0 lines in all 8 instances and the 4 prep kernels):
