@@ -165,6 +165,28 @@ def _two_item_buffers(toy: str, start_takes_buffer: bool = True) -> str:
     return out
 
 
+# The two-buffer toy on a DYNAMIC scheduler (the producer alone walks, taking items from a global counter, and hands
+# each item to the consumers in a shared-memory record per item buffer), as the causal attention kernels do.
+DYNAMIC_WALK = """__device__ int toy_counter;
+struct Walk {
+  static constexpr bool DYNAMIC = true;
+  int item = -1, items;
+  __device__ Walk(const G &g) : items(g.items) {}
+  __device__ bool next(int &w) {
+    item = item < 0 ? int(blockIdx.x) : int(gridDim.x) + atomicAdd(&toy_counter, 1);
+    if (item >= items) return false;
+    w = item;
+    return true;
+  }
+};
+"""
+
+
+def _dynamic(toy: str) -> str:
+    i, j = toy.index("struct Walk {"), toy.index("struct Consumer {")
+    return toy[:i] + DYNAMIC_WALK + toy[j:]
+
+
 def _compile(tmp_path, stages: int = 3, pieces: int = 4, ptx: bool = False,
              toy: str = TOY) -> subprocess.CompletedProcess:
     cuda_home = tkb.find_cuda_home()
@@ -233,3 +255,18 @@ def test_two_item_buffers_need_start_with_the_buffer(tmp_path):
     assert r.returncode != 0
     assert "with ITEM_STAGES = 2 the consumer takes the item's buffer in start" in r.stderr, r.stderr[-4000:]
 
+
+
+def test_dynamic_scheduler_compiles_clean(tmp_path):
+    ptx = _compiles_clean(tmp_path, _dynamic(_two_item_buffers(TOY)))
+    # as the two-buffer toy, plus a full and an empty barrier for each of the 2 item records
+    assert ptx.count("mbarrier.init") == 3 * 3 + 2 * 2 + 2 * 2, ptx.count("mbarrier.init")
+    assert "atom.global.add" in ptx or "red.global.add" in ptx
+
+
+def test_dynamic_scheduler_needs_several_items_per_cta(tmp_path):
+    toy = TOY_PACED.replace("struct One {\n", "struct One {\n  static constexpr bool DYNAMIC = true;\n")
+    assert "DYNAMIC = true" in toy, "the toy changed: update this test"
+    r = _compile(tmp_path, pieces=0, toy=toy)
+    assert r.returncode != 0
+    assert "a DYNAMIC scheduler needs an item_stage (one item record per item buffer)" in r.stderr, r.stderr[-4000:]

@@ -26,7 +26,7 @@
 //   PRODUCER_REGS, CONSUMER_REGS   registers per thread after setmaxnreg
 //   struct scheduler           the persistent walk: scheduler(const globals &); bool next(work &) gives
 //                              this CTA's next item, false when none is left. Producer and consumers each
-//                              run their own copy, so it must be deterministic.
+//                              run their own copy, so it must be deterministic (unless DYNAMIC).
 //   optional scheduler::DYNAMIC = true: only the producer runs the scheduler (its next() may take items from a
 //                              global counter by atomicAdd, so CTAs that finish early take more); the template
 //                              hands each item to the consumers through a shared-memory record per item buffer
@@ -267,7 +267,7 @@ struct kernel {
                 "pipeline: a stage is a whole number of 1024-byte blocks (128B-swizzled tiles start on 1024 bytes)");
   static_assert(!HAS_ITEM || sizeof(item_stage) % 1024 == 0, "pipeline: item_stage must be a multiple of 1024 bytes");
   static_assert(ITEM_STAGES == 1 || ITEM_STAGES == 2, "pipeline: ITEM_STAGES (per-item buffers) must be 1 or 2");
-  static_assert(!DYN || (HAS_ITEM && !ONE), "pipeline: a DYNAMIC scheduler needs an item_stage (its barriers carry the items) and not ONE_ITEM");
+  static_assert(!DYN || (HAS_ITEM && !ONE), "pipeline: a DYNAMIC scheduler needs an item_stage (one item record per item buffer) and more than one item per CTA (not ONE_ITEM)");
   static_assert(ITEM_STAGES == 1 || (HAS_ITEM && !ONE), "pipeline: ITEM_STAGES = 2 needs an item_stage and more than one item per CTA");
   static_assert(ITEM_STAGES == 1 || requires(consumer &c, const work &w, item_stage &b) { c.start(w, b); },
                 "pipeline: with ITEM_STAGES = 2 the consumer takes the item's buffer in start(const work &, item_stage &)");
