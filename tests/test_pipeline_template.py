@@ -173,7 +173,7 @@ struct Walk {
   int item = -1, items;
   __device__ Walk(const G &g) : items(g.items) {}
   __device__ bool next(int &w) {
-    item = item < 0 ? int(blockIdx.x) : int(gridDim.x) + atomicAdd(&toy_counter, 1);
+    item = tk::pipeline::next_item(item, &toy_counter);
     if (item >= items) return false;
     w = item;
     return true;

@@ -144,6 +144,14 @@ struct consumer_ctx {
   Item *item;     // the per-item buffer (P::item_stage), or nullptr
 };
 
+// A persistent walk's next item index (idx: the previous one, -1 before the first): item blockIdx.x first, then
+// with a counter (global memory, zero at launch) the next one nobody has taken, gridDim.x + atomicAdd(counter, 1)
+// (a DYNAMIC scheduler: only the producer may call this), without one (nullptr) every gridDim.x-th.
+__device__ __forceinline__ int next_item(int idx, int *counter) {
+  if (idx < 0) return int(blockIdx.x);
+  return counter ? int(gridDim.x) + atomicAdd(counter, 1) : idx + int(gridDim.x);
+}
+
 namespace detail {
 template <typename P> constexpr int full_count() {
   if constexpr (requires { P::FULL_BYTES; }) return int(sizeof(P::FULL_BYTES) / sizeof(P::FULL_BYTES[0]));

@@ -390,8 +390,8 @@ struct HbWalk<CAUSAL, true> {
   __device__ HbWalk(const HbGlobals<DROPOUT> &g)
       : a(g.a), group(g.group), n_items(((g.a.seq + HB_N - 1) / HB_N) * g.a.heads * g.a.batch) {}
   __device__ bool next(hb_item &out) {
-    const int G = int(gridDim.x);
-    idx = idx < 0 ? int(blockIdx.x) : CAUSAL ? G + atomicAdd(a.tile_counter, 1) : idx + G;
+    if constexpr (CAUSAL) __builtin_assume(a.tile_counter != nullptr);  // (the launcher checks it)
+    idx = pipeline::next_item(idx, CAUSAL ? a.tile_counter : nullptr);
     if (idx >= n_items) return false;
     out = hb_item_of<CAUSAL>(a, group, idx);
     return true;

@@ -317,10 +317,9 @@ struct ItemWalk<true, true> {
   __device__ ItemWalk(const HopGlobals<DROPOUT> &g)
       : a(g.a), n_items(((g.a.seq + HBLOCK_M - 1) / HBLOCK_M) * g.a.heads * g.a.batch) {}
   __device__ bool next(hop_coord &w) {
-    const int G = int(gridDim.x);
-    idx = idx < 0 ? int(blockIdx.x) : a.tile_counter ? G + atomicAdd(a.tile_counter, 1) : idx + G;
+    idx = pipeline::next_item(idx, a.tile_counter);
     if (idx >= n_items) return false;
-    w = hop_block<true>(a, idx, G, a.tile_counter == nullptr);
+    w = hop_block<true>(a, idx, gridDim.x, a.tile_counter == nullptr);
     return true;
   }
 };
