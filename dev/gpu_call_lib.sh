@@ -3,6 +3,9 @@
 #   rem N      seconds a step may take: N, or what is left of the call's LIMIT (default 585 s) if less
 #   step NAME SECONDS CMD...   run CMD under timeout with its output in $O/NAME.log, then say rc and time
 #   BUILD_ARGS (set before sourcing): arguments of the one build, e.g. "--family attention" (default: all families)
+#   VARIANTS, VARIANT_JOBS (set before sourcing): trees beside the working tree (e.g. ".variant .variant2", patched
+#              copies) whose attention family builds at the same time, VARIANT_JOBS compile jobs each (default 3),
+#              into the same extension cache; logs $O/build<tree>.log; sourcing returns once all builds are done
 set -o pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions PYTHONFAULTHANDLER=1
 export SHAKESPEARE_INPUT=$PWD/.gpu_data/input.txt TIKTOKEN_GPT2_BPE=$PWD/.gpu_data/r50k_base.tiktoken
@@ -21,7 +24,12 @@ step() {
   echo "== $name rc=$rc at $((SECONDS - t0)) s"
   return $rc
 }
+for v in $VARIANTS; do
+  (log=$(cd "$O" && pwd)/build$v.log; cd "$v" && MAX_JOBS=${VARIANT_JOBS:-3} python -m tk_kernels.build --family attention > "$log" 2>&1
+   echo "$v build rc=$?" >> "$log") &
+done
 python -m tk_kernels.build $BUILD_ARGS > "$O/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error|failed" "$O/build.log" | head -30; }
 echo "build $((SECONDS - t0)) s"
+if [ -n "$VARIANTS" ]; then wait; for v in $VARIANTS; do tail -n1 "$O/build$v.log"; done; echo "all builds at $((SECONDS - t0)) s"; fi
 python data/shakespeare_char/prepare.py --input "$SHAKESPEARE_INPUT" > /dev/null 2>&1
 python data/shakespeare/prepare.py --input "$SHAKESPEARE_INPUT" --bpe "$TIKTOKEN_GPT2_BPE" > /dev/null 2>&1

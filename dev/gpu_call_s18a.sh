@@ -14,15 +14,8 @@
 #     git apply --directory=.variant2 dev/patches/attention_fwd_dynamic_walk_d128.patch
 # Carry [".gpu_data", ".variant", ".variant2"]. Merge a patch if racecheck stays at 0 hazards, memcheck at 0 errors,
 # its tests pass and no shape it touches is slower.
-mkdir -p ${OUT:-out}
-ext=$PWD/build/torch_extensions
-for v in .variant .variant2; do
-  (cd $v && MAX_JOBS=3 TORCH_EXTENSIONS_DIR=$ext PYTHONPYCACHEPREFIX=/tmp/pyc python -m tk_kernels.build --family attention \
-    > ${OUT:-out}/build$v.log 2>&1; echo "$v build rc=$?" >> ${OUT:-out}/build$v.log) &
-done
-export MAX_JOBS=10
+export MAX_JOBS=10 VARIANTS=".variant .variant2"
 source dev/gpu_call_lib.sh
-wait; tail -qn1 $O/build.variant*.log; echo "all builds at $((SECONDS - t0)) s"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 A="tests/attention/test_attention_gpu.py tests/attention/test_attention_qkv_gpu.py tests/attention/test_attention_dropout_gpu.py tests/attention/test_attention_hopper_bwd_gpu.py"
 step tests_main 300 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf $A &
