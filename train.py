@@ -424,12 +424,14 @@ if checkpoint is not None:
 
 # compile the model
 raw_model = model  # the plain module: its state_dict is what we save
+cuda_graphs = compile and compile_mode == 'reduce-overhead' and device_type == 'cuda'
 if compile:
     if sys.flags.dont_write_bytecode and master_process:  # seen on a GPU machine: 16 s of imports instead of 5
         print("note: Python's bytecode cache is off (PYTHONDONTWRITEBYTECODE is set), so torch.compile's "
               "modules are compiled from source at every start; unset it for a faster start", flush=True)
-    model = torch.compile(model, mode=None if compile_mode == 'default' else compile_mode)
-cuda_graphs = compile and compile_mode == 'reduce-overhead' and device_type == 'cuda'
+    # reduce-overhead is CUDA graphs: on other devices (a CPU run of a GPU config) the default mode
+    mode = 'max-autotune' if compile_mode == 'max-autotune' else 'reduce-overhead' if cuda_graphs else None
+    model = torch.compile(model, mode=mode)
 
 
 def new_graph_step():

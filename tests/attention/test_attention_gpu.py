@@ -189,6 +189,20 @@ def test_causal_mask_rows(T, D):
     assert err < 2e-2, f"causal mask: worst row error {err:.3e} (seed {seed})"
 
 
+@pytest.mark.parametrize("dtype_name", ["bf16", "fp16"])
+@pytest.mark.parametrize("B,H,T,D", [(3, 11, 1024, 64), (3, 5, 2048, 128)], ids=["D64", "D128"])
+def test_causal_forward_many_items(B, H, T, D, dtype_name):
+    """More causal work items (128-query blocks of every head: 264 / 240 here) than an H200 has SMs (132), so
+    the persistent Hopper forward's CTAs walk on to further items: at D = 64 from its counter (the dynamic walk,
+    from T = 512 on: csrc/attention.h), each item handed to the consumers through the pipeline's records; at
+    D = 128 in the static order. A lost or doubled item leaves NaN-poisoned or wrong rows of o (and of the
+    gradients through it). The other cases have fewer items than SMs: one each per CTA."""
+    dtype = DTYPES[dtype_name]
+    seed = new_seed()
+    q, k, v = qkv_split(B, H, T, D, dtype, gen(seed))
+    run_case(q, k, v, True, None, seed, f"B={B} H={H} T={T} D={D} causal=True {dtype_name} (many items)")
+
+
 # -----------------------------------------------------------------------------
 # raw ops: poisoned outputs, lse, determinism
 

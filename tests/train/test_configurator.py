@@ -232,8 +232,8 @@ def test_repo_config_files_are_valid(repo_root):
                 n_head=12, n_embd=768, dropout=0.0, bias=False, learning_rate=6e-4,
                 max_iters=600000, weight_decay=1e-1, beta1=0.9, beta2=0.95, grad_clip=1.0,
                 decay_lr=True, warmup_iters=2000, lr_decay_iters=600000, min_lr=6e-5,
-                backend="nccl", device="cuda", dtype="bfloat16", compile=True, kernels="auto",
-                seed=1337)
+                backend="nccl", device="cuda", dtype="bfloat16", compile=True, compile_mode="default",
+                kernels="auto", seed=1337)
     config_dir = os.path.join(repo_root, "config")
     names = sorted(n for n in os.listdir(config_dir) if n.endswith(".py"))
     assert len(names) >= 8
@@ -245,6 +245,7 @@ def test_repo_config_files_are_valid(repo_root):
     char = configure(keys, [os.path.join(config_dir, "train_shakespeare_char.py")], verbose=False)
     assert (char["n_layer"], char["n_head"], char["n_embd"], char["block_size"],
             char["batch_size"], char["dropout"], char["max_iters"]) == (6, 6, 384, 256, 64, 0.2, 5000)
+    assert char["compile_mode"] == "reduce-overhead"  # launch-bound: CUDA graphs (train.py: GPUs only)
 
 
 def test_repo_config_files_use_train_py_keys(repo_root):
