@@ -1,0 +1,49 @@
+"""The MLP GEMM's epilogues at GPT-2 124M's shape, alone: why the GELU / GELU' GEMMs take ~0.19 ms where the plain
+store of the same product takes ~0.10 (session 18's train-step profile). Times each (do_bench medians), then runs
+each once more, in a fixed order, for Nsight Compute:
+
+    python dev/mlp_epilogue_ncu.py                      # timings
+    ncu --clock-control none -k regex:gemm_kernel --launch-skip 8 -c 4 --section ... python dev/mlp_epilogue_ncu.py --ncu
+
+Launch order after the timings' warm-up (8 launches: two of each): gelu, store (the same x W_fc^T), dgelu, store
+(the same dy W_proj), i.e. ncu's --launch-skip 8 -c 4 profiles one of each.
+"""
+import os
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from tk_kernels.families.mlp import ops  # noqa: E402
+
+N, C = 16384, 768
+H = 4 * C
+dt = torch.bfloat16
+g = torch.Generator(device="cuda").manual_seed(0)
+x = torch.randn(N, C, device="cuda", generator=g).to(dt)
+wf = (torch.randn(H, C, device="cuda", generator=g) * 0.02).to(dt)
+wp = (torch.randn(C, H, device="cuda", generator=g) * 0.02).to(dt)
+dy = torch.randn(N, C, device="cuda", generator=g).to(dt)
+bf = torch.zeros(H, device="cuda")
+pre, out, dh = (torch.empty(N, H, device="cuda", dtype=dt) for _ in range(3))
+ext = ops._ext()
+
+cases = {
+    "gelu  x W_fc^T (+b, GELU, writes pre)": lambda: ext.gemm_(x, False, wf, False, out, ops.GELU, bf, pre, False),
+    "store x W_fc^T (+b)": lambda: ext.gemm_(x, False, wf, False, out, ops.STORE, bf),
+    "dgelu dy W_proj (* gelu'(pre))": lambda: ext.gemm_(dy, False, wp, True, dh, ops.DGELU, None, pre, False),
+    "store dy W_proj": lambda: ext.gemm_(dy, False, wp, True, dh, ops.STORE),
+}
+for _ in range(2):  # warm-up: 8 launches
+    for f in cases.values():
+        f()
+torch.cuda.synchronize()
+if "--ncu" not in sys.argv:
+    from triton.testing import do_bench
+    for name, f in cases.items():
+        ms = do_bench(f, warmup=50, rep=300)
+        print(f"{name:40s} {ms * 1e3:7.1f} us  {2 * N * H * C / ms / 1e9:6.1f} TFLOP/s", flush=True)
+for f in cases.values():  # the profiled launches
+    f()
+torch.cuda.synchronize()
