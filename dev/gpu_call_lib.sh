@@ -6,6 +6,8 @@
 #   VARIANTS, VARIANT_JOBS (set before sourcing): trees beside the working tree (e.g. ".variant .variant2", patched
 #              copies) whose attention family builds at the same time, VARIANT_JOBS compile jobs each (default 3),
 #              into the same extension cache; logs $O/build<tree>.log; sourcing returns once all builds are done
+#   VARIANT_BUILD_ARGS (set before sourcing): the variants' build arguments instead of "--family attention"
+#              (e.g. "--family mlp"; " " for every family)
 set -o pipefail
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions PYTHONFAULTHANDLER=1
 export SHAKESPEARE_INPUT=$PWD/.gpu_data/input.txt TIKTOKEN_GPT2_BPE=$PWD/.gpu_data/r50k_base.tiktoken
@@ -25,7 +27,7 @@ step() {
   return $rc
 }
 for v in $VARIANTS; do
-  (log=$(cd "$O" && pwd)/build$v.log; cd "$v" && MAX_JOBS=${VARIANT_JOBS:-3} python -m tk_kernels.build --family attention > "$log" 2>&1
+  (log=$(cd "$O" && pwd)/build$v.log; cd "$v" && MAX_JOBS=${VARIANT_JOBS:-3} python -m tk_kernels.build ${VARIANT_BUILD_ARGS:---family attention} > "$log" 2>&1
    echo "$v build rc=$?" >> "$log") &
 done
 python -m tk_kernels.build $BUILD_ARGS > "$O/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error|failed" "$O/build.log" | head -30; }

@@ -4,6 +4,7 @@ each once more, in a fixed order, for Nsight Compute:
 
     python dev/mlp_epilogue_ncu.py                      # timings
     ncu --clock-control none -k regex:gemm_kernel --launch-skip 8 -c 4 --section ... python dev/mlp_epilogue_ncu.py --ncu
+    compute-sanitizer --tool racecheck python dev/mlp_epilogue_ncu.py --ncu --small   # N = 2000
 
 Launch order after the timings' warm-up (8 launches: two of each): gelu, store (the same x W_fc^T), dgelu, store
 (the same dy W_proj), i.e. ncu's --launch-skip 8 -c 4 profiles one of each.
@@ -17,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from tk_kernels.families.mlp import ops  # noqa: E402
 
-N, C = 16384, 768
+N, C = (2000 if "--small" in sys.argv else 16384), 768  # 2000: 192 tiles (some CTAs take two), ragged
 H = 4 * C
 dt = torch.bfloat16
 g = torch.Generator(device="cuda").manual_seed(0)
