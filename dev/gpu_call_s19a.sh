@@ -17,6 +17,8 @@ export MAX_JOBS=10 VARIANTS=".variant" VARIANT_JOBS=6 VARIANT_BUILD_ARGS=" "
 source dev/gpu_call_lib.sh
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 (cd .variant && step tests_variant 240 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/mlp tests/model) &
+# owed from session 18: the new many-items causal forward test at D = 128 on main's static-walk kernel
+(step tests_attn_main 240 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/attention/test_attention_gpu.py) &
 san() {  # tree tool: the four GEMMs of dev/mlp_epilogue_ncu.py at N = 2000 (192 tiles: CTAs take a second one, whose slots carry the first one's pieces; a ragged last tile), 12 launches
   (cd $1 && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $(rem 240) $cs --tool $2 --error-exitcode 9 python dev/mlp_epilogue_ncu.py \
      --ncu --small > $O/san_$2$1.log 2>&1
@@ -25,6 +27,7 @@ san() {  # tree tool: the four GEMMs of dev/mlp_epilogue_ncu.py at N = 2000 (192
 san .variant memcheck & san .variant racecheck & san . racecheck &
 wait; echo "correctness done at $((SECONDS - t0)) s"
 echo "tests_variant: $(tail -1 $O/tests_variant.log)"; grep -E "^FAILED|^ERROR" $O/tests_variant.log | head -10
+echo "tests_attn_main: $(tail -1 $O/tests_attn_main.log)"; grep -E "^FAILED|^ERROR" $O/tests_attn_main.log | head -10
 e() { (cd $1 && step epi_$2 40 python dev/mlp_epilogue_ncu.py); echo "-- $2"; cat $O/epi_$2.log | grep TFLOP; }
 e . main; e .variant pieces; e . main2; e .variant pieces2
 (step mlp_main 60 python bench/bench_mlp.py --skip-gemm --json $O/mlp_main.json); tail -6 $O/mlp_main.log

@@ -5,6 +5,7 @@ each once more, in a fixed order, for Nsight Compute:
     python dev/mlp_epilogue_ncu.py                      # timings
     ncu --clock-control none -k regex:gemm_kernel --launch-skip 8 -c 4 --section ... python dev/mlp_epilogue_ncu.py --ncu
     compute-sanitizer --tool racecheck python dev/mlp_epilogue_ncu.py --ncu --small   # N = 2000
+    --sums: the GELU' GEMM also writes its column sums (the MLP's bias gradient), as training does
 
 Launch order after the timings' warm-up (8 launches: two of each): gelu, store (the same x W_fc^T), dgelu, store
 (the same dy W_proj), i.e. ncu's --launch-skip 8 -c 4 profiles one of each.
@@ -28,12 +29,13 @@ wp = (torch.randn(C, H, device="cuda", generator=g) * 0.02).to(dt)
 dy = torch.randn(N, C, device="cuda", generator=g).to(dt)
 bf = torch.zeros(H, device="cuda")
 pre, out, dh = (torch.empty(N, H, device="cuda", dtype=dt) for _ in range(3))
+sums = torch.empty((N + 63) // 64, H, device="cuda") if "--sums" in sys.argv else None
 ext = ops._ext()
 
 cases = {
     "gelu  x W_fc^T (+b, GELU, writes pre)": lambda: ext.gemm_(x, False, wf, False, out, ops.GELU, bf, pre, False),
     "store x W_fc^T (+b)": lambda: ext.gemm_(x, False, wf, False, out, ops.STORE, bf),
-    "dgelu dy W_proj (* gelu'(pre))": lambda: ext.gemm_(dy, False, wp, True, dh, ops.DGELU, None, pre, False),
+    "dgelu dy W_proj (* gelu'(pre))": lambda: ext.gemm_(dy, False, wp, True, dh, ops.DGELU, None, pre, False, 0, sums),
     "store dy W_proj": lambda: ext.gemm_(dy, False, wp, True, dh, ops.STORE),
 }
 for _ in range(2):  # warm-up: 8 launches
