@@ -18,6 +18,9 @@
 export MAX_JOBS=8 VARIANTS=".variant .variant2" VARIANT_JOBS=4 VARIANT_BUILD_ARGS=" "
 source dev/gpu_call_lib.sh
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+# smoke first (the hand-off has never run: a hang here costs 45 s, not the whole call)
+(cd .variant && step smoke.variant 45 python dev/mlp_epilogue_ncu.py --small --sums)
+if [ $? != 0 ]; then echo "the epilogue warps do not run: stopping"; tail -5 $O/smoke.variant.log; cd $O && tar czf logs.tgz *.log; exit 0; fi
 for v in .variant .variant2; do
   (cd $v && step tests$v 240 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/mlp tests/model) &
 done

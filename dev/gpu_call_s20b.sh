@@ -18,6 +18,10 @@
 export MAX_JOBS=8 VARIANTS=".variant3 .variant4" VARIANT_JOBS=4 VARIANT_BUILD_ARGS=" "
 source dev/gpu_call_lib.sh
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+# smoke first (the bit warps have never run: a hang here costs 60 s, not the whole call)
+(cd .variant4 && step smoke.variant4 60 python bench/sanitize_attention.py --paths hopper --batch 1 --heads 24 \
+   --seqlens 300,1100 --head-dims 64 --dtypes bf16 --dropout 0.2)
+if [ $? != 0 ]; then echo "the bit warps do not run: stopping"; tail -5 $O/smoke.variant4.log; cd $O && tar czf logs.tgz *.log; exit 0; fi
 A="tests/attention/test_attention_dropout_gpu.py tests/attention/test_attention_gpu.py tests/attention/test_attention_hopper_bwd_gpu.py"
 (cd .variant4 && step tests_v4 300 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf $A) &
 san() {  # tool: causal and not, D = 64, p = 0.2, 24 heads: at T = 1100 216 items (CTAs walk on, on the counter),
