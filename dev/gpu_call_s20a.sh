@@ -35,13 +35,17 @@ wait; echo "correctness done at $((SECONDS - t0)) s"
 for v in .variant .variant2; do echo "tests$v: $(tail -1 $O/tests$v.log)"; grep -E "^FAILED|^ERROR" $O/tests$v.log | head -10; done
 e() { (cd $1 && step epi_$2 40 python dev/mlp_epilogue_ncu.py); echo "-- $2"; grep TFLOP $O/epi_$2.log; }
 e . main; e .variant helpers; e .variant2 logistic; e . main2; e .variant helpers2; e .variant2 logistic2
+m() { (cd $1 && step mlp_$2 60 python bench/bench_mlp.py --skip-gemm --json $O/mlp_$2.json); echo "-- $2"; tail -5 $O/mlp_$2.log; }
+m . main; m .variant helpers; m . main2; m .variant helpers2   # issue 11's benchmark (noisy in s19a: A/B/A/B)
 step train_main 120 python bench/bench_train.py --models gpt2 --kernels torch,tk --compile graphs --out $O/train_main
 tail -4 $O/train_main.log
 for v in .variant .variant2; do
   (cd $v && step train$v 90 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/train$v)
   tail -3 $O/train$v.log
 done
+(cd .variant && step profile_helpers 90 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --profile \
+   --top 30 --out $O/profile_helpers); grep -iE "gemm|gelu|total" $O/profile_helpers.log | head -20
 (cd .variant && step ncu_helpers 90 ncu --clock-control none -k regex:gemm_kernel --launch-skip 8 -c 4 --section SpeedOfLight \
     --section WarpStateStats --section SchedulerStats --metrics "smsp__inst_executed.sum" python dev/mlp_epilogue_ncu.py --ncu)
 grep -E "gemm_kernel<|Duration|Issue Slots|Eligible Warps|Compute \(SM\)|inst_executed.sum" $O/ncu_helpers.log | cut -c1-120
-cd $O && tar czf logs.tgz --exclude logs.tgz *.log train_main train.variant train.variant2 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf
+cd $O && tar czf logs.tgz --exclude logs.tgz *.log *.json train_main train.variant train.variant2 profile_helpers 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf
