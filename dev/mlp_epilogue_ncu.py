@@ -6,6 +6,8 @@ each once more, in a fixed order, for Nsight Compute:
     ncu --clock-control none -k regex:gemm_kernel --launch-skip 8 -c 4 --section ... python dev/mlp_epilogue_ncu.py --ncu
     compute-sanitizer --tool racecheck python dev/mlp_epilogue_ncu.py --ncu --small   # N = 2000
     --sums: the GELU' GEMM also writes its column sums (the MLP's bias gradient), as training does
+    --save FILE: after the runs, save every output (random bias, N = 2000 with --small) to FILE, to compare two
+                 trees' kernels bitwise (dev/compare_saved.py)
 
 Launch order after the timings' warm-up (8 launches: two of each): gelu, store (the same x W_fc^T), dgelu, store
 (the same dy W_proj), i.e. ncu's --launch-skip 8 -c 4 profiles one of each.
@@ -27,7 +29,7 @@ x = torch.randn(N, C, device="cuda", generator=g).to(dt)
 wf = (torch.randn(H, C, device="cuda", generator=g) * 0.02).to(dt)
 wp = (torch.randn(C, H, device="cuda", generator=g) * 0.02).to(dt)
 dy = torch.randn(N, C, device="cuda", generator=g).to(dt)
-bf = torch.zeros(H, device="cuda")
+bf = torch.randn(H, device="cuda", generator=g) if "--save" in sys.argv else torch.zeros(H, device="cuda")
 pre, out, dh = (torch.empty(N, H, device="cuda", dtype=dt) for _ in range(3))
 sums = torch.empty((N + 63) // 64, H, device="cuda") if "--sums" in sys.argv else None
 ext = ops._ext()
@@ -50,3 +52,14 @@ if "--ncu" not in sys.argv:
 for f in cases.values():  # the profiled launches
     f()
 torch.cuda.synchronize()
+if "--save" in sys.argv:
+    outs = {}
+    for name, f in cases.items():  # each case once more, its outputs kept
+        f()
+        torch.cuda.synchronize()
+        outs[name] = (out if "W_fc" in name else dh).clone()
+        if name.startswith("gelu"):
+            outs[name + " pre"] = pre.clone()
+        if sums is not None and name.startswith("dgelu"):
+            outs[name + " sums"] = sums.clone()
+    torch.save({k: v.cpu() for k, v in outs.items()}, sys.argv[sys.argv.index("--save") + 1])
