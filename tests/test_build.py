@@ -168,6 +168,10 @@ def test_cache_key_covers_sources_flags_archs_versions(tmp_path, monkeypatch):
     assert "-DTK_TEST_KNOB=1" not in tkb.compile_flags(archs, verbose_ptxas=False)[1]
     # ptxas verbosity changes no code, so no rebuild
     assert key(cuda_flags=tkb.compile_flags(archs, verbose_ptxas=True)[1]) == edited
+    # the same sources in another checkout build in a directory of their own (build.ninja holds absolute paths)
+    twin = tmp_path / "twin"
+    shutil.copytree(pkg, twin)
+    assert tkb.cache_key(archs, cflags, cuda_flags, pkg_dir=twin) != edited
 
 
 def test_sources_are_bindings_and_every_cu():

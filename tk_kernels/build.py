@@ -222,7 +222,10 @@ def compile_flags(archs: list[str], verbose_ptxas: bool | None = None) -> tuple[
 
 def cache_key(archs: list[str], cflags: list[str], cuda_flags: list[str], pkg_dir: Path = PKG_DIR,
               torch_version: str | None = None, cuda_version: str | None = None, family: str = "attention") -> str:
-    """Hex digest over the family's sources/headers (relative path + content), flags, archs, versions."""
+    """Hex digest over the family's sources/headers (relative path + content), flags, archs, versions, and where
+    the sources are: cpp_extension's build.ninja names them by absolute path, so two checkouts with the same
+    sources sharing one build directory made each one's next load rebuild the whole family (seen in session 20:
+    three trees on one GPU machine, every bench_train run recompiling for minutes)."""
     import torch
     h = hashlib.sha256()
     def add(x: str | bytes) -> None:
@@ -231,6 +234,7 @@ def cache_key(archs: list[str], cflags: list[str], cuda_flags: list[str], pkg_di
         h.update(b)
     add(f"build-v{BUILD_VERSION}")
     add("family:" + family)
+    add("at:" + str(Path(pkg_dir).resolve()))
     for p in hashed_files(family, pkg_dir):
         add(p.relative_to(pkg_dir).as_posix())
         add(p.read_bytes())
