@@ -1,12 +1,12 @@
 """Global loads that the compiler issued one at a time: in each kernel of a SASS dump (cuobjdump -sass), the
-LDGs whose result is read before the next LDG is issued ("chained": each such load costs a full round trip of
-latency in that warp), next to the kernel's total. Session 20 found the MLP GELU epilogue's 32 bias loads per tile
+LDGs issued alone (the warp reads the result before it issues another global load, so it waits for that load's
+whole round trip by itself), next to the kernel's total. Session 20 found the MLP GELU epilogue's 32 bias loads per tile
 this way (each in its own branch, used at once), worth 6% of that GEMM.
 
     cuobjdump -sass gemm.cuda.o > gemm.sass && python dev/sass_load_chains.py gemm.sass [--min 8] [--arch sm_90a]
 
-A heuristic: a chain of loads that feed each other's addresses must be serial, and loads inside a loop are
-counted once per loop body. Read the listed kernels' SASS before changing anything.
+A heuristic over the listing's order: loads that feed each other's addresses must be serial, branches are not
+followed, and loads inside a loop count once per loop body. Read the listed kernels' SASS before changing anything.
 """
 import re
 import sys
@@ -47,21 +47,19 @@ def kernels(text: str):
 
 
 def chains(body) -> tuple[int, int]:
-    loads = chained = 0
-    for i, (op, operands) in enumerate(body):
-        if not op.startswith("LDG"):
+    """(global loads, loads alone in their batch): a batch is the run of LDGs issued before the first use of any
+    of them; a batch of one is a load whose whole latency the warp waits for on its own."""
+    loads = alone = 0
+    batch: list[set[int]] = []  # destination registers of the loads in flight, not yet used
+    for op, operands in body:
+        if op.startswith("LDG"):
+            loads += 1
+            batch.append(dest_regs(op, operands))
             continue
-        loads += 1
-        dst = dest_regs(op, operands)
-        for op2, operands2 in body[i + 1:]:
-            if op2.startswith("LDG"):
-                break
-            if dst & source_regs(op2, operands2):
-                chained += 1
-                break
-            if dst & dest_regs(op2, operands2) and not op2.startswith(STORES):
-                break  # overwritten before any use
-    return loads, chained
+        if batch and any(d & source_regs(op, operands) for d in batch):
+            alone += len(batch) == 1
+            batch = []
+    return loads, alone
 
 
 def main():
@@ -74,9 +72,9 @@ def main():
         text = "\n".join(p for p in parts if f"arch = sm_{arch}" in p)
     rows = [(c, n, name) for name, body in kernels(text) for n, c in [chains(body)] if c >= least]
     for c, n, name in sorted(rows, reverse=True):
-        print(f"{c:5d} of {n:5d} loads chained  {name[:150]}")
+        print(f"{c:5d} of {n:5d} global loads alone  {name[:150]}")
     if not rows:
-        print(f"no kernel with >= {least} chained global loads")
+        print(f"no kernel with >= {least} global loads alone")
 
 
 if __name__ == "__main__":
