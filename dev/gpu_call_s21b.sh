@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Session 21, call 1 of 2: the MLP GELU GEMMs' staging, two candidates beside main (correctness, then A/B timings).
+#   main    = HEAD
+#   .vstsm  = HEAD + dev/patches/mlp_stage_stmatrix.patch (stage_tile by stmatrix.x4: 16 stores a thread instead of 64)
+#   .vdefer = HEAD + dev/patches/mlp_stage_deferred.patch (the GELU / GELU' finish rounds the tile into 64 pending
+#             registers, as the plain store does, and the next tile's first slice is issued before the tile is
+#             written to shared memory, by a new first deferred piece; the pipeline peels piece 0 of rolled piece
+#             loops so that the GELU' kernel's pre-activation registers are not live across it: spill-free)
+# Prep (CPU machine): for v in vstsm vdefer; do rm -rf .$v && mkdir .$v && git archive HEAD | tar -x -C .$v; done &&
+#   (cd .vstsm && patch -p1 < ../dev/patches/mlp_stage_stmatrix.patch) && (cd .vdefer && patch -p1 < ../dev/patches/mlp_stage_deferred.patch)
+# Carry [".gpu_data", ".vstsm", ".vdefer"]. Then gpu_call_s21c.sh on the warm machine (GPT-2 step, stall samples).
+export MAX_JOBS=8 VARIANTS=".vstsm .vdefer" VARIANT_JOBS=4 VARIANT_BUILD_ARGS=" "
+source dev/gpu_call_lib.sh
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
+python -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+# 1. bitwise against main (random bias, N = 2000: ragged, CTAs take two tiles)
+step save_main 40 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_main.pt
+for v in stsm defer; do
+  (cd .v$v && step save_$v 40 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_$v.pt)
+  echo "-- $v vs main:"; python dev/compare_saved.py $O/saved_main.pt $O/saved_$v.pt
+done
+# 2. tests and sanitizers on the deferred staging
+(cd .vdefer && step tests 200 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/mlp tests/model) &
+for tool in memcheck racecheck; do
+  (cd .vdefer && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $(rem 170) $cs --tool $tool --error-exitcode 9 python \
+     dev/mlp_epilogue_ncu.py --ncu --small --sums > $O/san_$tool.log 2>&1
+   echo "== $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $O/san_$tool.log)") &
+done
+wait; echo "correctness done at $((SECONDS - t0)) s"; echo "tests: $(tail -1 $O/tests.log)"; grep -E "^FAILED|^ERROR" $O/tests.log | head
+# 3. the GEMMs alone, A/B/C/A/B/C
+e() { (cd $1 && step epi_$2 30 python dev/mlp_epilogue_ncu.py); echo "-- $2"; grep TFLOP $O/epi_$2.log; }
+e . main; e .vstsm stsm; e .vdefer defer; e . main2; e .vstsm stsm2; e .vdefer defer2
+echo "all done at $((SECONDS - t0)) s"
+cd $O && tar czf logs.tgz --exclude logs.tgz *.log 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf
