@@ -6,30 +6,33 @@
 #             registers, as the plain store does, and the next tile's first slice is issued before the tile is
 #             written to shared memory, by a new first deferred piece; the pipeline peels piece 0 of rolled piece
 #             loops so that the GELU' kernel's pre-activation registers are not live across it: spill-free)
-# Prep (CPU machine): for v in vstsm vdefer; do rm -rf .$v && mkdir .$v && git archive HEAD | tar -x -C .$v; done &&
+#   .vdp    = .vdefer + dev/patches/mlp_piece_loads_first.patch (a piece reads both of its 16-byte chunks before
+#             computing either: SASS showed chunk 2's load waiting for chunk 1's store, 8 values in flight, not 16)
+# Prep (CPU machine): for v in vstsm vdefer vdp; do rm -rf .$v && mkdir .$v && git archive HEAD | tar -x -C .$v; done &&
 #   (cd .vstsm && patch -p1 < ../dev/patches/mlp_stage_stmatrix.patch) && (cd .vdefer && patch -p1 < ../dev/patches/mlp_stage_deferred.patch)
-# Carry [".gpu_data", ".vstsm", ".vdefer"]. Then gpu_call_s21c.sh on the warm machine (GPT-2 step, stall samples).
-export MAX_JOBS=8 VARIANTS=".vstsm .vdefer" VARIANT_JOBS=4 VARIANT_BUILD_ARGS=" "
+#   && (cd .vdp && patch -p1 < ../dev/patches/mlp_stage_deferred.patch && patch -p1 < ../dev/patches/mlp_piece_loads_first.patch)
+# Carry [".gpu_data", ".vstsm", ".vdefer", ".vdp"]. Then gpu_call_s21c.sh on the warm machine (GPT-2 step, stall samples).
+export MAX_JOBS=7 VARIANTS=".vstsm .vdefer .vdp" VARIANT_JOBS=3 VARIANT_BUILD_ARGS=" "
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 python -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 # 1. bitwise against main (random bias, N = 2000: ragged, CTAs take two tiles)
 step save_main 40 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_main.pt
-for v in stsm defer; do
+for v in stsm defer dp; do
   (cd .v$v && step save_$v 40 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_$v.pt)
   echo "-- $v vs main:"; python dev/compare_saved.py $O/saved_main.pt $O/saved_$v.pt
 done
-# 2. tests and sanitizers on the deferred staging
-(cd .vdefer && step tests 200 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/mlp tests/model) &
+# 2. tests and sanitizers on both changes (.vdp)
+(cd .vdp && step tests 200 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/mlp tests/model) &
 for tool in memcheck racecheck; do
-  (cd .vdefer && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $(rem 170) $cs --tool $tool --error-exitcode 9 python \
+  (cd .vdp && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $(rem 170) $cs --tool $tool --error-exitcode 9 python \
      dev/mlp_epilogue_ncu.py --ncu --small --sums > $O/san_$tool.log 2>&1
    echo "== $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $O/san_$tool.log)") &
 done
 wait; echo "correctness done at $((SECONDS - t0)) s"; echo "tests: $(tail -1 $O/tests.log)"; grep -E "^FAILED|^ERROR" $O/tests.log | head
-# 3. the GEMMs alone, A/B/C/A/B/C
+# 3. the GEMMs alone, A/B/C/D/A/B/C/D
 e() { (cd $1 && step epi_$2 30 python dev/mlp_epilogue_ncu.py); echo "-- $2"; grep TFLOP $O/epi_$2.log; }
-e . main; e .vstsm stsm; e .vdefer defer; e . main2; e .vstsm stsm2; e .vdefer defer2
+e . main; e .vstsm stsm; e .vdefer defer; e .vdp dp; e . main2; e .vstsm stsm2; e .vdefer defer2; e .vdp dp2
 echo "all done at $((SECONDS - t0)) s"
 cd $O && tar czf logs.tgz --exclude logs.tgz *.log 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 21, call 2 of 2 (the warm machine of gpu_call_s21b.sh, whose builds it reuses): the GPT-2 124M step on main
-# and on TREE (default .vdefer), then Nsight Compute's per-instruction stall samples of TREE's GELU GEMM.
+# and on TREE (default .vdp), then Nsight Compute's per-instruction stall samples of TREE's GELU GEMM.
 # Carry [".gpu_data", "$TREE"].
-TREE=${TREE:-.vdefer}
+TREE=${TREE:-.vdp}
 export MAX_JOBS=16 VARIANTS="$TREE" VARIANT_JOBS=8 VARIANT_BUILD_ARGS=" "
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
