@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 21, call 2 of 2 (the warm machine of gpu_call_s21b.sh, whose builds it reuses): the GPT-2 124M step on main
-# and on TREE (default .vdp), then Nsight Compute's per-instruction stall samples of TREE's GELU GEMM.
+# and on TREE (default .vif2), then Nsight Compute's per-instruction stall samples of TREE's GELU GEMM.
 # Carry [".gpu_data", "$TREE"].
-TREE=${TREE:-.vdp}
+TREE=${TREE:-.vif2}
 export MAX_JOBS=16 VARIANTS="$TREE" VARIANT_JOBS=8 VARIANT_BUILD_ARGS=" "
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
@@ -10,7 +10,8 @@ step train_main 140 python bench/bench_train.py --models gpt2 --kernels torch,tk
 tail -4 $O/train_main.log
 (cd $TREE && step train_tree 120 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/train_tree)
 tail -3 $O/train_tree.log
-(cd $TREE && step ncu_gelu 150 ncu --clock-control none -k regex:gemm_kernel --launch-skip 8 -c 1 --section SourceCounters \
+# (stall samples: in gpu_call_s21b.sh)
+false && (cd $TREE && step ncu_gelu 150 ncu --clock-control none -k regex:gemm_kernel --launch-skip 8 -c 1 --section SourceCounters \
   --section WarpStateStats --import-source no -f -o $O/gelu_src python dev/mlp_epilogue_ncu.py --ncu)
 ncu -i $O/gelu_src.ncu-rep --page source --csv --print-source sass > $O/gelu_src_sass.csv 2> $O/ncu_export.log
 python - "$O/gelu_src_sass.csv" <<'PY' > $O/gelu_stalls_top.txt 2>&1
