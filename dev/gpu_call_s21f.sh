@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Session 21, last call (~4.5 min of device time left): the GELU GEMMs on an epilogue warpgroup, never run before.
+#   main   = HEAD
+#   .v192  = HEAD + dev/patches/mlp_epilogue_warpgroup.patch: for the GELU / GELU' GEMMs a fourth warpgroup finishes
+#            each staged tile while the consumers run the next mainloop (no pieces); 512 threads launched at 128
+#            registers, so 128 x 192 tiles (m64n192 wgmma: the m64n256 one needs 154 registers), a 4-stage ring; the
+#            tile's bias reaches the consumers through shared memory (written by the epilogue warpgroup)
+# Prep: mkdir .v192 && git archive HEAD | tar -x -C .v192 && (cd .v192 && patch -p1 < ../dev/patches/mlp_epilogue_warpgroup.patch)
+# Carry [".gpu_data", ".v192"].
+export LIMIT=${LIMIT:-200} MAX_JOBS=8 BUILD_ARGS="--family mlp" VARIANTS=".v192" VARIANT_JOBS=8 VARIANT_BUILD_ARGS="--family mlp"
+source dev/gpu_call_lib.sh
+nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
+cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+step save_main 30 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_main.pt
+(cd .v192 && step save_v192 30 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_v192.pt)
+echo "-- v192 vs main:"; python dev/compare_saved.py $O/saved_main.pt $O/saved_v192.pt
+(cd .v192 && step tests 80 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf -x tests/mlp) &
+for tool in memcheck racecheck; do
+  (cd .v192 && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $(rem 80) $cs --tool $tool --error-exitcode 9 python \
+     dev/mlp_epilogue_ncu.py --ncu --small --sums > $O/san_$tool.log 2>&1
+   echo "== $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $O/san_$tool.log)") &
+done
+# the timings beside the correctness runs would be skewed: wait for them
+wait; echo "correctness done at $((SECONDS - t0)) s"; echo "tests: $(tail -1 $O/tests.log)"; grep -E "^FAILED|^E  " $O/tests.log | head -8
+e() { (cd $1 && step epi_$2 25 python dev/mlp_epilogue_ncu.py); echo "-- $2"; grep TFLOP $O/epi_$2.log; }
+e . main; e .v192 v192; e . main2; e .v192 v192_2
+echo "all done at $((SECONDS - t0)) s"
+cd $O && tar czf logs.tgz --exclude logs.tgz *.log 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf
