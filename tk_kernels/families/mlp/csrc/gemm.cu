@@ -300,13 +300,13 @@ __device__ __forceinline__ int chunk_offset(int r, int chunk) { return r * 128 +
 // (SASS of the GELU kernel, session 20). Here the loads are unconditional at a clamped column (N is a multiple of 8
 // and the column even, so col + 1 < N whenever col < N) and the ones past N are zeroed afterwards.
 __device__ __forceinline__ void tile_bias(float2 (&b)[BN / 8], const tk::wg::accumulator<BN> &acc, int n0,
-                                          const Shape &s, const EpiArgs &e) {
+                                          const Shape &s, const float *bias) {
 #pragma unroll
   for (int k = 0; k < BN / 8; k++) b[k] = make_float2(0.f, 0.f);
-  if (e.bias == nullptr) return;
+  if (bias == nullptr) return;
 #pragma unroll
   for (int k = 0; k < BN / 8; k++)
-    b[k] = __ldg(reinterpret_cast<const float2 *>(e.bias + min(n0 + acc.col(4 * k), s.N - 2)));
+    b[k] = __ldg(reinterpret_cast<const float2 *>(bias + min(n0 + acc.col(4 * k), s.N - 2)));
 #pragma unroll
   for (int k = 0; k < BN / 8; k++)
     if (n0 + acc.col(4 * k) >= s.N) b[k] = make_float2(0.f, 0.f);
@@ -316,10 +316,8 @@ template <typename T, Epilogue E>
 __device__ __forceinline__ void stage_tile(char *tile, const tk::wg::accumulator<BN> &acc, const Unit &w,
                                            const Shape &s, const EpiArgs &e) {
   using V = vec2<T>;
-  float2 b[BN / 8];  // b[i / 4]: the bias of the column pair of v[i .. i + 3]
-  if constexpr (E == Epilogue::gelu) tile_bias(b, acc, w.n0, s, e);
-  else
-    for (int k = 0; k < BN / 8; k++) b[k] = make_float2(0.f, 0.f);
+  float2 b[BN / 8];  // b[i / 4]: the bias of the column pair of v[i .. i + 3] (GELU' has none: zeros)
+  tile_bias(b, acc, w.n0, s, E == Epilogue::gelu ? e.bias : nullptr);
 #pragma unroll
   for (int i = 0; i < acc.REGS; i += 4) {  // v[i], v[i + 1] (row r) and v[i + 2], v[i + 3] (row r + 8): one column pair
     const int c = acc.col(i), box = i / 32;  // 8-column group i / 4, 8 groups per box
