@@ -2,6 +2,7 @@
 # budget and the one extension build every call starts with. Keeps NVLink multicast off in every process.
 #   rem N      seconds a step may take: N, or what is left of the call's LIMIT (default 585 s) if less
 #   step NAME SECONDS CMD...   run CMD under timeout with its output in $O/NAME.log, then say rc and time
+#   san, epi   (session 21 on) the MLP GEMM epilogues' sanitizer runs and timings in a tree: see their comments below
 #   BUILD_ARGS (set before sourcing): arguments of the one build, e.g. "--family attention" (default: all families)
 #   VARIANTS, VARIANT_JOBS (set before sourcing): trees beside the working tree (e.g. ".variant .variant2", patched
 #              copies) whose attention family builds at the same time, VARIANT_JOBS compile jobs each (default 3),
@@ -35,3 +36,17 @@ echo "build $((SECONDS - t0)) s"
 if [ -n "$VARIANTS" ]; then wait; for v in $VARIANTS; do tail -n1 "$O/build$v.log"; done; echo "all builds at $((SECONDS - t0)) s"; fi
 python data/shakespeare_char/prepare.py --input "$SHAKESPEARE_INPUT" > /dev/null 2>&1
 python data/shakespeare/prepare.py --input "$SHAKESPEARE_INPUT" --bpe "$TIKTOKEN_GPT2_BPE" > /dev/null 2>&1
+# san TREE TAG TOOL...   compute-sanitizer TOOL (memcheck, racecheck, synccheck) on the MLP GEMM epilogues in TREE
+#                        (dev/mlp_epilogue_ncu.py --ncu --small --sums), up to SAN_SECS (default 150) s each, each in
+#                        the background: $O/san_TOOL_TAG.log, one summary line each; the caller waits
+san() {
+  local tree=$1 tag=$2 tool; shift 2
+  local cs; cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in "$@"; do
+    (cd "$tree" && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$(rem "${SAN_SECS:-150}")" "$cs" --tool "$tool" --error-exitcode 9 python \
+       dev/mlp_epilogue_ncu.py --ncu --small --sums > "$O/san_${tool}_$tag.log" 2>&1
+     echo "== $tool $tag rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/san_${tool}_$tag.log")") &
+  done
+}
+# epi TREE TAG           the four MLP GEMMs alone in TREE (dev/mlp_epilogue_ncu.py, do_bench medians): $O/epi_TAG.log
+epi() { (cd "$1" && step "epi_$2" 30 python dev/mlp_epilogue_ncu.py); echo "-- $2"; grep TFLOP "$O/epi_$2.log"; }

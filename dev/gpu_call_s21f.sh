@@ -13,19 +13,13 @@
 export LIMIT=${LIMIT:-200} MAX_JOBS=8 BUILD_ARGS="--family mlp" VARIANTS=".v192 .v192g" VARIANT_JOBS=5 VARIANT_BUILD_ARGS="--family mlp"
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 step save_main 30 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_main.pt
 (cd .v192 && step save_v192 30 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_v192.pt)
 echo "-- v192 vs main:"; python dev/compare_saved.py $O/saved_main.pt $O/saved_v192.pt
 (cd .v192 && step tests 80 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf -x tests/mlp) &
-for tool in memcheck racecheck; do
-  (cd .v192 && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout $(rem 80) $cs --tool $tool --error-exitcode 9 python \
-     dev/mlp_epilogue_ncu.py --ncu --small --sums > $O/san_$tool.log 2>&1
-   echo "== $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $O/san_$tool.log)") &
-done
+SAN_SECS=80 san .v192 v192 memcheck racecheck
 # the timings beside the correctness runs would be skewed: wait for them
 wait; echo "correctness done at $((SECONDS - t0)) s"; echo "tests: $(tail -1 $O/tests.log)"; grep -E "^FAILED|^E  " $O/tests.log | head -8
-e() { (cd $1 && step epi_$2 25 python dev/mlp_epilogue_ncu.py); echo "-- $2"; grep TFLOP $O/epi_$2.log; }
-e . main; e .v192 v192; e .v192g v192g; e . main2; e .v192 v192_2; e .v192g v192g_2
+epi . main; epi .v192 v192; epi .v192g v192g; epi . main2; epi .v192 v192_2; epi .v192g v192g_2
 echo "all done at $((SECONDS - t0)) s"
 cd $O && tar czf logs.tgz --exclude logs.tgz *.log 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf
