@@ -30,14 +30,14 @@ wf = (torch.randn(H, C, device="cuda", generator=g) * 0.02).to(dt)
 wp = (torch.randn(C, H, device="cuda", generator=g) * 0.02).to(dt)
 dy = torch.randn(N, C, device="cuda", generator=g).to(dt)
 bf = torch.randn(H, device="cuda", generator=g) if "--save" in sys.argv else torch.zeros(H, device="cuda")
-pre, out, dh = (torch.empty(N, H, device="cuda", dtype=dt) for _ in range(3))
+aux, out, dh = (torch.empty(N, H, device="cuda", dtype=dt) for _ in range(3))  # aux: gelu'(pre) (session 22 on)
 sums = torch.empty((N + 63) // 64, H, device="cuda") if "--sums" in sys.argv else None
 ext = ops._ext()
 
 cases = {
-    "gelu  x W_fc^T (+b, GELU, writes pre)": lambda: ext.gemm_(x, False, wf, False, out, ops.GELU, bf, pre, False),
+    "gelu  x W_fc^T (+b, GELU, writes gelu')": lambda: ext.gemm_(x, False, wf, False, out, ops.GELU, bf, aux, False),
     "store x W_fc^T (+b)": lambda: ext.gemm_(x, False, wf, False, out, ops.STORE, bf),
-    "dgelu dy W_proj (* gelu'(pre))": lambda: ext.gemm_(dy, False, wp, True, dh, ops.DGELU, None, pre, False, 0, sums),
+    "dgelu dy W_proj (* gelu')": lambda: ext.gemm_(dy, False, wp, True, dh, ops.DGELU, None, aux, False, 0, sums),
     "store dy W_proj": lambda: ext.gemm_(dy, False, wp, True, dh, ops.STORE),
 }
 for _ in range(2):  # warm-up: 8 launches
@@ -59,7 +59,7 @@ if "--save" in sys.argv:
         torch.cuda.synchronize()
         outs[name] = (out if "W_fc" in name else dh).clone()
         if name.startswith("gelu"):
-            outs[name + " pre"] = pre.clone()
+            outs[name + " aux"] = aux.clone()
         if sums is not None and name.startswith("dgelu"):
             outs[name + " sums"] = sums.clone()
     torch.save({k: v.cpu() for k, v in outs.items()}, sys.argv[sys.argv.index("--save") + 1])

@@ -270,3 +270,44 @@ def test_dynamic_scheduler_needs_several_items_per_cta(tmp_path):
     r = _compile(tmp_path, pieces=0, toy=toy)
     assert r.returncode != 0
     assert "a DYNAMIC scheduler needs an item_stage (one item record per item buffer)" in r.stderr, r.stderr[-4000:]
+
+
+# P::epilogue: a fourth warpgroup with its own copy of the static walk (the MLP GEMM's GELU epilogues)
+EPILOGUE = """struct Epi {
+  const G &g;
+  __device__ Epi(const G &g, const tk::pipeline::epilogue_ctx &) : g(g) {}
+  __device__ void run(Walk &walk) {
+    for (int w; walk.next(w);) g.out[(1 << 20) + w * 128 + tk::wg::warpgroup_thread()] = float(w) * 5.f;
+  }
+};
+struct Toy {"""
+
+
+def _with_epilogue(toy: str, regs: str = "PRODUCER_REGS = 24, CONSUMER_REGS = 160", epilogue_regs: int = 96) -> str:
+    out = (toy.replace("struct Toy {", EPILOGUE, 1)
+           .replace("  using consumer = Consumer;\n",
+                    f"  using consumer = Consumer;\n  using epilogue = Epi;\n  static constexpr int EPILOGUE_REGS = {epilogue_regs};\n", 1)
+           .replace("PRODUCER_REGS = 40, CONSUMER_REGS = 232", regs, 1))
+    assert out.count("using epilogue = Epi;") == 1 and regs in out, "the toy changed: update _with_epilogue"
+    return out
+
+
+def test_epilogue_warpgroup_compiles_clean(tmp_path):
+    ptx = _compiles_clean(tmp_path, _with_epilogue(TOY))
+    assert ".maxntid 512" in ptx, "a producer, two consumers and the epilogue warpgroup: 512 threads"
+    # launched at 128 registers a thread: the producer and the epilogue warpgroup shrink, the consumers grow
+    assert "setmaxnreg.dec.sync.aligned.u32 24" in ptx and "setmaxnreg.dec.sync.aligned.u32 96" in ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 160" in ptx
+    assert "0f40A00000" in ptx  # 5.0: the epilogue warpgroup's own store of w * 5
+
+
+def test_epilogue_warpgroup_register_budget_is_checked(tmp_path):
+    r = _compile(tmp_path, pieces=0, toy=_with_epilogue(TOY, "PRODUCER_REGS = 24, CONSUMER_REGS = 200", 128))
+    assert r.returncode != 0
+    assert "(+ EPILOGUE_REGS) exceed the registers the CTA" in r.stderr, r.stderr[-4000:]
+
+
+def test_epilogue_warpgroup_needs_a_static_walk(tmp_path):
+    r = _compile(tmp_path, pieces=0, toy=_with_epilogue(_dynamic(_two_item_buffers(TOY))))
+    assert r.returncode != 0
+    assert "P::epilogue walks its own copy of a static scheduler" in r.stderr, r.stderr[-4000:]

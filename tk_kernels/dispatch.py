@@ -86,7 +86,7 @@ class Family:
     # without an error, as it does for a family whose TK kernel is not used
     not_used_on: Callable[[torch.device], str | None] | None = None
     # True: the TK op runs only while training (the module's .training; eval, sampling included, runs the
-    # reference): the MLP's forward writes the pre-activation for its backward and casts the fp32 weights
+    # reference): the MLP's forward writes gelu'(pre) for its backward and casts the fp32 weights
     # per call, where autocast caches F.linear's casts, so only the train step was measured faster
     train_only: bool = False
     # attention only: the TK op on the fused (B, T, 3C) projection, (qkv, n_head, causal, scale, dropout_p)

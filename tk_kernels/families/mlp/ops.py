@@ -7,10 +7,12 @@ ops with autograd.
     y = tk_kernels.linear(x, w, b)                           # F.linear on the same GEMM
 
 Forward (two GEMMs, csrc/gemm.cu):
-    pre = x W_fc^T + b_fc          epilogue: + bias, round, GELU -> writes pre and g = gelu(pre)
+    pre = x W_fc^T + b_fc          epilogue: + bias, round, GELU -> writes g = gelu(pre) and d = gelu'(pre)
+                                   (pre itself is never written)
     y   = g W_proj^T + b_proj      epilogue: + bias
 Backward (four GEMMs and two column sums):
-    dh      = (dy W_proj) * gelu'(pre)    GELU' fused into the GEMM's epilogue (pre saved by the forward)
+    dh      = (dy W_proj) * d         d fused into the GEMM's epilogue (saved by the forward, which had
+                                      computed most of it for GELU: the backward's epilogue is a multiply)
     dW_proj = dy^T g,   dW_fc = dh^T x    fp32 straight from the accumulators (K = tokens, split to
                                            fill the GPU), in the weights' dtype
     dx      = dh W_fc
@@ -23,13 +25,15 @@ MN-major operand modes, never copies.
 Precision: bf16/fp16 operands, fp32 accumulation, outputs rounded to the operand dtype, like
 autocast's F.linear; GELU (exact erf by default, nn.GELU(approximate='tanh') with
 approximate='tanh') is computed in fp32 on the rounded pre-activation, as PyTorch computes it.
+gelu'(pre) is computed there too and rounded to the operand dtype when saved, so dh is rounded once
+more than PyTorch's backward rounds it (a relative error of the dtype's half-ulp per element).
 Weights and biases may be fp32 (autocast training keeps fp32 parameters): the ops cast the weights
 to the activations' dtype themselves (the MLP's forward saves its casts for the backward, as autocast's
 cache does) and return their gradients in the parameters' dtype.
 
 Registered ops (eager and torch.compile without graph breaks):
-    tk::mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate) -> (y, pre, g, w_fc16, w_proj16)
-    tk::mlp_bwd(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype)
+    tk::mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate) -> (y, d, g, w_fc16, w_proj16)
+    tk::mlp_bwd(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype)
     tk::linear_fwd(x, w, b) -> y;  tk::linear_bwd(dy, x, w, has_b, w_dtype, b_dtype)
 Requirements: an sm_90 GPU (H100/H200) and an sm_90a build; 2-d x with rows of a multiple of 8
 elements, weights whose dims are multiples of 8. Anything else is a clear ValueError (kernels=tk) or
@@ -107,19 +111,19 @@ def _saved(w: Tensor, w16: Tensor) -> Tensor:
 
 def _mlp_fwd_impl(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
                   approximate: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """(y, pre, g, wf16, wp16): the output (N, C) and, for the backward, the pre-activation and the GELU
-    output (N, 4C), all in x's dtype, and the weights cast to x's dtype (empty where they had it already),
+    """(y, d, g, wf16, wp16): the output (N, C) and, for the backward, gelu'(pre) and the GELU output
+    (N, 4C), all in x's dtype, and the weights cast to x's dtype (empty where they had it already),
     so that the backward does not cast them again (24 casts of 8.6 us a GPT-2 124M step, H200)."""
     ext = _ext()
     x = x.contiguous()
     wf16, wp16 = _cast(w_fc, x.dtype), _cast(w_proj, x.dtype)
     wf, wp = _saved(w_fc, wf16), _saved(w_proj, wp16)
     N, H, C = x.shape[0], wf.shape[0], wp.shape[0]
-    pre, g = x.new_empty((N, H)), x.new_empty((N, H))
+    d, g = x.new_empty((N, H)), x.new_empty((N, H))
     y = x.new_empty((N, C))
-    ext.gemm_(x, False, wf, False, g, GELU, _f32(b_fc), pre, approximate == "tanh")
+    ext.gemm_(x, False, wf, False, g, GELU, _f32(b_fc), d, approximate == "tanh")
     ext.gemm_(g, False, wp, False, y, STORE, _f32(b_proj))
-    return y, pre, g, wf16, wp16
+    return y, d, g, wf16, wp16
 
 
 @torch.library.custom_op("tk::mlp_fwd", mutates_args=(), device_types="cuda")
@@ -136,7 +140,7 @@ def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate):
             _cast(w_proj, x.dtype))
 
 
-def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g: Tensor, has_b_fc: bool,
+def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor, g: Tensor, has_b_fc: bool,
                   has_b_proj: bool, approximate: str, w_dtype: str,
                   b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(dx, dw_fc, db_fc, dw_proj, db_proj); the bias gradients are empty (0,) tensors when there is
@@ -145,11 +149,11 @@ def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tens
     dy, x = dy.contiguous().to(x.dtype), x.contiguous()
     wf, wp = w_fc.contiguous(), w_proj.contiguous()  # in x's dtype: the forward's casts (_mlp_setup)
     wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
-    dh = torch.empty_like(pre)
+    dh = torch.empty_like(d)
     # (dy W_proj) * gelu'(pre), and with a bias the column sums of dh per block of 64 rows
-    dh_sums = torch.empty(((pre.shape[0] + 63) // 64, pre.shape[1]), device=x.device,
+    dh_sums = torch.empty(((d.shape[0] + 63) // 64, d.shape[1]), device=x.device,
                           dtype=torch.float32) if has_b_fc else None
-    ext.gemm_(dy, False, wp, True, dh, DGELU, None, pre, approximate == "tanh", 0, dh_sums)
+    ext.gemm_(dy, False, wp, True, dh, DGELU, None, d, False, 0, dh_sums)
     dx = torch.empty_like(x)
     ext.gemm_(dh, False, wf, True, dx, STORE)                                    # dh W_fc
     dw_proj = _weight_grad(dy, g, tuple(wp.shape), wdt)                          # dy^T g
@@ -161,14 +165,14 @@ def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tens
 
 
 @torch.library.custom_op("tk::mlp_bwd", mutates_args=(), device_types="cuda")
-def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, pre: Tensor, g: Tensor, has_b_fc: bool,
+def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor, g: Tensor, has_b_fc: bool,
             has_b_proj: bool, approximate: str, w_dtype: str,
             b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return _mlp_bwd_impl(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype)
+    return _mlp_bwd_impl(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype)
 
 
 @mlp_bwd.register_fake
-def _mlp_bwd_fake(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype):
+def _mlp_bwd_fake(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
     H, C = w_fc.shape
@@ -180,8 +184,8 @@ def _mlp_bwd_fake(dy, x, w_fc, w_proj, pre, g, has_b_fc, has_b_proj, approximate
 def _save(ctx, inputs, output):
     """What the backward needs, on ctx: the tensors, whether there are biases, the parameters' dtypes."""
     x, w_fc, b_fc, w_proj, b_proj, approximate = inputs
-    _, pre, g, wf16, wp16 = output
-    ctx.save_for_backward(x, _saved(w_fc, wf16), _saved(w_proj, wp16), pre, g)
+    _, d, g, wf16, wp16 = output
+    ctx.save_for_backward(x, _saved(w_fc, wf16), _saved(w_proj, wp16), d, g)
     ctx.has_b_fc, ctx.has_b_proj = b_fc is not None, b_proj is not None
     ctx.approximate = approximate
     ctx.w_dtype = str(w_fc.dtype).removeprefix("torch.")
@@ -190,20 +194,20 @@ def _save(ctx, inputs, output):
 
 def _gradients(ctx, dy, backward) -> tuple:
     """The gradients of (x, w_fc, b_fc, w_proj, b_proj, approximate) from dy, by backward (mlp_bwd's signature)."""
-    x, w_fc, w_proj, pre, g = ctx.saved_tensors
+    x, w_fc, w_proj, d, g = ctx.saved_tensors
     dx, dw_fc, db_fc, dw_proj, db_proj = backward(
-        dy, x, w_fc, w_proj, pre, g, ctx.has_b_fc, ctx.has_b_proj, ctx.approximate, ctx.w_dtype, ctx.b_dtype)
+        dy, x, w_fc, w_proj, d, g, ctx.has_b_fc, ctx.has_b_proj, ctx.approximate, ctx.w_dtype, ctx.b_dtype)
     return (dx, dw_fc, db_fc if ctx.has_b_fc else None, dw_proj, db_proj if ctx.has_b_proj else None, None)
 
 
 def _mlp_setup(ctx, inputs, output):
     _save(ctx, inputs, output)
-    _, pre, g, wf16, wp16 = output
-    ctx.mark_non_differentiable(pre, g, wf16, wp16)
-    ctx.set_materialize_grads(False)  # no zero (N, 4C) gradients for pre and g: measured 0.06 ms a step
+    _, d, g, wf16, wp16 = output
+    ctx.mark_non_differentiable(d, g, wf16, wp16)
+    ctx.set_materialize_grads(False)  # no zero (N, 4C) gradients for d and g: measured 0.06 ms a step
 
 
-def _mlp_backward(ctx, dy, _dpre, _dg, _dwf16, _dwp16):
+def _mlp_backward(ctx, dy, _dd, _dg, _dwf16, _dwp16):
     if dy is None:
         return None, None, None, None, None, None
     return _gradients(ctx, dy, torch.ops.tk.mlp_bwd)

@@ -87,6 +87,11 @@
 //                                piece loop (compile-time piece indices, e.g. registers picked by piece); a
 //                                rolled loop retires the piece's slot before the piece, an unrolled one after.
 //     consumer::last()           after the last item (e.g. wait for outstanding TMA stores)
+//     P::epilogue, P::EPILOGUE_REGS   (optional) a fourth warpgroup that runs beside the consumers: constructed
+//                                from (const globals &, const epilogue_ctx &) after setmaxnreg<EPILOGUE_REGS>,
+//                                then run(scheduler &) with its own copy of the static walk (not DYNAMIC, not
+//                                ONE_ITEM). The kernel hands it work through its own barriers in the scratch
+//                                (the MLP GEMM: each finished tile, so that the consumers never run its GELU)
 //     consumer::SELF_PACED       true: the consumer waits for every slot (slot::wait(0)) and frees it
 //                                (slot::release(), thread 0 of the warpgroup) itself, where it chooses (the
 //                                attention backward frees slot i - 1 inside compute(i), before it waits for
@@ -113,6 +118,11 @@
 namespace tk::pipeline {
 
 struct no_side {};
+
+// What P::epilogue (the optional epilogue warpgroup) gets: the scratch the consumers get too.
+struct epilogue_ctx {
+  char *scratch;
+};
 
 // A ring slot as the producer and the consumers see it: its tiles, its full barrier(s), this use's parity,
 // its empty barrier and its side buffer (P::side_stage).
@@ -197,6 +207,10 @@ template <typename P> constexpr int item_stages() {
   if constexpr (requires { P::ITEM_STAGES; }) return int(P::ITEM_STAGES);
   else return 1;
 }
+template <typename P> struct epilogue_of { using type = void; static constexpr int regs = 0; };
+template <typename P>
+  requires requires { typename P::epilogue; P::EPILOGUE_REGS; }
+struct epilogue_of<P> { using type = typename P::epilogue; static constexpr int regs = int(P::EPILOGUE_REGS); };
 template <typename C> constexpr int deferred_pieces() {
   if constexpr (requires { C::DEFERRED_PIECES; }) return int(C::DEFERRED_PIECES);
   else return 0;
@@ -254,7 +268,11 @@ struct kernel {
   static constexpr int STAGES = P::STAGES, CONSUMERS = P::CONSUMERS;
   static constexpr int ITEM_STAGES = detail::item_stages<P>();
   static constexpr int FULL = detail::full_count<P>();
-  static constexpr int THREADS = 128 * (1 + CONSUMERS);
+  using epilogue_t = typename detail::epilogue_of<P>::type;
+  static constexpr bool HAS_EPILOGUE = !std::is_void_v<epilogue_t>;
+  static constexpr int EPILOGUE_REGS = HAS_EPILOGUE ? detail::epilogue_of<P>::regs : 0;
+  static constexpr int WARPGROUPS = 1 + CONSUMERS + (HAS_EPILOGUE ? 1 : 0);
+  static constexpr int THREADS = 128 * WARPGROUPS;
   static constexpr int RING_BYTES = STAGES * int(sizeof(stage));
   static constexpr int ITEM_OFFSET = RING_BYTES;
   static constexpr int SCRATCH_OFFSET = RING_BYTES + ITEM_STAGES * detail::item_of<P>::bytes;
@@ -272,6 +290,8 @@ struct kernel {
   // the description's readable compile-time checks
   static_assert(STAGES >= 1 && STAGES <= 16, "pipeline: STAGES (ring depth) must be 1..16");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "pipeline: 1..3 consumer warpgroups (4 warpgroups per CTA at most)");
+  static_assert(WARPGROUPS <= 4, "pipeline: a producer, the consumers and an epilogue warpgroup: 4 warpgroups at most");
+  static_assert(!HAS_EPILOGUE || (!DYN && !ONE), "pipeline: P::epilogue walks its own copy of a static scheduler");
   static_assert(alignof(stage) <= 1024 && sizeof(stage) % 1024 == 0,
                 "pipeline: a stage is a whole number of 1024-byte blocks (128B-swizzled tiles start on 1024 bytes)");
   static_assert(!HAS_ITEM || sizeof(item_stage) % 1024 == 0, "pipeline: item_stage must be a multiple of 1024 bytes");
@@ -288,9 +308,11 @@ struct kernel {
   // warpgroups; ptxas -v reports that count for every kernel that uses setmaxnreg). A consumer increase beyond
   // what the producer gave back waits forever (session 10: producer 64 + 2 x 224 = 512 > 3 x 168 hung the GPU).
   static constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8 < 256 ? 65536 / THREADS / 8 * 8 : 256;
-  static_assert(P::PRODUCER_REGS + CONSUMERS * P::CONSUMER_REGS <= (1 + CONSUMERS) * LAUNCH_REGS,
-                "pipeline: PRODUCER_REGS + CONSUMERS x CONSUMER_REGS exceed the registers the CTA is launched with "
-                "((1 + CONSUMERS) x LAUNCH_REGS): the consumers' setmaxnreg would wait forever");
+  static_assert(P::PRODUCER_REGS + CONSUMERS * P::CONSUMER_REGS + EPILOGUE_REGS <= WARPGROUPS * LAUNCH_REGS,
+                "pipeline: PRODUCER_REGS + CONSUMERS x CONSUMER_REGS (+ EPILOGUE_REGS) exceed the registers the CTA "
+                "is launched with (warpgroups x LAUNCH_REGS): the consumers' setmaxnreg would wait forever");
+  static_assert(!HAS_EPILOGUE || (EPILOGUE_REGS % 8 == 0 && EPILOGUE_REGS >= 24 && EPILOGUE_REGS <= 256),
+                "pipeline: EPILOGUE_REGS is a multiple of 8 in [24, 256]");
   static_assert(P::PRODUCER_REGS <= P::CONSUMER_REGS, "pipeline: the producer gives registers to the consumers");
   static_assert(PIECES >= 0 && PIECES <= 64, "pipeline: DEFERRED_PIECES must be 0..64");
   static_assert(!UNROLL || PIECES > 0, "pipeline: UNROLL_PIECES without DEFERRED_PIECES");
@@ -358,11 +380,20 @@ struct kernel {
     __syncthreads();
 
     if (wg::warpgroupid() == 0) {
-      wg::set_max_registers<P::PRODUCER_REGS>();
+      wg::set_max_registers_from<P::PRODUCER_REGS, LAUNCH_REGS>();
       if (wg::warpgroup_thread() == 0) produce(g, ring, full, empty, item_bar, base, one, records);
       return;
     }
-    wg::set_max_registers<P::CONSUMER_REGS>();
+    if constexpr (HAS_EPILOGUE) {
+      if (wg::warpgroupid() == 1 + CONSUMERS) {
+        wg::set_max_registers_from<EPILOGUE_REGS, LAUNCH_REGS>();
+        epilogue_t e(g, epilogue_ctx{base + SCRATCH_OFFSET});
+        sched_t sched(g);
+        e.run(sched);
+        return;
+      }
+    }
+    wg::set_max_registers_from<P::CONSUMER_REGS, LAUNCH_REGS>();
     consume(g, ring, full, empty, item_bar, base, one, records);
   }
   // item `it`'s per-item buffer (item ring slot it % ITEM_STAGES, used for the (it / ITEM_STAGES)-th time)

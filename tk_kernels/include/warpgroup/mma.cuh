@@ -141,6 +141,17 @@ __device__ __forceinline__ void set_max_registers() {
 #endif
 }
 
+// The same from a known launch count: grow if R > LAUNCH, shrink if R < LAUNCH (a warpgroup whose count lies
+// between the producer's and the consumers', e.g. the pipeline's epilogue warpgroup).
+template <int R, int LAUNCH>
+__device__ __forceinline__ void set_max_registers_from() {
+  static_assert(R % 8 == 0 && R >= 24 && R <= 256, "setmaxnreg takes a multiple of 8 in [24, 256]");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (R > LAUNCH) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+  else if constexpr (R < LAUNCH) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+#endif
+}
+
 // fp32 D[64 x N] of one warpgroup: warp w holds rows 16w..16w+15; lane l holds, for each 8-column
 // group j, the pairs (row 16w + l/4, cols 8j + 2(l%4) + {0,1}) in v[4j], v[4j+1] and
 // (row + 8, same cols) in v[4j+2], v[4j+3].

@@ -30,7 +30,7 @@ void check_matrix(const at::Tensor &t, const char *name, const at::Tensor &like)
 }
 
 // c (M, N) <- epilogue(sum_k A(m, k) B(n, k)); a is (M, K), or (K, M) when a_mn; b is (N, K), or (K, N)
-// when b_mn. epilogue: 0 store (+ bias), 1 gelu (aux <- pre-activation), 2 dgelu (aux = pre-activation),
+// when b_mn. epilogue: 0 store (+ bias), 1 gelu (aux <- gelu'(pre)), 2 dgelu (c <- acc * aux, aux = gelu'(pre)),
 // 3 store_f32 (c fp32, zeroed first by the caller when splits != 1; splits 0 = choose). colsum (dgelu
 // only): fp32 ((M + 63) / 64, N) <- column sums of c per block of 64 rows.
 void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::Tensor &c, int64_t epilogue,
@@ -74,10 +74,10 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
     p.bias = bias->data_ptr<float>();
   }
   if (epi == tk_mlp::Epilogue::gelu || epi == tk_mlp::Epilogue::dgelu) {
-    TORCH_CHECK(aux.has_value() && aux->defined(), msg("tk mlp: the gelu epilogues need the pre-activation tensor"));
-    check_matrix(*aux, "pre-activation", a);
+    TORCH_CHECK(aux.has_value() && aux->defined(), msg("tk mlp: the gelu epilogues need the gelu'(pre) tensor (aux)"));
+    check_matrix(*aux, "aux", a);
     TORCH_CHECK(aux->sizes() == c.sizes() && aux->stride(0) == c.stride(0) && aux->scalar_type() == c.scalar_type(),
-                msg("tk mlp: the pre-activation must have c's shape, row stride and dtype"));
+                msg("tk mlp: aux must have c's shape, row stride and dtype"));
     p.aux = aux->data_ptr();
   }
   if (colsum.has_value() && colsum->defined()) {

@@ -30,20 +30,17 @@ __device__ __forceinline__ float normal_cdf(float x, float &e) {
   return 0.5f + copysignf(fmaf(-0.5f * poly, e, 0.5f), x);  // 0.5 (1 + sign(x) erf(|x| / sqrt 2))
 }
 
-__device__ __forceinline__ float gelu(float x, bool tanh_form) {
-  if (tanh_form) return 0.5f * x * (1.f + tanhf(SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x)));
-  float e;
-  return x * normal_cdf(x, e);
-}
-
-__device__ __forceinline__ float gelu_grad(float x, bool tanh_form) {
+// gelu(x), and its derivative in d: the forward writes both (the backward multiplies by d, computing nothing)
+__device__ __forceinline__ float gelu_and_grad(float x, bool tanh_form, float &d) {
   if (tanh_form) {
     const float t = tanhf(SQRT_2_OVER_PI * (x + GELU_TANH_C * x * x * x));
-    return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * SQRT_2_OVER_PI * (1.f + 3.f * GELU_TANH_C * x * x);
+    d = 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * SQRT_2_OVER_PI * (1.f + 3.f * GELU_TANH_C * x * x);
+    return 0.5f * x * (1.f + t);
   }
   float e;
   const float cdf = normal_cdf(x, e);
-  return fmaf(x * INV_SQRT_2PI, e, cdf);
+  d = fmaf(x * INV_SQRT_2PI, e, cdf);
+  return x * cdf;
 }
 
 }  // namespace tk_mlp

@@ -11,27 +11,24 @@
 // epilogues, -11% for the fp32 store (its address arithmetic)).
 //
 // Algorithm (grown from dev/hopper/gemm.cu, whose version 2 measured 0.99-1.03x cuBLAS at the GPT-2
-// shapes on an H200): a persistent grid of min(#SMs, #work units) CTAs of three warpgroups.
-//   - warpgroup 0, the producer (40 registers after setmaxnreg), has one thread issue the TMA loads of
-//     a 4-stage (GELU / GELU': 3) ring of K slices: per slice a 128 x 64 A tile and a 256 x 64 B tile (48 KB), 128-byte
-//     swizzled. K-major operands are one box each; MN-major operands are loaded as [64 K rows x 64]
-//     boxes side by side (2 for A, 4 for B), the layout desc_mn128 describes. Out-of-bounds rows and
-//     columns are zero-filled by TMA, so any M and ragged N / K tiles need no padding.
-//   - warpgroups 1 and 2, the consumers (232 registers), each own 64 of the tile's 128 rows and run
-//     m64n256k16 wgmma over the ring (the MN-major operands with the transpose flag), one group in
-//     flight; a slot is released when the group that read it has completed.
-//   - deferred epilogue, plain 16-bit store: a finished tile is rounded to 16 bits (+ bias) into 64
-//     registers beside the next tile's accumulator, and its epilogue (128B-swizzled 8 KB staging buffer,
-//     TMA store that drops rows >= M and columns >= N) runs in 8 pieces, each right after one K slice of
-//     the next tile was issued, while that slice's wgmmas run. Measured: took x W^T from 0.95-1.08x to
-//     1.01-1.10x cuBLAS.
-//   - staged epilogue, GELU / GELU' (3-stage ring): the finished tile is rounded (+ bias) into a 32 KB
-//     shared tile per consumer and its 8 pieces are a rolled loop over 16-byte chunks of that tile (the
-//     register version unrolled to 250-320 KB of SASS, streamed through the instruction caches; see "staged
-//     epilogues"). GELU' reads the pre-activation with coalesced 16-byte loads two pieces ahead and can
-//     write the column sums of its output per 64-row block (the MLP's bias gradient); GELU writes the
-//     pre-activation with TMA stores of the staged tile. The staging loads the tile's bias with all 32
-//     loads in flight (tile_bias): GELU 180 -> 170 us at (16384, 3072, 768) on an H100, bitwise the same.
+// shapes on an H200): a persistent grid of min(#SMs, #work units) CTAs.
+//   - warpgroup 0, the producer, has one thread issue the TMA loads of a 4-stage ring of K slices: per slice a
+//     128 x 64 A tile and a 256 x 64 B tile (48 KB; GELU / GELU': 192 x 64, 40 KB), 128-byte swizzled. K-major
+//     operands are one box each; MN-major operands are loaded as [64 K rows x 64] boxes side by side (2 for A,
+//     4 or 3 for B), the layout desc_mn128 describes. Out-of-bounds rows and columns are zero-filled by TMA, so
+//     any M and ragged N / K tiles need no padding.
+//   - warpgroups 1 and 2, the consumers, each own 64 of the tile's 128 rows and run m64n256k16 (GELU / GELU':
+//     m64n192k16) wgmma over the ring (the MN-major operands with the transpose flag), one group in flight; a
+//     slot is released when the group that read it has completed.
+//   - plain 16-bit store (3 warpgroups; producer 40 registers after setmaxnreg, consumers 232): deferred. A
+//     finished tile is rounded to 16 bits (+ bias) into 64 registers beside the next tile's accumulator, and
+//     its epilogue (128B-swizzled 8 KB staging buffer, TMA store that drops rows >= M and columns >= N) runs
+//     in 8 pieces, each right after one K slice of the next tile was issued, while that slice's wgmmas run.
+//     Measured: took x W^T from 0.95-1.08x to 1.01-1.10x cuBLAS.
+//   - GELU / GELU' (4 warpgroups: see "the epilogue warpgroup"): each consumer stages its finished 64 x 192
+//     half (+ bias) in shared memory and goes on with the next tile; a fourth warpgroup, which issues no
+//     wgmma, finishes it box by box (GELU and gelu', or the product with the saved gelu', the column sums
+//     of GELU') and TMA-stores it.
 //   - fp32 outputs (weight gradients) are written from registers after their tile, atomically added
 //     when K is split. A stream-K alternative (one wave of equal contiguous K ranges, an MLP's two weight
 //     gradients per launch) measured no faster on the H200 (dW 1.03x / 1.01x of split-K at C = 768, 0.88x /
@@ -39,18 +36,17 @@
 //     466c0a1:tk_kernels/families/mlp/csrc/gemm.cu, with dev/hopper/check_mlp_dw.py).
 //   - the producer runs ahead into the next work unit, so the loads of one tile overlap the end of the
 //     one before.
-// Work units: tiles of 128 x 256 (n fastest: neighbouring CTAs share A's rows); for weight gradients
-// (M x N = C x 4C, only 72 tiles at C = 768 for 132 SMs) K is split so that the units fill whole waves
-// (gemm_splits), split-major so that CTAs running together read the same K rows (they fit in L2).
+// Work units: tiles of 128 x 256 (GELU / GELU': 128 x 192; n fastest: neighbouring CTAs share A's rows); for
+// weight gradients (M x N = C x 4C, only 72 tiles at C = 768 for 132 SMs) K is split so that the units fill
+// whole waves (gemm_splits), split-major so that CTAs running together read the same K rows (they fit in L2).
 // Shared memory: 4 x 48 KB ring + 2 consumers x 2 x 8 KB staging + 1 KB alignment = 225 KB; GELU / GELU':
-// 3 x 48 KB ring + 2 consumers x 32 KB tile + 1 KB = 209 KB.
+// 4 x 40 KB ring + 2 consumers x (24 KB tile + 2 KB column sums) + 1 KB + the hand-off (1.5 KB of bias) = 214 KB.
 // Measured (H200, bf16, bench/bench_mlp.py, bench/RESULTS.md): x W^T 0.96x cuBLAS at 8192^3 and 1.01-1.10x at
-// the GPT-2 shapes; dy W 1.01-1.06x; dy^T x (split K, fp32 atomics) 0.84-0.93x. The register-pending GELU and
-// GELU' epilogues (dev/hopper/mlp_gemm_v1.cu) measured 0.58x / 0.42x of cuBLAS + a separate PyTorch
-// elementwise kernel at (16384, 3072, 768); the staged ones (below) measured, same shape: GELU 0.164 ms vs
-// 0.189 (1.15x), GELU' 0.182 vs 0.211 (1.16x), GELU' + the bias column sums 0.203 vs 0.251 (1.24x); at
-// (16384, 4096, 1024) 1.10x / 1.10x / 1.17x; at (16384, 8192, 2048) 0.91x / 0.96x / 1.03x (the plain store
-// of the same products: 0.120 / 0.113 ms at the first shape; dev/hopper/check_mlp_epilogue.py, session 4).
+// the GPT-2 shapes; dy W 1.01-1.06x; dy^T x (split K, fp32 atomics) 0.84-0.93x. GELU / GELU' at (16384, 3072,
+// 768) (dev/mlp_epilogue_ncu.py, H100, session 22): 175 / 157 us against 170 / 190 for the version before
+// (consumers finishing their own tile in 8 pieces between the next tile's slices) and 121 / 117 for the plain
+// store of the same products; bench_mlp's MLP fwd+bwd 1.136x / 1.063x / 1.019x the faster of eager and
+// torch.compile at C = 768 / 1024 / 2048 (that version: 1.080x / 1.046x / 0.982x, same call).
 #include <algorithm>
 #include <string>
 #include <cuda_bf16.h>
@@ -73,15 +69,19 @@ namespace {
 constexpr int BM = 128, BN = 256, BK = 64;
 constexpr int BOX = 64;                          // MN-major load boxes and store boxes: 64 x 64
 constexpr int BOX_BYTES = BOX * BOX * 2;         // 8 KB
-constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
-constexpr int TILE_BYTES = 64 * BN * 2;          // one consumer's 64 x 256 16-bit tile (4 boxes): 32 KB
-constexpr int SUM_BYTES = 2 * 2 * 4 * BOX * 4;   // GELU' column sums: 2 boxes x 2 pieces x 4 warps x 64 fp32
-constexpr int THREADS = 384;
+constexpr int GBN = 192;                         // the GELU kernels' tile width (see "the epilogue warpgroup")
+constexpr int A_BYTES = BM * BK * 2;
+constexpr int TILE_BYTES = 64 * GBN * 2;         // one consumer's 64 x 192 16-bit staged tile (3 boxes): 24 KB
+constexpr int SUM_BYTES = 2 * 4 * BOX * 4;       // GELU' column sums: 2 boxes x 4 warps x 64 fp32
+// Warpgroups: a producer, two consumers and, for the GELU epilogues, an epilogue warpgroup (see "the epilogue
+// warpgroup" below).
+constexpr int threads(Epilogue E) { return E == Epilogue::gelu || E == Epilogue::dgelu ? 512 : 384; }
 
 // The GELU epilogues stage their whole tile in shared memory (see "staged epilogues" below): 2 x 36 KB,
 // paid for with one ring stage (3 x 48 KB). The others keep the 4-stage ring and 2 x 2 store boxes.
 constexpr bool staged(Epilogue E) { return E == Epilogue::gelu || E == Epilogue::dgelu; }
-constexpr int ring_stages(Epilogue E) { return staged(E) ? 3 : 4; }
+constexpr int ring_stages(Epilogue E) { return 4; }
+constexpr int bn(Epilogue E) { return staged(E) ? GBN : BN; }  // tile width
 constexpr int epilogue_bytes(Epilogue E) { return 2 * (staged(E) ? TILE_BYTES + SUM_BYTES : 2 * BOX_BYTES); }
 
 struct Shape {
@@ -122,38 +122,40 @@ __device__ __forceinline__ float2 vec2<__half>::unpack_word(uint32_t u) { return
 struct Unit {
   int m0, n0, k_begin, k_end;
 };
+template <int BNT>
 __device__ __forceinline__ Unit unit(const Shape &s, int u) {
   const int tile = u % s.tiles, split = u / s.tiles;
-  return {(tile / s.tiles_n) * BM, (tile % s.tiles_n) * BN, split * s.k_tiles / s.splits,
+  return {(tile / s.tiles_n) * BM, (tile % s.tiles_n) * BNT, split * s.k_tiles / s.splits,
           (split + 1) * s.k_tiles / s.splits};
 }
 
 // ------------------------------------------------------------------------------------------------
 // the ring (tk::pipeline owns its barriers and phases): one stage is one K slice of both operands
 
+template <int BNT>
 struct alignas(1024) Stage {
-  char a[A_BYTES];  // 128 x 64 of A: one K-major box, or 2 MN-major [64 K rows x 64] boxes side by side
-  char b[B_BYTES];  // 256 x 64 of B: one K-major box, or 4 MN-major boxes
+  char a[A_BYTES];         // 128 x 64 of A: one K-major box, or 2 MN-major [64 K rows x 64] boxes side by side
+  char b[BNT * BK * 2];    // BNT x 64 of B: one K-major box, or BNT / 64 MN-major boxes
 };
-using Slot = tk::pipeline::slot<Stage>;
+template <int BNT> using Slot = tk::pipeline::slot<Stage<BNT>>;
 
 // producer: the TMA loads of K slice kt of the tile (m0, n0) into a ring slot
-template <Major AM, Major BMJ>
-__device__ __forceinline__ void load_slice(const Slot &s, const CUtensorMap &a_map, const CUtensorMap &b_map, int m0,
+template <Major AM, Major BMJ, int BNT>
+__device__ __forceinline__ void load_slice(const Slot<BNT> &s, const CUtensorMap &a_map, const CUtensorMap &b_map, int m0,
                                            int n0, int kt) {
   if constexpr (AM == Major::K) tk::tma::load_async(s.tiles.a, a_map, s.full(), kt * BK, m0);
   else
     for (int j = 0; j < BM / BOX; j++) tk::tma::load_async(s.tiles.a + j * BOX_BYTES, a_map, s.full(), m0 + j * BOX, kt * BK);
   if constexpr (BMJ == Major::K) tk::tma::load_async(s.tiles.b, b_map, s.full(), kt * BK, n0);
   else
-    for (int j = 0; j < BN / BOX; j++) tk::tma::load_async(s.tiles.b + j * BOX_BYTES, b_map, s.full(), n0 + j * BOX, kt * BK);
+    for (int j = 0; j < BNT / BOX; j++) tk::tma::load_async(s.tiles.b + j * BOX_BYTES, b_map, s.full(), n0 + j * BOX, kt * BK);
 }
 
 // consumer: one K slice of the tile (this warpgroup's 64 rows), issued as one wgmma group; `first`
 // starts the accumulator from zero. The group stays in flight: retire() (mma_wait<1>) lets the
 // pipeline free the slot before it, drain() (mma_wait<0>) the last one.
-template <typename T, Major AM, Major BMJ>
-__device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int consumer, const Stage &st, bool first) {
+template <typename T, Major AM, Major BMJ, int BNT>
+__device__ __forceinline__ void mma_slice(tk::wg::accumulator<BNT> &acc, int consumer, const Stage<BNT> &st, bool first) {
   tk::wg::mma_fence(acc.v);
   const uint64_t da = AM == Major::K ? tk::wg::desc_k128(st.a + consumer * 64 * BK * 2)
                                      : tk::wg::desc_mn128(st.a + consumer * BOX_BYTES, BOX_BYTES);
@@ -162,7 +164,7 @@ __device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int cons
   for (int k = 0; k < BK / 16; k++) {
     const uint64_t dak = AM == Major::K ? tk::wg::desc_advance_k(da, k) : tk::wg::desc_advance_k_mn(da, k);
     const uint64_t dbk = BMJ == Major::K ? tk::wg::desc_advance_k(db, k) : tk::wg::desc_advance_k_mn(db, k);
-    tk::wg::wgmma_ss<T, BN, BMJ == Major::MN, AM == Major::MN>(acc.v, dak, dbk, !first || k > 0);
+    tk::wg::wgmma_ss<T, BNT, BMJ == Major::MN, AM == Major::MN>(acc.v, dak, dbk, !first || k > 0);
   }
   tk::wg::mma_commit();
 }
@@ -172,7 +174,7 @@ __device__ __forceinline__ void mma_slice(tk::wg::accumulator<BN> &acc, int cons
 
 struct EpiArgs {
   const float *bias;
-  const void *aux;   // dgelu: pre-activation (M, N), row stride ldc
+  void *aux;         // gelu: gelu'(pre) out; dgelu: gelu'(pre) in; (M, N), row stride ldc
   float *c32;        // store_f32: fp32 output (M, N), row stride ldc
   int64_t ldc;
   float *colsum;     // dgelu: column sums of C per 64-row block ((M + 63) / 64, N), or nullptr
@@ -274,161 +276,33 @@ __device__ __forceinline__ void store_piece(const Pending<T> &pend, const int pi
 }
 
 // ------------------------------------------------------------------------------------------------
-// staged epilogues (GELU, GELU'): the finished tile goes to shared memory, its epilogue is a rolled loop
+// staged epilogues (GELU, GELU'): the finished tile goes to shared memory, where the epilogue warpgroup reads it
 //
-// Keeping the pending tile in 64 registers (above) needs every register index to be a compile-time
-// constant, so the 8 pieces, each with 16 inlined erff / expf / tanhf evaluations, were unrolled twice
-// (inside the next mainloop and after the last tile) and for both GELU forms: 250-320 KB of SASS per
-// kernel, most of it in the per-tile loop, which then streams through the SM's instruction caches every
-// tile (the likely cause; the plain store kernel, which runs at cuBLAS speed, is 73 KB). Measured: GELU 0.58x
-// and GELU' 0.42x of cuBLAS + a separate PyTorch elementwise kernel. Here a finished tile is rounded to
-// 16 bits (+ bias) into this consumer's 32 KB tile buffer (4 128B-swizzled 64 x 64 boxes, the layout of
-// the TMA store), and each piece reads 16-byte chunks back by a runtime index: one piece's code (2.5 KB
-// tanh, 4.6 KB erf) serves all 8 (the kernels are 47-56 KB). Piece p covers rows 32 (p % 2) .. + 31 of box p / 2: thread t the chunks
-// (rows 16 j + t / 8, chunk t % 8), j = 0, 1, so 8 threads read one full 128-byte row (no bank
-// conflicts, and for GELU' one full 128-byte line of the pre-activation per 8 threads from global
-// memory, loaded two pieces ahead). Results are written back in place; after the second piece of a box
-// it is TMA-stored. GELU writes the pre-activation with 4 TMA stores of the staged tile (a second
-// tensor map) before the first piece overwrites it.
+// Keeping a pending GELU tile in registers (as the plain store does) needs compile-time register indices, so its 8
+// pieces, each with 16 inlined GELU evaluations, were unrolled: 250-320 KB of SASS per kernel streamed through
+// the instruction caches every tile (GELU 0.58x and GELU' 0.42x of cuBLAS + a separate PyTorch elementwise
+// kernel, session 4). Staged in 128B-swizzled 64 x 64 boxes (the TMA store's layout), a tile is read back in
+// 16-byte chunks by runtime index: one loop body serves every box. Until session 22 the consumers ran those chunks
+// themselves, in 8 pieces between the next tile's slices (GELU 170 us, GELU' 190 us at (16384, 3072, 768), H100):
+// the pieces took ~37% of the consumers' time, latency-bound, and the tensor pipe waited behind them.
 
 // byte offset of 16-byte chunk `chunk` (0..7) of row r in a 128B-swizzled 64 x 64 box
 __device__ __forceinline__ int chunk_offset(int r, int chunk) { return r * 128 + ((chunk ^ (r & 7)) << 4); }
 
-// The bias of this thread's 32 column pairs of the tile (zero without a bias, or past N), every load issued before
-// any is used. Written as a branch around each load (`if (col < N) b = bias[col]`), ptxas kept every load in its own
-// branch and used it at once: 32 dependent global round trips per tile while the tensor pipe waited between tiles
-// (SASS of the GELU kernel, session 20). Here the loads are unconditional at a clamped column (N is a multiple of 8
-// and the column even, so col + 1 < N whenever col < N) and the ones past N are zeroed afterwards.
-__device__ __forceinline__ void tile_bias(float2 (&b)[BN / 8], const tk::wg::accumulator<BN> &acc, int n0,
-                                          const Shape &s, const float *bias) {
-#pragma unroll
-  for (int k = 0; k < BN / 8; k++) b[k] = make_float2(0.f, 0.f);
-  if (bias == nullptr) return;
-#pragma unroll
-  for (int k = 0; k < BN / 8; k++)
-    b[k] = __ldg(reinterpret_cast<const float2 *>(bias + min(n0 + acc.col(4 * k), s.N - 2)));
-#pragma unroll
-  for (int k = 0; k < BN / 8; k++)
-    if (n0 + acc.col(4 * k) >= s.N) b[k] = make_float2(0.f, 0.f);
-}
-
+// The finished tile (+ bias) rounded into the consumer's 3 staging boxes: per 16 columns one stmatrix.x4 per warp
+// (to_a_fragment's packing is the accumulator's own order), 12 a thread instead of 48 32-bit stores.
 template <typename T, Epilogue E>
-__device__ __forceinline__ void stage_tile(char *tile, const tk::wg::accumulator<BN> &acc, const Unit &w,
-                                           const Shape &s, const EpiArgs &e) {
-  using V = vec2<T>;
-  float2 b[BN / 8];  // b[i / 4]: the bias of the column pair of v[i .. i + 3] (GELU' has none: zeros)
-  tile_bias(b, acc, w.n0, s, E == Epilogue::gelu ? e.bias : nullptr);
+__device__ __forceinline__ void stage_tile(char *tile, const tk::wg::accumulator<GBN> &acc, const float *bias) {
 #pragma unroll
-  for (int i = 0; i < acc.REGS; i += 4) {  // v[i], v[i + 1] (row r) and v[i + 2], v[i + 3] (row r + 8): one column pair
-    const int c = acc.col(i), box = i / 32;  // 8-column group i / 4, 8 groups per box
+  for (int k = 0; k < GBN / 16; k++) {  // columns 16k .. 16k + 15: v[8k .. 8k + 7]
+    tk::wg::a_fragment<T> frag;
 #pragma unroll
-    for (int h = 0; h < 4; h += 2)
-      *reinterpret_cast<uint32_t *>(tile + box * BOX_BYTES + tk::wg::swizzle128_offset(acc.row(i + h), c - box * BOX)) =
-          to_word(V::pack(acc.v[i + h] + b[i / 4].x, acc.v[i + h + 1] + b[i / 4].y));
-  }
-}
-
-// GELU': the pre-activation chunks of `piece` of the pending tile pw (zero outside the matrix)
-template <typename T>
-__device__ __forceinline__ void load_pre_chunks(uint4 (&pre)[2], const Unit &pw, int piece, int consumer,
-                                                const Shape &s, const EpiArgs &e) {
-  const int me = tk::wg::warpgroup_thread();
-  const T *aux = static_cast<const T *>(e.aux);
-  const int col = pw.n0 + (piece / 2) * BOX + (me % 8) * 8;
-#pragma unroll
-  for (int j = 0; j < 2; j++) {
-    const int row = pw.m0 + consumer * 64 + (piece % 2) * 32 + j * 16 + me / 8;
-    pre[j] = row < s.M && col < s.N ? *reinterpret_cast<const uint4 *>(aux + int64_t(row) * e.ldc + col)
-                                    : make_uint4(0u, 0u, 0u, 0u);
-  }
-}
-
-template <typename T, Epilogue E, bool TANH>
-__device__ __forceinline__ void staged_piece(char *tile, int piece, const uint4 (&pre)[2], float (&cs)[8]) {
-  using V = vec2<T>;
-  const int me = tk::wg::warpgroup_thread();
-  char *box = tile + (piece / 2) * BOX_BYTES;
-#pragma unroll
-  for (int j = 0; j < 2; j++) {
-    uint4 *p = reinterpret_cast<uint4 *>(box + chunk_offset((piece % 2) * 32 + j * 16 + me / 8, me % 8));
-    const uint4 v = *p;
-    uint32_t w[4] = {v.x, v.y, v.z, v.w};
-    const uint32_t a[4] = {pre[j].x, pre[j].y, pre[j].z, pre[j].w};
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      const float2 x = V::unpack_word(w[k]);
-      if constexpr (E == Epilogue::gelu) {
-        w[k] = to_word(V::pack(gelu(x.x, TANH), gelu(x.y, TANH)));
-      } else {
-        const float2 q = V::unpack_word(a[k]);
-        w[k] = to_word(V::pack(x.x * gelu_grad(q.x, TANH), x.y * gelu_grad(q.y, TANH)));
-        const float2 y = V::unpack_word(w[k]);  // the column sums add the rounded outputs, as a sum of C would
-        cs[2 * k] += y.x;
-        cs[2 * k + 1] += y.y;
-      }
+    for (int q = 0; q < 4; q++) {
+      const int i = 8 * k + 2 * q;
+      const float2 b = E == Epilogue::gelu ? *reinterpret_cast<const float2 *>(bias + acc.col(i)) : make_float2(0.f, 0.f);
+      frag.r[q] = tk::wg::pack2<T>(acc.v[i] + b.x, acc.v[i + 1] + b.y);
     }
-    *p = make_uint4(w[0], w[1], w[2], w[3]);
-  }
-}
-
-// One piece of the pending tile pw's epilogue. GELU': `pre` holds this piece's pre-activation chunks and
-// the next piece's on entry, the next two pieces' on return (loads two pieces ahead: ~1.5 us of slices);
-// with e.colsum, the box's column sums: per thread 8 columns over its 2 rows (cs), over the warp's 8 rows
-// of the piece by two shuffles, over the 4 warps and 2 pieces through `sums` (double-buffered by box)
-// after the box's barrier, then one plain store per column into the 64-row block's row of colsum (each
-// element written once: no zeroing, no atomics).
-template <typename T, Epilogue E>
-__device__ __forceinline__ void epilogue_piece(char *tile, int piece, const Unit &pw, int consumer, const Shape &s,
-                                               const EpiArgs &e, const CUtensorMap &c_map, uint4 (&pre)[2][2]) {
-  const int me = tk::wg::warpgroup_thread();
-  const uint4 cur[2] = {pre[0][0], pre[0][1]};
-  if constexpr (E == Epilogue::dgelu) {
-    pre[0][0] = pre[1][0];
-    pre[0][1] = pre[1][1];
-    if (piece + 2 < PIECES) load_pre_chunks<T>(pre[1], pw, piece + 2, consumer, s, e);
-  }
-  if constexpr (E == Epilogue::gelu) {
-    if (piece == 0) {  // the pre-activation's TMA stores are done reading the tile before it is overwritten
-      if (me == 0) tk::bulk_wait_group_read<0>();
-      tk::wg::sync(1 + consumer);
-    }
-  }
-  float cs[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  if (e.tanh_gelu) staged_piece<T, E, true>(tile, piece, cur, cs);
-  else staged_piece<T, E, false>(tile, piece, cur, cs);
-  const int b = piece / 2;
-  float *sums = reinterpret_cast<float *>(tile + TILE_BYTES) + (b % 2) * 2 * 4 * BOX;  // [piece % 2][warp][64]
-  if constexpr (E == Epilogue::dgelu) {
-    if (e.colsum != nullptr) {
-#pragma unroll
-      for (int k = 0; k < 8; k++) {  // lanes l, l ^ 8, l ^ 16, l ^ 24 hold the same 8 columns
-        cs[k] += __shfl_xor_sync(0xffffffffu, cs[k], 8);
-        cs[k] += __shfl_xor_sync(0xffffffffu, cs[k], 16);
-      }
-      const int lane = me % 32, warp = me / 32;
-      if (lane < 8) {
-        float4 *d = reinterpret_cast<float4 *>(sums + ((piece % 2) * 4 + warp) * BOX + lane * 8);
-        d[0] = make_float4(cs[0], cs[1], cs[2], cs[3]);
-        d[1] = make_float4(cs[4], cs[5], cs[6], cs[7]);
-      }
-    }
-  }
-  if (piece % 2 == 1) {
-    tk::fence_proxy_async_shared();
-    tk::wg::sync(1 + consumer);
-    if (me == 0) {
-      tk::tma::store_async(c_map, tile + b * BOX_BYTES, pw.n0 + b * BOX, pw.m0 + consumer * 64);
-      tk::bulk_commit_group();
-    }
-    if constexpr (E == Epilogue::dgelu) {
-      const int col = pw.n0 + b * BOX + me;
-      if (e.colsum != nullptr && me < BOX && col < s.N && pw.m0 + consumer * 64 < s.M) {
-        float v = 0.f;
-#pragma unroll
-        for (int q = 0; q < 8; q++) v += sums[q * BOX + me];
-        e.colsum[int64_t(pw.m0 / 64 + consumer) * s.N + col] = v;
-      }
-    }
+    tk::wg::store_a_fragment(tile + (k / 4) * BOX_BYTES, frag, k % 4);
   }
 }
 
@@ -436,21 +310,242 @@ __device__ __forceinline__ void epilogue_piece(char *tile, int piece, const Unit
 // the kernel: a tk::pipeline description (pipeline/producer_consumer.cuh), read top to bottom
 
 struct GemmGlobals {
-  const CUtensorMap &a_map, &b_map, &c_map, &aux_map;
+  const CUtensorMap &a_map, &b_map, &c_map;
   const Shape &s;
   const EpiArgs &e;
 };
 
 // The persistent walk: CTA b takes work units b, b + gridDim.x, ...
+template <int BNT>
 struct UnitWalk {
   const Shape &s;
   int u;
   __device__ UnitWalk(const GemmGlobals &g) : s(g.s), u(blockIdx.x) {}
   __device__ bool next(Unit &w) {
     if (u >= s.tiles * s.splits) return false;
-    w = unit(s, u);
+    w = unit<BNT>(s, u);
     u += gridDim.x;
     return true;
+  }
+};
+
+// ------------------------------------------------------------------------------------------------
+// the epilogue warpgroup (GELU, GELU'): a fourth warpgroup finishes each staged tile while the consumers run the
+// next tile's mainloop, as the plain store's does (no pieces between its slices)
+//
+// Session 21's stall samples of the piece version: its consumers spent ~37% of their time in the pieces,
+// latency-bound (~0.25 instructions a cycle a warp, the two consumers' warps of a scheduler competing), and the
+// tensor pipe waited behind them (GELU 169 us, GELU' 186 us against 120 / 117 us for the plain store at
+// (16384, 3072, 768) on an H100). Here the consumers stage a finished tile (64 rows each, the same 128B-swizzled
+// boxes) and hand it over through a full / empty mbarrier pair per consumer; the epilogue warpgroup, whose warps
+// issue no wgmma, finishes it box by box with 32 values in flight a thread and frees the buffer. ptxas compiles
+// every warpgroup's code within the launch's 128 registers a thread (setmaxnreg does not raise that cap: the
+// m64n256 wgmma asks for 154), so these kernels use 128 x 192 tiles (m64n192: 96 accumulator registers), a 4-stage
+// ring of 40 KB slots and 2 x 24 KB staging buffers. Budget: 192 values a thread a tile (~3,600 instructions a
+// warp) against ~13,000 cycles of tensor work a tile at the plain store's rate. The GELU kernel's bias reaches the
+// consumers through shared memory (the epilogue warpgroup writes tile t + 1's while they compute it): loaded into
+// registers beside the 96 accumulators, ptxas spilled. The consumers stage with stmatrix (12 a thread; 48 32-bit
+// stores measured 2-3 us slower on GELU).
+// The backward needs gelu'(pre), not pre: the GELU epilogue computes it beside gelu (it shares Phi and exp(-x^2 / 2))
+// and writes it from registers, 8 threads a 128-byte line, so GELU' only multiplies (no erf in the backward).
+// Measured at (16384, 3072, 768), H100, session 22 (dev/mlp_epilogue_ncu.py, us), against the piece version:
+//   this design writing pre (s22a / s22b): GELU 166 / 164, GELU' 180 / 180 (piece version 170 / 190)
+//   + gelu'(pre) saved: GELU 180 / 177 (the epilogue warpgroup is the slower side: the consumers wait for its
+//     buffer in 8% of the samples, 4% before), GELU' 157 / 159; + stmatrix staging (this file): 176 / 175, 157 / 157
+//   plain store of the same products: 121, 117. GPT-2 124M step (bench_train, graphs; gelu' saved, without
+//   stmatrix): 33.07 -> 32.62 ms.
+
+constexpr int EPI_BAR = 3;  // the epilogue warpgroup's named barrier (the consumers use 1 and 2)
+
+// consumer c's staged tile: full (its 128 threads staged a tile), empty (the epilogue warpgroup's 128 threads are
+// done with it, its TMA stores' reads included). Every thread arrives for its own writes: one thread arriving after a
+// named barrier is correct in the PTX memory model, but racecheck reported it as 11 hazards per run (s22a).
+struct TileHandoff {
+  tk::barrier full[2], empty[2];
+  tk::barrier bias0;      // GELU: the first tile's bias is in bias[0]
+  float bias[2][GBN];     // GELU: tile t's bias (0 past N) in bias[t % 2], written by the epilogue warpgroup
+};
+__device__ __forceinline__ TileHandoff &tile_handoff() {
+  __shared__ TileHandoff h;
+  return h;
+}
+
+// The address of the 16-byte chunk (row r, chunk q) of box b of consumer c's half of tile w in the (M, N) matrix
+// `aux`, or nullptr outside it (N is a multiple of 8, so a chunk is all in or all out)
+template <typename T>
+__device__ __forceinline__ uint4 *aux_chunk(const Unit &w, int c, int b, int r, int q, const Shape &s, const EpiArgs &e) {
+  const int row = w.m0 + c * 64 + r, col = w.n0 + b * BOX + q * 8;
+  T *aux = static_cast<T *>(e.aux);
+  return row < s.M && col < s.N ? reinterpret_cast<uint4 *>(aux + int64_t(row) * e.ldc + col) : nullptr;
+}
+
+// GELU': that chunk of the forward's gelu'(pre) (zero outside the matrix)
+template <typename T>
+__device__ __forceinline__ uint4 load_aux(const Unit &w, int c, int b, int r, int q, const Shape &s, const EpiArgs &e) {
+  const uint4 *p = aux_chunk<T>(w, c, b, r, q, s, e);
+  return p != nullptr ? *p : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// One 16-byte chunk (8 values) of a staged box, in place. GELU: the chunk of pre-activations becomes gelu(pre), and
+// `aux` receives gelu'(pre), rounded like it. GELU': the gradient times `aux` (the forward's gelu'(pre)), whose
+// rounded outputs are added to this thread's 8 column sums (as a sum of the stored C would).
+template <typename T, Epilogue E, bool TANH>
+__device__ __forceinline__ uint4 finish_chunk(const uint4 &v, uint4 &aux, float (&cs)[8]) {
+  using V = vec2<T>;
+  uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t a[4] = {aux.x, aux.y, aux.z, aux.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const float2 x = V::unpack_word(w[k]);
+    if constexpr (E == Epilogue::gelu) {
+      float d0, d1;
+      const float g0 = gelu_and_grad(x.x, TANH, d0), g1 = gelu_and_grad(x.y, TANH, d1);
+      w[k] = to_word(V::pack(g0, g1));
+      a[k] = to_word(V::pack(d0, d1));
+    } else {
+      const float2 d = V::unpack_word(a[k]);
+      w[k] = to_word(V::pack(x.x * d.x, x.y * d.y));
+      const float2 y = V::unpack_word(w[k]);
+      cs[2 * k] += y.x;
+      cs[2 * k + 1] += y.y;
+    }
+  }
+  if constexpr (E == Epilogue::gelu) aux = make_uint4(a[0], a[1], a[2], a[3]);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Consumer c's staged 64 x 192 half of tile w, box by box: thread `me` takes chunk me % 8 of rows me / 8 + 16 j,
+// j = 0 .. 3 (8 threads read one 128-byte row: no bank conflicts; 8 threads write or read one 128-byte line of
+// gelu'(pre) in memory, GELU' a box ahead). All four chunks are read before any is written back: 32 values in
+// flight. After a box, one thread TMA-stores it; GELU' then writes the box's column sums over the 64 rows (per thread
+// over its 4 rows, per warp by two shuffles, over the 4 warps through `sums`, double-buffered by box; one plain store
+// per column into the 64-row block's row of colsum: each element written once, no zeroing, no atomics).
+// GELU': `next` holds box 0's chunks of gelu'(pre) on entry and the next half's (nw, nc; has_next) on return, so
+// that no half starts with a load from memory.
+template <typename T, Epilogue E, bool TANH>
+__device__ __forceinline__ void finish_half(char *tile, const Unit &w, int c, int me, const GemmGlobals &g,
+                                            uint4 (&next)[4], const Unit &nw, int nc, bool has_next) {
+  const Shape &s = g.s;
+  const EpiArgs &e = g.e;
+  const int q = me % 8, r0 = me / 8;
+  float *sums = reinterpret_cast<float *>(tile + TILE_BYTES);  // [box % 2][warp][64]
+  uint4 aux[4] = {};
+#pragma unroll 1
+  for (int b = 0; b < GBN / BOX; b++) {
+    char *box = tile + b * BOX_BYTES;
+    if constexpr (E == Epilogue::dgelu) {
+#pragma unroll
+      for (int j = 0; j < 4; j++) aux[j] = next[j];
+      if (b + 1 < GBN / BOX) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) next[j] = load_aux<T>(w, c, b + 1, r0 + 16 * j, q, s, e);
+      } else if (has_next) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) next[j] = load_aux<T>(nw, nc, 0, r0 + 16 * j, q, s, e);
+      }
+    }
+    float cs[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    uint4 *p[4];
+    uint4 v[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      p[j] = reinterpret_cast<uint4 *>(box + chunk_offset(r0 + 16 * j, q));
+      v[j] = *p[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) v[j] = finish_chunk<T, E, TANH>(v[j], aux[j], cs);
+#pragma unroll
+    for (int j = 0; j < 4; j++) *p[j] = v[j];
+    if constexpr (E == Epilogue::gelu) {  // gelu'(pre) straight to memory: 8 threads write one 128-byte line
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        uint4 *d = aux_chunk<T>(w, c, b, r0 + 16 * j, q, s, e);
+        if (d != nullptr) *d = aux[j];
+      }
+    }
+    const bool sum = E == Epilogue::dgelu && e.colsum != nullptr;
+    if (sum) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) {  // lanes l, l ^ 8, l ^ 16, l ^ 24 hold the same 8 columns
+        cs[k] += __shfl_xor_sync(0xffffffffu, cs[k], 8);
+        cs[k] += __shfl_xor_sync(0xffffffffu, cs[k], 16);
+      }
+      if (me % 32 < 8) {
+        float4 *d = reinterpret_cast<float4 *>(sums + ((b % 2) * 4 + me / 32) * BOX + q * 8);
+        d[0] = make_float4(cs[0], cs[1], cs[2], cs[3]);
+        d[1] = make_float4(cs[4], cs[5], cs[6], cs[7]);
+      }
+    }
+    tk::fence_proxy_async_shared();
+    tk::wg::named_sync(EPI_BAR, tk::wg::WARPGROUP_THREADS);
+    if (me == 0) {
+      tk::tma::store_async(g.c_map, box, w.n0 + b * BOX, w.m0 + c * 64);
+      tk::bulk_commit_group();
+    }
+    const int col = w.n0 + b * BOX + me;
+    if (sum && me < BOX && col < s.N && w.m0 + c * 64 < s.M) {
+      const float *ps = sums + (b % 2) * 4 * BOX + me;
+      e.colsum[int64_t(w.m0 / 64 + c) * s.N + col] = ((ps[0] + ps[BOX]) + ps[2 * BOX]) + ps[3 * BOX];
+    }
+  }
+}
+
+template <typename T, Epilogue E>
+struct GemmEpilogue {
+  const GemmGlobals &g;
+  const int me;
+  char *scratch;  // the consumers' tile buffers, epilogue_bytes(E) / 2 each
+
+  __device__ GemmEpilogue(const GemmGlobals &g, const tk::pipeline::epilogue_ctx &ctx)
+      : g(g), me(tk::wg::warpgroup_thread()), scratch(ctx.scratch) {}
+
+  // GELU: tile w's bias, 0 past N, into dst (read by the consumers' staging)
+  __device__ void write_bias(float *dst, const Unit &w) {
+    for (int i = me; i < GBN; i += tk::wg::WARPGROUP_THREADS)
+      dst[i] = g.e.bias != nullptr && w.n0 + i < g.s.N ? g.e.bias[w.n0 + i] : 0.f;
+  }
+
+  template <typename Walk>
+  __device__ void run(Walk &walk) {
+    TileHandoff &h = tile_handoff();
+    Unit w;
+    bool more = walk.next(w);
+    uint4 pre[4] = {};  // GELU': the chunks of gelu'(pre) for the next half's box 0
+    if constexpr (E == Epilogue::dgelu) {
+      const int q = me % 8, r0 = me / 8;
+      if (more) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) pre[j] = load_aux<T>(w, 0, 0, r0 + 16 * j, q, g.s, g.e);
+      }
+    }
+    if constexpr (E == Epilogue::gelu) {  // the first tile's bias, before the consumers stage it
+      if (more) write_bias(h.bias[0], w);
+      tk::arrive(h.bias0);  // each thread releases its own writes
+    }
+#pragma unroll 1
+    for (int t = 0; more; t++) {
+      Unit next;
+      const bool ahead = walk.next(next);
+      tk::wait(h.full[0], t & 1);
+      tk::wait(h.full[1], t & 1);
+      // GELU: the next tile's bias, now that both consumers have staged this one (and read this tile's bias). They
+      // read it after waiting for this tile's empty barriers, which are arrived after the named barriers below.
+      if (E == Epilogue::gelu && ahead) write_bias(h.bias[(t + 1) & 1], next);
+#pragma unroll 1
+      for (int c = 0; c < 2; c++) {
+        char *tile = scratch + c * (epilogue_bytes(E) / 2);
+        const Unit nw = c == 0 ? w : next;  // the half after this one (a copy: a reference to either spilled both)
+        const bool has_next = c == 0 || ahead;
+        if (E == Epilogue::gelu && g.e.tanh_gelu) finish_half<T, E, true>(tile, w, c, me, g, pre, nw, 1 - c, has_next);
+        else finish_half<T, E, false>(tile, w, c, me, g, pre, nw, 1 - c, has_next);
+        // each thread releases its own writes; thread 0, which issued the TMA stores, once they have read the buffer
+        if (me == 0) tk::bulk_wait_group_read<0>();
+        tk::arrive(h.empty[c]);
+      }
+      w = next;
+      more = ahead;
+    }
+    if (me == 0) tk::bulk_wait_group<0>();
   }
 };
 
@@ -459,21 +554,20 @@ struct UnitWalk {
 // tile's first slices are in flight (unrolled for the register-held pending tile of the plain store).
 template <typename T, Major AM, Major BMJ, Epilogue E>
 struct GemmConsumer {
-  static constexpr int DEFERRED_PIECES = E == Epilogue::store_f32 ? 0 : PIECES;
+  static constexpr int DEFERRED_PIECES = E == Epilogue::store ? PIECES : 0;  // GELU, GELU': the epilogue warpgroup
   static constexpr bool UNROLL_PIECES = E == Epilogue::store;
   const GemmGlobals &g;
   const int id;
   char *epi;                    // this consumer's half of the epilogue buffers (scratch after the ring)
-  tk::wg::accumulator<BN> acc;
+  tk::wg::accumulator<bn(E)> acc;
   Pending<T> pend;              // store: the tile waiting for its pieces
   int stores = 0;               // store: TMA stores issued (staging buffer parity)
-  Unit pw{};                    // GELU, GELU': the tile staged in epi
-  uint4 pre[2][2] = {};         // GELU': the pre-activation chunks of the next two pieces
+  int staged_tiles = 0;         // GELU, GELU': tiles handed to the epilogue warpgroup
 
   __device__ GemmConsumer(const GemmGlobals &g, const tk::pipeline::consumer_ctx<> &ctx)
       : g(g), id(ctx.id), epi(ctx.scratch + ctx.id * (epilogue_bytes(E) / 2)) {}
 
-  __device__ void compute(const Slot &s, int i) { mma_slice<T, AM, BMJ>(acc, id, s.tiles, i == 0); }
+  __device__ void compute(const Slot<bn(E)> &s, int i) { mma_slice<T, AM, BMJ, bn(E)>(acc, id, s.tiles, i == 0); }
   __device__ void retire() { tk::wg::mma_wait<1>(acc.v); }
   __device__ void drain() { tk::wg::mma_wait<0>(acc.v); }
 
@@ -482,35 +576,23 @@ struct GemmConsumer {
       store_f32(acc, w, w.m0 + id * 64, g.s, g.e);
     } else if constexpr (E == Epilogue::store) {
       round_into<T>(pend, acc, w, g.s, g.e);
-    } else {
-      const int me = tk::wg::warpgroup_thread();
-      // the previous tile's last TMA store is done reading the tile buffer before it is overwritten
-      if (me == 0) tk::bulk_wait_group_read<0>();
-      tk::wg::sync(1 + id);
-      stage_tile<T, E>(epi, acc, w, g.s, g.e);
-      if constexpr (E == Epilogue::gelu) tk::fence_proxy_async_shared();
-      tk::wg::sync(1 + id);
-      if constexpr (E == Epilogue::gelu) {
-        if (me == 0) {
-          for (int b = 0; b < BN / BOX; b++)
-            tk::tma::store_async(g.aux_map, epi + b * BOX_BYTES, w.n0 + b * BOX, w.m0 + id * 64);
-          tk::bulk_commit_group();
-        }
-      } else {
-        load_pre_chunks<T>(pre[0], w, 0, id, g.s, g.e);
-        load_pre_chunks<T>(pre[1], w, 1, id, g.s, g.e);
-      }
-      pw = w;
+    } else {  // GELU, GELU': stage the tile for the epilogue warpgroup once it is done with the previous one
+      TileHandoff &h = tile_handoff();
+      tk::wait(h.empty[id], (staged_tiles & 1) ^ 1);  // the first use finds the buffer free (and tile t's bias is in)
+      if (E == Epilogue::gelu && staged_tiles == 0) tk::wait(h.bias0, 0);
+      stage_tile<T, E>(epi, acc, h.bias[staged_tiles & 1]);
+      tk::fence_proxy_async_shared();  // the epilogue warpgroup's TMA stores read what this thread wrote
+      tk::arrive(h.full[id]);
+      staged_tiles++;
     }
   }
 
   __device__ void deferred(int piece) {
     if constexpr (E == Epilogue::store) store_piece<T>(pend, piece, id, g.c_map, epi, stores);
-    else if constexpr (staged(E)) epilogue_piece<T, E>(epi, piece, pw, id, g.s, g.e, g.c_map, pre);
   }
 
   __device__ void last() {
-    if constexpr (E != Epilogue::store_f32) {
+    if constexpr (E == Epilogue::store) {
       if (tk::wg::warpgroup_thread() == 0) tk::bulk_wait_group<0>();
     }
   }
@@ -519,26 +601,41 @@ struct GemmConsumer {
 template <typename T, Major AM, Major BMJ, Epilogue E>
 struct GemmPipe {
   using globals = GemmGlobals;
-  using stage = Stage;
+  using stage = Stage<bn(E)>;
   using work = Unit;
-  using scheduler = UnitWalk;
+  using scheduler = UnitWalk<bn(E)>;
   using consumer = GemmConsumer<T, AM, BMJ, E>;
-  static constexpr int STAGES = ring_stages(E), CONSUMERS = 2, PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+  using epilogue = std::conditional_t<staged(E), GemmEpilogue<T, E>, void>;
+  static constexpr int STAGES = ring_stages(E), CONSUMERS = 2;
+  // GELU, GELU': 4 warpgroups launched at 128 registers a thread (ptxas compiles every warpgroup's code within
+  // that count, setmaxnreg or not: the m64n256 wgmma needs 154, hence the 192-wide tiles), the producer gives 104
+  static constexpr int PRODUCER_REGS = staged(E) ? 24 : 40, CONSUMER_REGS = staged(E) ? 128 : 232;
+  static constexpr int EPILOGUE_REGS = 128;
+  __device__ static void setup(const GemmGlobals &) {  // thread 0, before the CTA's barrier
+    if constexpr (staged(E)) {
+      TileHandoff &h = tile_handoff();
+      for (int c = 0; c < 2; c++) {
+        tk::init(h.full[c], tk::wg::WARPGROUP_THREADS);
+        tk::init(h.empty[c], tk::wg::WARPGROUP_THREADS);
+      }
+      tk::init(h.bias0, tk::wg::WARPGROUP_THREADS);
+      tk::fence_barrier_init();
+    }
+  }
   static constexpr int SCRATCH_BYTES = epilogue_bytes(E);
   __device__ static int iterations(const GemmGlobals &, const Unit &w) { return w.k_end - w.k_begin; }
-  __device__ static void load(const Slot &s, const GemmGlobals &g, const Unit &w, int i) {
-    load_slice<AM, BMJ>(s, g.a_map, g.b_map, w.m0, w.n0, w.k_begin + i);
+  __device__ static void load(const Slot<bn(E)> &s, const GemmGlobals &g, const Unit &w, int i) {
+    load_slice<AM, BMJ, bn(E)>(s, g.a_map, g.b_map, w.m0, w.n0, w.k_begin + i);
   }
 };
 template <typename T, Major AM, Major BMJ, Epilogue E>
 using GemmPipeline = tk::pipeline::kernel<GemmPipe<T, AM, BMJ, E>>;
 
 template <typename T, Major AM, Major BMJ, Epilogue E>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(threads(E), 1)
 gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-            const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap aux_map,
-            const Shape s, const EpiArgs e) {
-  GemmPipeline<T, AM, BMJ, E>::run(GemmGlobals{a_map, b_map, c_map, aux_map, s, e});
+            const __grid_constant__ CUtensorMap c_map, const Shape s, const EpiArgs e) {
+  GemmPipeline<T, AM, BMJ, E>::run(GemmGlobals{a_map, b_map, c_map, s, e});
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -565,18 +662,17 @@ CUtensorMap operand_map(const void *ptr, Major major, int mn, int K, int64_t ld,
 template <typename T, Major AM, Major BMJ, Epilogue E>
 cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
   const CUtensorMap a_map = operand_map<T>(p.a, AM, p.M, p.K, p.lda, BM);
-  const CUtensorMap b_map = operand_map<T>(p.b, BMJ, p.N, p.K, p.ldb, BN);
-  CUtensorMap c_map{}, aux_map{};
+  const CUtensorMap b_map = operand_map<T>(p.b, BMJ, p.N, p.K, p.ldb, bn(E));
+  CUtensorMap c_map{};
   if constexpr (E != Epilogue::store_f32) c_map = tk::host::matrix_map<T>(p.c, p.M, p.N, p.ldc, 64, BOX, 128);
-  if constexpr (E == Epilogue::gelu) aux_map = tk::host::matrix_map<T>(p.aux, p.M, p.N, p.ldc, 64, BOX, 128);
   const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.colsum, p.tanh_gelu, s.splits > 1};
   auto kernel = gemm_kernel<T, AM, BMJ, E>;
   constexpr int smem = GemmPipeline<T, AM, BMJ, E>::SHARED_BYTES;
-  static_assert(GemmPipeline<T, AM, BMJ, E>::THREADS == THREADS);
+  static_assert(GemmPipeline<T, AM, BMJ, E>::THREADS == threads(E));
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const int grid = std::min(sm_count(), s.tiles * s.splits);
-  kernel<<<grid, THREADS, smem, stream>>>(a_map, b_map, c_map, aux_map, s, e);
+  kernel<<<grid, threads(E), smem, stream>>>(a_map, b_map, c_map, s, e);
   return cudaGetLastError();
 }
 
@@ -623,10 +719,11 @@ cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
     return fail("tk mlp gemm: K must be a multiple of 8 when an operand is K-major");
   if (p.M == 0) return cudaSuccess;
   if ((p.epilogue == Epilogue::gelu || p.epilogue == Epilogue::dgelu) && p.aux == nullptr)
-    return fail("tk mlp gemm: the GELU epilogues need the pre-activation buffer");
+    return fail("tk mlp gemm: the GELU epilogues need the GELU-derivative buffer (aux)");
   if (p.colsum != nullptr && p.epilogue != Epilogue::dgelu)
     return fail("tk mlp gemm: only the GELU' epilogue writes column sums");
-  Shape s{p.M, p.N, p.K, (p.N + BN - 1) / BN, 0, (p.K + BK - 1) / BK, 1};
+  const int tile_n = p.epilogue == Epilogue::gelu || p.epilogue == Epilogue::dgelu ? GBN : BN;
+  Shape s{p.M, p.N, p.K, (p.N + tile_n - 1) / tile_n, 0, (p.K + BK - 1) / BK, 1};
   s.tiles = ((p.M + BM - 1) / BM) * s.tiles_n;
   if (p.epilogue == Epilogue::store_f32)
     s.splits = std::max(1, std::min(p.splits > 0 ? p.splits : gemm_splits(p.M, p.N, p.K, sm_count()), s.k_tiles));

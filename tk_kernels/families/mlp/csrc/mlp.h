@@ -19,8 +19,9 @@ enum class DType : int { bf16 = 0, fp16 = 1 };
 enum class Major : int { K = 0, MN = 1 };
 enum class Epilogue : int {
   store = 0,   // C = acc (+ bias), in the input dtype
-  gelu = 1,    // pre = acc (+ bias) rounded to the input dtype, C = gelu(pre); both written
-  dgelu = 2,   // C = acc * gelu'(pre), pre read from `aux` (the forward's pre-activation)
+  gelu = 1,    // pre = acc (+ bias) rounded to the input dtype, C = gelu(pre), aux = gelu'(pre) (what the
+               // backward needs; the pre-activation itself is not written)
+  dgelu = 2,   // C = acc * aux, aux the forward's gelu'(pre)
   store_f32 = 3,  // C = acc in fp32 (weight gradients); added atomically when K is split
 };
 
@@ -36,11 +37,11 @@ struct GemmParams {
   void *c;                  // (M, N), row stride ldc: input dtype, or fp32 for store_f32
   int64_t ldc;
   const float *bias;        // (N,) fp32, or nullptr (store / gelu)
-  void *aux;                // gelu: the pre-activation output (M, N); dgelu: its input; row stride ldc
+  void *aux;                // gelu: gelu'(pre) out (M, N); dgelu: it in; row stride ldc
   float *colsum;            // dgelu only, or nullptr: column sums of C (the rounded outputs) per block of 64
                             // rows, fp32 ((M + 63) / 64, N) contiguous, every element written (sum it over
                             // rows for the bias gradient)
-  bool tanh_gelu;           // GELU's tanh approximation instead of the exact erf form
+  bool tanh_gelu;           // gelu: the tanh approximation instead of the exact erf form
   int splits;               // store_f32 only: K split over this many CTAs per tile (c must be zeroed
                             // first when > 1); 0 = choose (gemm_splits)
 };
