@@ -13,9 +13,12 @@ nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 step save_main 40 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_main.pt
 (cd .vcl && step save_vcl 40 python dev/mlp_epilogue_ncu.py --small --sums --save $O/saved_vcl.pt) || { echo "SMOKE FAILED"; tail -5 $O/save_vcl.log; }
 echo "-- vcl vs main (all bitwise: the same products in the same order):"; python dev/compare_saved.py $O/saved_main.pt $O/saved_vcl.pt
+# main's own (session 22 merged .v192sd, whose tests/mlp stopped at the compiled GPT step: only the MLP family was built)
+step tests_main 200 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/mlp tests/model &
 (cd .vcl && step tests 200 python -m pytest -m gpu -q -p no:cacheprovider --tb=short -rf tests/mlp tests/model) &
 san .vcl vcl memcheck racecheck synccheck
-wait; echo "correctness done at $((SECONDS - t0)) s"; echo "tests: $(tail -1 $O/tests.log)"; grep -E "^FAILED|^ERROR" $O/tests.log | head
+wait; echo "correctness done at $((SECONDS - t0)) s"; echo "tests main: $(tail -1 $O/tests_main.log)"; grep -E "^FAILED|^ERROR" $O/tests_main.log | head
+echo "tests vcl: $(tail -1 $O/tests.log)"; grep -E "^FAILED|^ERROR" $O/tests.log | head
 epi . main; epi .vcl vcl; epi . main2; epi .vcl vcl_2
 step train_main 130 python bench/bench_train.py --models gpt2 --kernels torch,tk --compile graphs --out $O/train_main
 tail -3 $O/train_main.log
