@@ -77,10 +77,10 @@ constexpr int SUM_BYTES = 2 * 4 * BOX * 4;       // GELU' column sums: 2 boxes x
 // warpgroup" below).
 constexpr int threads(Epilogue E) { return E == Epilogue::gelu || E == Epilogue::dgelu ? 512 : 384; }
 
-// The GELU epilogues stage their whole tile in shared memory (see "staged epilogues" below): 2 x 36 KB,
-// paid for with one ring stage (3 x 48 KB). The others keep the 4-stage ring and 2 x 2 store boxes.
+// The GELU epilogues stage their whole 128 x 192 tile in shared memory for the epilogue warpgroup (see "staged
+// epilogues" below): 2 x (24 KB + 2 KB of column sums). The others stage 2 x 2 store boxes. Every ring has 4 stages.
 constexpr bool staged(Epilogue E) { return E == Epilogue::gelu || E == Epilogue::dgelu; }
-constexpr int ring_stages(Epilogue E) { return 4; }
+constexpr int STAGES = 4;
 constexpr int bn(Epilogue E) { return staged(E) ? GBN : BN; }  // tile width
 constexpr int epilogue_bytes(Epilogue E) { return 2 * (staged(E) ? TILE_BYTES + SUM_BYTES : 2 * BOX_BYTES); }
 
@@ -549,9 +549,10 @@ struct GemmEpilogue {
   }
 };
 
-// One consumer warpgroup: its 64 rows of every tile, accumulated slice by slice, then the epilogue E.
-// The 16-bit epilogues are deferred: the pipeline runs a finished tile's PIECES pieces while the next
-// tile's first slices are in flight (unrolled for the register-held pending tile of the plain store).
+// One consumer warpgroup: its 64 rows of every tile, accumulated slice by slice, then the epilogue E. The plain
+// 16-bit store is deferred: the pipeline runs a finished tile's PIECES pieces while the next tile's first slices
+// are in flight (unrolled for the register-held pending tile). GELU, GELU': the tile is staged for the epilogue
+// warpgroup; fp32: stored from registers.
 template <typename T, Major AM, Major BMJ, Epilogue E>
 struct GemmConsumer {
   static constexpr int DEFERRED_PIECES = E == Epilogue::store ? PIECES : 0;  // GELU, GELU': the epilogue warpgroup
@@ -606,7 +607,7 @@ struct GemmPipe {
   using scheduler = UnitWalk<bn(E)>;
   using consumer = GemmConsumer<T, AM, BMJ, E>;
   using epilogue = std::conditional_t<staged(E), GemmEpilogue<T, E>, void>;
-  static constexpr int STAGES = ring_stages(E), CONSUMERS = 2;
+  static constexpr int STAGES = tk_mlp::STAGES, CONSUMERS = 2;
   // GELU, GELU': 4 warpgroups launched at 128 registers a thread (ptxas compiles every warpgroup's code within
   // that count, setmaxnreg or not: the m64n256 wgmma needs 154, hence the 192-wide tiles), the producer gives 104
   static constexpr int PRODUCER_REGS = staged(E) ? 24 : 40, CONSUMER_REGS = staged(E) ? 128 : 232;
