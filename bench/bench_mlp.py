@@ -51,13 +51,14 @@ def gemm_fns(layout, M, N, K, dtype):
         a, b = r(M, K), r(K, N)  # dy (M, K) and W (K, N): nn.Linear's (out, in) weight of out = K
         c = torch.empty(M, N, device="cuda", dtype=dtype)
         return (lambda: ext.gemm_(a, False, b, True, c, ops.STORE)), (lambda: torch.mm(a, b, out=c))
-    if layout == "+gelu":  # x W^T + b -> (pre, gelu(pre)); cuBLAS: addmm, then F.gelu (eager)
+    if layout == "+gelu":  # x W^T + b -> gelu(pre) and gelu'(pre); cuBLAS: addmm, then F.gelu (eager)
         a, b, bias = r(M, K), r(N, K), torch.zeros(N, device="cuda")
-        c, pre = (torch.empty(M, N, device="cuda", dtype=dtype) for _ in range(2))
+        c, pre = (torch.empty(M, N, device="cuda", dtype=dtype) for _ in range(2))  # ours writes gelu'(pre) to `pre`
         b16 = bias.to(dtype)
         return ((lambda: ext.gemm_(a, False, b, False, c, ops.GELU, bias, pre)),
                 (lambda: F.gelu(torch.addmm(b16, a, b.t(), out=pre))))
-    if layout == "dy W*gelu'":  # (dy W) * gelu'(pre); cuBLAS: mm, then the GELU backward (eager)
+    if layout == "dy W*gelu'":  # (dy W) * gelu'(pre): ours multiplies by the saved gelu'; cuBLAS: mm, then the GELU
+        # backward (eager) from pre
         a, b, pre = r(M, K), r(K, N), r(M, N)
         c = torch.empty(M, N, device="cuda", dtype=dtype)
         return ((lambda: ext.gemm_(a, False, b, True, c, ops.DGELU, None, pre)),
