@@ -187,7 +187,7 @@ def op_rows() -> dict[str, float]:
         ym, pre, g, wf16, wp16 = torch.ops.tk.mlp_fwd(xm, *mp, "none")
         rows["tk::mlp_fwd (op call)"] = host_us(lambda: torch.ops.tk.mlp_fwd(xm, *mp, "none"))
         rows["tk::mlp_bwd (op call)"] = host_us(lambda: torch.ops.tk.mlp_bwd(
-            dym, xm, wf16, wp16, pre, g, True, True, "none", "float32", "float32"))
+            dym, xm, wf16, wp16, pre, g, True, True, "float32", "float32"))
         rows["dispatch.attention (eager, no grad)"] = host_us(lambda: dispatch.attention(plan, qd, kd, vd))
         rows["dispatch.add_layer_norm (eager, no grad; custom ops)"] = host_us(lambda: dispatch.add_layer_norm(plan, x, d, w, b))
 

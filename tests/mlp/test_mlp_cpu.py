@@ -56,8 +56,8 @@ def test_fake_outputs():
         # the fp32 weights' bf16 casts, saved for the backward; none for weights already in x's dtype
         assert wf16.shape == (256, 64) and wp16.shape == (64, 256) and wf16.dtype == wp16.dtype == torch.bfloat16
         assert ops._mlp_fwd_fake(x, w_fc.bfloat16(), b_fc, w_proj, b_proj, "none")[3].shape == (0,)
-        dx, dwf, dbf, dwp, dbp = ops._mlp_bwd_fake(y, x, w_fc, w_proj, pre, g, True, False, "none",
-                                                  "float32", "float32")
+        dx, dwf, dbf, dwp, dbp = ops._mlp_bwd_fake(y, x, w_fc, w_proj, pre, g, True, False, "float32",
+                                                  "float32")
         assert dx.shape == (10, 64) and dx.dtype == torch.bfloat16
         assert dwf.shape == (256, 64) and dwf.dtype == torch.float32 and dwp.shape == (64, 256)
         assert dbf.shape == (256,) and dbp.shape == (0,)

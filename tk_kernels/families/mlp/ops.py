@@ -33,7 +33,7 @@ cache does) and return their gradients in the parameters' dtype.
 
 Registered ops (eager and torch.compile without graph breaks):
     tk::mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate) -> (y, d, g, w_fc16, w_proj16)
-    tk::mlp_bwd(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype)
+    tk::mlp_bwd(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, w_dtype, b_dtype)   (d holds either GELU form's)
     tk::linear_fwd(x, w, b) -> y;  tk::linear_bwd(dy, x, w, has_b, w_dtype, b_dtype)
 Requirements: an sm_90 GPU (H100/H200) and an sm_90a build; 2-d x with rows of a multiple of 8
 elements, weights whose dims are multiples of 8. Anything else is a clear ValueError (kernels=tk) or
@@ -141,8 +141,7 @@ def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate):
 
 
 def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor, g: Tensor, has_b_fc: bool,
-                  has_b_proj: bool, approximate: str, w_dtype: str,
-                  b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                  has_b_proj: bool, w_dtype: str, b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(dx, dw_fc, db_fc, dw_proj, db_proj); the bias gradients are empty (0,) tensors when there is
     no bias."""
     ext = _ext()
@@ -166,13 +165,12 @@ def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor
 
 @torch.library.custom_op("tk::mlp_bwd", mutates_args=(), device_types="cuda")
 def mlp_bwd(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor, g: Tensor, has_b_fc: bool,
-            has_b_proj: bool, approximate: str, w_dtype: str,
-            b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return _mlp_bwd_impl(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype)
+            has_b_proj: bool, w_dtype: str, b_dtype: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _mlp_bwd_impl(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, w_dtype, b_dtype)
 
 
 @mlp_bwd.register_fake
-def _mlp_bwd_fake(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, approximate, w_dtype, b_dtype):
+def _mlp_bwd_fake(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, w_dtype, b_dtype):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
     H, C = w_fc.shape
@@ -183,11 +181,10 @@ def _mlp_bwd_fake(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, approximate, 
 
 def _save(ctx, inputs, output):
     """What the backward needs, on ctx: the tensors, whether there are biases, the parameters' dtypes."""
-    x, w_fc, b_fc, w_proj, b_proj, approximate = inputs
+    x, w_fc, b_fc, w_proj, b_proj, _approximate = inputs  # the GELU form is in d already
     _, d, g, wf16, wp16 = output
     ctx.save_for_backward(x, _saved(w_fc, wf16), _saved(w_proj, wp16), d, g)
     ctx.has_b_fc, ctx.has_b_proj = b_fc is not None, b_proj is not None
-    ctx.approximate = approximate
     ctx.w_dtype = str(w_fc.dtype).removeprefix("torch.")
     ctx.b_dtype = str((b_fc if b_fc is not None else b_proj if b_proj is not None else w_fc).dtype).removeprefix("torch.")
 
@@ -196,7 +193,7 @@ def _gradients(ctx, dy, backward) -> tuple:
     """The gradients of (x, w_fc, b_fc, w_proj, b_proj, approximate) from dy, by backward (mlp_bwd's signature)."""
     x, w_fc, w_proj, d, g = ctx.saved_tensors
     dx, dw_fc, db_fc, dw_proj, db_proj = backward(
-        dy, x, w_fc, w_proj, d, g, ctx.has_b_fc, ctx.has_b_proj, ctx.approximate, ctx.w_dtype, ctx.b_dtype)
+        dy, x, w_fc, w_proj, d, g, ctx.has_b_fc, ctx.has_b_proj, ctx.w_dtype, ctx.b_dtype)
     return (dx, dw_fc, db_fc if ctx.has_b_fc else None, dw_proj, db_proj if ctx.has_b_proj else None, None)
 
 

@@ -512,10 +512,11 @@ struct kernel {
         auto piece_run = [&](int piece) {
           const bool more = i < iters;
           if (more) issue(n, i);
-          // A rolled piece loop (long pieces: the MLP GEMM's GELU epilogues, a 3-stage ring) retires the slot before
-          // the piece rather than after it, so the producer can load into that slot while the piece runs (session 21,
-          // H100: GELU GEMM 171 -> 169 us, GELU' 187.5 -> 186.5 us at (16384, 3072, 768), bitwise the same). The
-          // unrolled short pieces (the plain store, 4 stages) keep the order they were measured with.
+          // A rolled piece loop (long pieces) retires the slot before the piece rather than after it, so the producer
+          // can load into that slot while the piece runs (measured with the MLP GEMM's GELU epilogues when they were
+          // pieces on a 3-stage ring, session 21, H100: GELU GEMM 171 -> 169 us, GELU' 187.5 -> 186.5 us at (16384,
+          // 3072, 768), bitwise the same). The unrolled short pieces (the plain store, 4 stages) keep the order they
+          // were measured with.
           constexpr bool EARLY = !UNROLL;
           if (EARLY && more) retire(n, i);
           if (pending) detail::deferred(c, piece);

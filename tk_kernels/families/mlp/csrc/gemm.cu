@@ -73,13 +73,12 @@ constexpr int GBN = 192;                         // the GELU kernels' tile width
 constexpr int A_BYTES = BM * BK * 2;
 constexpr int TILE_BYTES = 64 * GBN * 2;         // one consumer's 64 x 192 16-bit staged tile (3 boxes): 24 KB
 constexpr int SUM_BYTES = 2 * 4 * BOX * 4;       // GELU' column sums: 2 boxes x 4 warps x 64 fp32
-// Warpgroups: a producer, two consumers and, for the GELU epilogues, an epilogue warpgroup (see "the epilogue
-// warpgroup" below).
-constexpr int threads(Epilogue E) { return E == Epilogue::gelu || E == Epilogue::dgelu ? 512 : 384; }
-
 // The GELU epilogues stage their whole 128 x 192 tile in shared memory for the epilogue warpgroup (see "staged
 // epilogues" below): 2 x (24 KB + 2 KB of column sums). The others stage 2 x 2 store boxes. Every ring has 4 stages.
 constexpr bool staged(Epilogue E) { return E == Epilogue::gelu || E == Epilogue::dgelu; }
+// Warpgroups: a producer, two consumers and, for the staged (GELU) epilogues, an epilogue warpgroup (see "the
+// epilogue warpgroup" below).
+constexpr int threads(Epilogue E) { return staged(E) ? 512 : 384; }
 constexpr int STAGES = 4;
 constexpr int bn(Epilogue E) { return staged(E) ? GBN : BN; }  // tile width
 constexpr int epilogue_bytes(Epilogue E) { return 2 * (staged(E) ? TILE_BYTES + SUM_BYTES : 2 * BOX_BYTES); }
@@ -510,12 +509,12 @@ struct GemmEpilogue {
     TileHandoff &h = tile_handoff();
     Unit w;
     bool more = walk.next(w);
-    uint4 pre[4] = {};  // GELU': the chunks of gelu'(pre) for the next half's box 0
+    uint4 next_aux[4] = {};  // GELU': the chunks of gelu'(pre) for the next half's box 0
     if constexpr (E == Epilogue::dgelu) {
       const int q = me % 8, r0 = me / 8;
       if (more) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) pre[j] = load_aux<T>(w, 0, 0, r0 + 16 * j, q, g.s, g.e);
+        for (int j = 0; j < 4; j++) next_aux[j] = load_aux<T>(w, 0, 0, r0 + 16 * j, q, g.s, g.e);
       }
     }
     if constexpr (E == Epilogue::gelu) {  // the first tile's bias, before the consumers stage it
@@ -536,8 +535,8 @@ struct GemmEpilogue {
         char *tile = scratch + c * (epilogue_bytes(E) / 2);
         const Unit nw = c == 0 ? w : next;  // the half after this one (a copy: a reference to either spilled both)
         const bool has_next = c == 0 || ahead;
-        if (E == Epilogue::gelu && g.e.tanh_gelu) finish_half<T, E, true>(tile, w, c, me, g, pre, nw, 1 - c, has_next);
-        else finish_half<T, E, false>(tile, w, c, me, g, pre, nw, 1 - c, has_next);
+        if (E == Epilogue::gelu && g.e.tanh_gelu) finish_half<T, E, true>(tile, w, c, me, g, next_aux, nw, 1 - c, has_next);
+        else finish_half<T, E, false>(tile, w, c, me, g, next_aux, nw, 1 - c, has_next);
         // each thread releases its own writes; thread 0, which issued the TMA stores, once they have read the buffer
         if (me == 0) tk::bulk_wait_group_read<0>();
         tk::arrive(h.empty[c]);
