@@ -311,3 +311,66 @@ def test_epilogue_warpgroup_needs_a_static_walk(tmp_path):
     r = _compile(tmp_path, pieces=0, toy=_with_epilogue(_dynamic(_two_item_buffers(TOY))))
     assert r.returncode != 0
     assert "P::epilogue walks its own copy of a static scheduler" in r.stderr, r.stderr[-4000:]
+
+
+# P::CLUSTER = 2: pairs of CTAs walk their items in lockstep; each loads its own half of a slot and multicasts the
+# other half into both (the MLP GEMM's B tile), and frees every slot in both CTAs
+TOY_CLUSTER = r"""
+#include <cuda.h>
+#include "pipeline/producer_consumer.cuh"
+#include "thread/cluster.cuh"
+#include "thread/tma.cuh"
+
+struct alignas(1024) AB { char a[8192]; char b[8192]; };  // a: this CTA's; b: the pair's, half from each CTA
+struct G { const CUtensorMap &a_map, &b_map; int items, tiles; float *out; };
+using Slot = tk::pipeline::slot<AB>;
+struct Walk {
+  int item, items;
+  __device__ Walk(const G &g) : item(blockIdx.x / 2), items(g.items) {}
+  __device__ bool next(int &w) { if (item >= items) return false; w = item; item += gridDim.x / 2; return true; }
+};
+struct Consumer {
+  const G &g;
+  float acc = 0.f;
+  __device__ Consumer(const G &g, const tk::pipeline::consumer_ctx<> &) : g(g) {}
+  __device__ void compute(const Slot &s, int i) { acc += float(s.tiles.a[threadIdx.x]) * float(s.tiles.b[threadIdx.x]); }
+  __device__ void finish(const int &w) { g.out[(w * 2 + tk::cluster_rank()) * 256 + threadIdx.x - 128] = acc; }
+};
+struct Toy {
+  using globals = G;
+  using stage = AB;
+  using work = int;
+  using scheduler = Walk;
+  using consumer = Consumer;
+  static constexpr int STAGES = STAGES_, CONSUMERS = 2, CLUSTER = 2, PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+  __device__ static int iterations(const G &g, const int &) { return g.tiles; }
+  __device__ static void load(const Slot &s, const G &g, const int &w, int i) {
+    const int rank = tk::cluster_rank();
+    tk::tma::load_async(s.tiles.a, g.a_map, s.full(), i * 64, (w * 2 + rank) * 64);
+    tk::tma::load_async_multicast(s.tiles.b + rank * 4096, g.b_map, s.full(), i * 64, rank * 32, 0b11);
+  }
+};
+__global__ void __launch_bounds__(tk::pipeline::kernel<Toy>::THREADS, 1)
+toy(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b, int items, int tiles, float *out) {
+  tk::pipeline::kernel<Toy>::run(G{a, b, items, tiles, out});
+}
+"""
+
+
+def test_cluster_pair_compiles_clean(tmp_path):
+    ptx = _compiles_clean(tmp_path, TOY_CLUSTER)
+    assert "barrier.cluster.arrive" in ptx and "barrier.cluster.wait" in ptx  # the barriers are live cluster-wide
+    assert ".multicast::cluster" in ptx
+    # a consumer frees a slot in both CTAs: mapa + a remote arrival, without .release.cluster (a GPU-wide fence)
+    assert "mapa.shared::cluster" in ptx and "mbarrier.arrive.shared::cluster.b64" in ptx
+    assert "mbarrier.arrive.release.cluster" not in ptx
+
+
+def test_cluster_excludes_item_buffers(tmp_path):
+    toy = TOY.replace("  static constexpr int STAGES = STAGES_, CONSUMERS = 2,",
+                      "  static constexpr int CLUSTER = 2;\n  static constexpr int STAGES = STAGES_, CONSUMERS = 2,", 1)
+    assert "CLUSTER = 2" in toy, "the toy changed: update this test"
+    r = _compile(tmp_path, pieces=0, toy=toy)
+    assert r.returncode != 0
+    assert "pipeline: CLUSTER > 1 with an item_stage, DYNAMIC, ONE_ITEM or SELF_PACED is not supported" in r.stderr, \
+        r.stderr[-4000:]

@@ -92,6 +92,16 @@
 //                                then run(scheduler &) with its own copy of the static walk (not DYNAMIC, not
 //                                ONE_ITEM). The kernel hands it work through its own barriers in the scratch
 //                                (the MLP GEMM: each finished tile, so that the consumers never run its GELU)
+//     P::CLUSTER                 CTAs per cluster (default 1; 2 supported): launched as clusters of CLUSTER CTAs
+//                                along x, whose schedulers walk items in lockstep (the same number of items and
+//                                of slots each). A slot of every CTA of the cluster is freed together: each
+//                                consumer frees it in all of them (empty barriers count CONSUMERS x CLUSTER
+//                                arrivals), so one CTA's load() may multicast a tile into the same slot of all
+//                                (tma::load_async_multicast; each CTA's full barrier still expects the whole
+//                                stage). The barriers are initialised before a cluster-wide sync, and each
+//                                producer waits for its slots' last releases before it exits, so that no CTA
+//                                leaves while another may still arrive on its barriers. Not with an item_stage,
+//                                DYNAMIC, ONE_ITEM or SELF_PACED.
 //     consumer::SELF_PACED       true: the consumer waits for every slot (slot::wait(0)) and frees it
 //                                (slot::release(), thread 0 of the warpgroup) itself, where it chooses (the
 //                                attention backward frees slot i - 1 inside compute(i), before it waits for
@@ -104,7 +114,7 @@
 //
 // Slot i of an item is ring slot g % STAGES of the CTA-wide slot count g, used for the (g / STAGES)-th
 // time: its full barrier completes phase (g / STAGES) & 1. Barriers: full[s][f] one arrival (the
-// producer's expect_bytes) plus the bytes; empty[s] CONSUMERS arrivals (thread 0 of each consumer).
+// producer's expect_bytes) plus the bytes; empty[s] CONSUMERS x CLUSTER arrivals (thread 0 of each consumer).
 // The template uses no named barriers (ids 1..15 are the kernel's) and syncs the CTA once, after
 // initialising the barriers.
 #pragma once
@@ -112,6 +122,7 @@
 #include <cstdint>
 #include <type_traits>
 #include "../common/util.cuh"
+#include "../thread/cluster.cuh"
 #include "../thread/mbarrier.cuh"
 #include "../warpgroup/mma.cuh"
 
@@ -207,6 +218,10 @@ template <typename P> constexpr int item_stages() {
   if constexpr (requires { P::ITEM_STAGES; }) return int(P::ITEM_STAGES);
   else return 1;
 }
+template <typename P> constexpr int cluster() {
+  if constexpr (requires { P::CLUSTER; }) return int(P::CLUSTER);
+  else return 1;
+}
 template <typename P> struct epilogue_of { using type = void; static constexpr int regs = 0; };
 template <typename P>
   requires requires { typename P::epilogue; P::EPILOGUE_REGS; }
@@ -268,6 +283,7 @@ struct kernel {
   static constexpr int STAGES = P::STAGES, CONSUMERS = P::CONSUMERS;
   static constexpr int ITEM_STAGES = detail::item_stages<P>();
   static constexpr int FULL = detail::full_count<P>();
+  static constexpr int CLUSTER = detail::cluster<P>();
   using epilogue_t = typename detail::epilogue_of<P>::type;
   static constexpr bool HAS_EPILOGUE = !std::is_void_v<epilogue_t>;
   static constexpr int EPILOGUE_REGS = HAS_EPILOGUE ? detail::epilogue_of<P>::regs : 0;
@@ -301,6 +317,9 @@ struct kernel {
   static_assert(ITEM_STAGES == 1 || requires(consumer &c, const work &w, item_stage &b) { c.start(w, b); },
                 "pipeline: with ITEM_STAGES = 2 the consumer takes the item's buffer in start(const work &, item_stage &)");
   static_assert(FULL >= 1 && FULL <= 4, "pipeline: 1..4 full barriers per slot");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "pipeline: CLUSTER (CTAs per cluster) must be 1 or 2");
+  static_assert(CLUSTER == 1 || (!HAS_ITEM && !DYN && !ONE && !SELF_PACED),
+                "pipeline: CLUSTER > 1 with an item_stage, DYNAMIC, ONE_ITEM or SELF_PACED is not supported");
   static_assert(SHARED_BYTES <= 227 * 1024,
                 "pipeline: ring + item stage + scratch + 1 KB alignment exceed the 227 KB of shared memory of an sm_90 CTA");
   // setmaxnreg only moves registers between the CTA's warps: the CTA keeps what it was launched with,
@@ -360,7 +379,7 @@ struct kernel {
     if (threadIdx.x == 0) {
       for (int i = 0; i < STAGES; i++) {
         for (int f = 0; f < FULL; f++) init(full[i * FULL + f], 1);
-        init(empty[i], CONSUMERS);
+        init(empty[i], CONSUMERS * CLUSTER);  // every consumer of the cluster frees the slot
       }
       if constexpr (HAS_ITEM) {
         for (int k = 0; k < ITEM_STAGES; k++) {
@@ -377,7 +396,8 @@ struct kernel {
       fence_barrier_init();
       detail::setup<P>(g);
     }
-    __syncthreads();
+    if constexpr (CLUSTER > 1) cluster_sync();  // the partner's barriers are live before anyone arrives on them
+    else __syncthreads();
 
     if (wg::warpgroupid() == 0) {
       wg::set_max_registers_from<P::PRODUCER_REGS, LAUNCH_REGS>();
@@ -405,6 +425,17 @@ struct kernel {
     if constexpr (HAS_SIDE)
       side = reinterpret_cast<side_stage *>(reinterpret_cast<char *>(ring) + SIDE_OFFSET) + n % STAGES;
     return slot_t{ring[n % STAGES], full + (n % STAGES) * FULL, (n / STAGES) & 1, empty + n % STAGES, side};
+  }
+
+  // a consumer's leader frees ring slot b: in every CTA of the cluster (its own by a local arrival)
+  __device__ static __forceinline__ void free_slot(barrier &b) {
+    arrive(b);
+    if constexpr (CLUSTER > 1) {
+      const int me = cluster_rank();
+#pragma unroll
+      for (int r = 0; r < CLUSTER; r++)
+        if (r != me) arrive_cluster(b, r);
+    }
   }
 
   // the bytes of full barriers F.. of a slot, as compile-time constants (P::FULL_BYTES is a host
@@ -456,6 +487,9 @@ struct kernel {
       }
       if constexpr (ONE) break;
     }
+    if constexpr (CLUSTER > 1) {  // every consumer of the cluster has freed every slot: no arrival is on its way here
+      for (int k = 0; k < STAGES; k++, n++) wait(empty[n % STAGES], ((n / STAGES) & 1) ^ 1);
+    }
   }
 
   template <typename One>
@@ -476,7 +510,7 @@ struct kernel {
     auto retire = [&](int n, int i) {
       detail::retire(c);
       if constexpr (!SELF_PACED) {
-        if (i > 0 && leader) arrive(empty[(n - 1) % STAGES]);
+        if (i > 0 && leader) free_slot(empty[(n - 1) % STAGES]);
       }
     };
     sched_t sched = walk(g, one);
@@ -553,7 +587,7 @@ struct kernel {
       }
       detail::drain(c, slot_at(ring, full, empty, n - 1));
       if constexpr (!SELF_PACED) {
-        if (leader) arrive(empty[(n - 1) % STAGES]);
+        if (leader) free_slot(empty[(n - 1) % STAGES]);
       }
       if constexpr (HAS_ITEM && !ONE && ITEM_IN_DRAIN) {
         if (leader) arrive(item_bar[ITEM_STAGES + it % ITEM_STAGES]);

@@ -3,6 +3,8 @@
 //
 //   load_async(dst, map, bar, col, row)    box of `map` at element (col, row) -> shared dst;
 //                                          out-of-bounds elements are zero-filled
+//   load_async_multicast(dst, map, bar, col, row, ctas)   the same box into every CTA of the cluster in the
+//                                          bit mask `ctas` (thread/cluster.cuh), at dst's offset in each
 //   store_async(map, src, col, row)        shared src -> box at (col, row); out-of-bounds parts dropped
 //   store_add_async(map, src, col, row)    the same, adding into global memory (fp32: reduce-add)
 //   load_async(dst, map, bar, c0, c1, c2, c3)   the same for a rank-4 map (e.g. (D, T, H, B) of an
@@ -26,6 +28,21 @@ __device__ __forceinline__ void load_async(void *dst, const CUtensorMap &map, ba
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
       ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(&map)), "r"(smem_u32(&bar)), "r"(col), "r"(row)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+// The same box into the shared memory of every CTA of the cluster in the mask `ctas` (bit r: rank r), at dst's
+// offset, each completing its bytes on the barrier at bar's offset in that CTA (which must expect them).
+__device__ __forceinline__ void load_async_multicast(void *dst, const CUtensorMap &map, barrier &bar, int col, int row,
+                                                     uint16_t ctas) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;\n"
+      ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(&map)), "r"(smem_u32(&bar)), "r"(col), "r"(row), "h"(ctas)
       : "memory");
 #else
   __trap();

@@ -36,6 +36,14 @@
 //     466c0a1:tk_kernels/families/mlp/csrc/gemm.cu, with dev/hopper/check_mlp_dw.py).
 //   - the producer runs ahead into the next work unit, so the loads of one tile overlap the end of the
 //     one before.
+//   - the 16-bit GEMMs run as clusters of 2 CTAs on the tiles (2m, n) and (2m + 1, n): each CTA loads its own A
+//     and half of the common B tile, multicast into both, and frees each ring slot in both (tk::pipeline's
+//     CLUSTER). A slice then reads 28 KB from L2 per CTA instead of 40 (GELU kernels) and 32 instead of 48
+//     (plain). Why: session 22's stall samples put the GELU' kernel's consumers on ring full barriers ~44% of
+//     their time, and its L2 traffic (operands by TMA + gelu' + dh, ~7.5 TB/s on an H100) at the plain GEMM's.
+//     Measured (H100, session 23, same call, two alternations): GELU' 157.7 / 158.0 -> 150.9 / 150.9 us, plain
+//     x W^T 120.7 / 119.3 -> 117.7 / 118.6, plain dy W 114.5 / 116.4 -> 112.3 / 114.1, GELU 174 -> 173 at (16384,
+//     3072, 768); x W^T at 8192^3 591 -> 703 TFLOP/s (cuBLAS 679); outputs bitwise unchanged.
 // Work units: tiles of 128 x 256 (GELU / GELU': 128 x 192; n fastest: neighbouring CTAs share A's rows); for
 // weight gradients (M x N = C x 4C, only 72 tiles at C = 768 for 132 SMs) K is split so that the units fill
 // whole waves (gemm_splits), split-major so that CTAs running together read the same K rows (they fit in L2).
@@ -46,7 +54,8 @@
 // 768) (dev/mlp_epilogue_ncu.py, H100, session 22): 175 / 157 us against 170 / 190 for the version before
 // (consumers finishing their own tile in 8 pieces between the next tile's slices) and 121 / 117 for the plain
 // store of the same products; bench_mlp's MLP fwd+bwd 1.136x / 1.063x / 1.019x the faster of eager and
-// torch.compile at C = 768 / 1024 / 2048 (that version: 1.080x / 1.046x / 0.982x, same call).
+// torch.compile at C = 768 / 1024 / 2048 (that version: 1.080x / 1.046x / 0.982x, same call); with the cluster
+// pairs 1.153x / 1.089x / 1.027x (H100, session 23).
 #include <algorithm>
 #include <string>
 #include <cuda_bf16.h>
@@ -55,6 +64,7 @@
 #include "host/tensor_map.cuh"
 #include "pipeline/producer_consumer.cuh"
 #include "thread/bulk.cuh"
+#include "thread/cluster.cuh"
 #include "thread/mbarrier.cuh"
 #include "thread/tma.cuh"
 #include "warpgroup/mma.cuh"
@@ -81,11 +91,14 @@ constexpr bool staged(Epilogue E) { return E == Epilogue::gelu || E == Epilogue:
 constexpr int threads(Epilogue E) { return staged(E) ? 512 : 384; }
 constexpr int STAGES = 4;
 constexpr int bn(Epilogue E) { return staged(E) ? GBN : BN; }  // tile width
+// CTAs per cluster: the 16-bit GEMMs run as pairs of CTAs on the tiles (2m, n) and (2m + 1, n), each loading half
+// of their common B tile into both (TMA multicast, load_slice); the weight gradients (split K) alone.
+constexpr int cluster(Epilogue E) { return E == Epilogue::store_f32 ? 1 : 2; }
 constexpr int epilogue_bytes(Epilogue E) { return 2 * (staged(E) ? TILE_BYTES + SUM_BYTES : 2 * BOX_BYTES); }
 
 struct Shape {
   int M, N, K;
-  int tiles_n, tiles, k_tiles, splits;
+  int tiles_n, tiles, k_tiles, splits;  // tiles: the cluster's tiles (pairs of 128-row tiles with CLUSTER = 2)
 };
 
 // Two 16-bit values in one 32-bit word: pack (round to T), unpack (to fp32), from / to a register word.
@@ -117,14 +130,17 @@ __device__ __forceinline__ V from_word(uint32_t u) {
 }
 __device__ __forceinline__ float2 vec2<__half>::unpack_word(uint32_t u) { return __half22float2(from_word<__half2>(u)); }
 
-// The work unit u: its tile's first row and column, and its range of K slices.
+// The work unit u of the CTA of rank `rank` in its cluster of CL: its tile's first row and column, and its range of
+// K slices. A cluster's units are CL tiles one above the other (rows CL m + rank of 128-row tiles); with an odd
+// number of 128-row tiles the last cluster unit's second tile lies below M: it is computed on TMA's zeros and its
+// stores are dropped (every store is bounds-checked), so that both CTAs take the same slots.
 struct Unit {
   int m0, n0, k_begin, k_end;
 };
-template <int BNT>
-__device__ __forceinline__ Unit unit(const Shape &s, int u) {
+template <int BNT, int CL>
+__device__ __forceinline__ Unit unit(const Shape &s, int u, int rank) {
   const int tile = u % s.tiles, split = u / s.tiles;
-  return {(tile / s.tiles_n) * BM, (tile % s.tiles_n) * BNT, split * s.k_tiles / s.splits,
+  return {((tile / s.tiles_n) * CL + rank) * BM, (tile % s.tiles_n) * BNT, split * s.k_tiles / s.splits,
           (split + 1) * s.k_tiles / s.splits};
 }
 
@@ -138,16 +154,40 @@ struct alignas(1024) Stage {
 };
 template <int BNT> using Slot = tk::pipeline::slot<Stage<BNT>>;
 
-// producer: the TMA loads of K slice kt of the tile (m0, n0) into a ring slot
-template <Major AM, Major BMJ, int BNT>
+// A cluster pair's MN-major B tile of an odd number of 64-column boxes is split along K (see load_slice)
+template <int BNT, int CL>
+constexpr bool split_b_by_k() { return CL == 2 && (BNT / BOX) % 2 == 1; }
+
+// producer: the TMA loads of K slice kt of the tile (m0, n0) into a ring slot. A is this CTA's own; with CL = 2 the
+// B tile is the pair's: this CTA loads its half into the same slot of both CTAs. K-major: rows rank * BNT / 2 .. of
+// the tile, one box of BNT / 2 rows. MN-major: the 64-column boxes j with j % 2 == rank, or, for an odd number of
+// boxes (the 192-wide tile), K rows 32 rank .. + 31 of every box (boxes of 32 K rows: 12 KB a CTA, not 16 / 8).
+template <Major AM, Major BMJ, int BNT, int CL>
 __device__ __forceinline__ void load_slice(const Slot<BNT> &s, const CUtensorMap &a_map, const CUtensorMap &b_map, int m0,
                                            int n0, int kt) {
   if constexpr (AM == Major::K) tk::tma::load_async(s.tiles.a, a_map, s.full(), kt * BK, m0);
   else
     for (int j = 0; j < BM / BOX; j++) tk::tma::load_async(s.tiles.a + j * BOX_BYTES, a_map, s.full(), m0 + j * BOX, kt * BK);
-  if constexpr (BMJ == Major::K) tk::tma::load_async(s.tiles.b, b_map, s.full(), kt * BK, n0);
-  else
-    for (int j = 0; j < BNT / BOX; j++) tk::tma::load_async(s.tiles.b + j * BOX_BYTES, b_map, s.full(), n0 + j * BOX, kt * BK);
+  if constexpr (CL == 1) {
+    if constexpr (BMJ == Major::K) tk::tma::load_async(s.tiles.b, b_map, s.full(), kt * BK, n0);
+    else
+      for (int j = 0; j < BNT / BOX; j++) tk::tma::load_async(s.tiles.b + j * BOX_BYTES, b_map, s.full(), n0 + j * BOX, kt * BK);
+  } else {
+    static_assert(CL == 2, "load_slice: clusters of 1 or 2 CTAs");
+    const int rank = tk::cluster_rank();
+    constexpr uint16_t BOTH = 0b11;
+    if constexpr (BMJ == Major::K) {
+      const int half = rank * (BNT / 2);
+      tk::tma::load_async_multicast(s.tiles.b + half * BK * 2, b_map, s.full(), kt * BK, n0 + half, BOTH);
+    } else if constexpr (split_b_by_k<BNT, CL>()) {  // a 32-row box at row 32 rank of each: 4 KB, 1024-aligned
+      for (int j = 0; j < BNT / BOX; j++)
+        tk::tma::load_async_multicast(s.tiles.b + j * BOX_BYTES + rank * BOX_BYTES / 2, b_map, s.full(), n0 + j * BOX,
+                                      kt * BK + rank * BK / 2, BOTH);
+    } else {
+      for (int j = rank; j < BNT / BOX; j += 2)
+        tk::tma::load_async_multicast(s.tiles.b + j * BOX_BYTES, b_map, s.full(), n0 + j * BOX, kt * BK, BOTH);
+    }
+  }
 }
 
 // consumer: one K slice of the tile (this warpgroup's 64 rows), issued as one wgmma group; `first`
@@ -314,16 +354,18 @@ struct GemmGlobals {
   const EpiArgs &e;
 };
 
-// The persistent walk: CTA b takes work units b, b + gridDim.x, ...
-template <int BNT>
+// The persistent walk: cluster c (of gridDim.x / CL) takes work units c, c + gridDim.x / CL, ...; each of its CTAs
+// the tile of its rank
+template <int BNT, int CL>
 struct UnitWalk {
   const Shape &s;
   int u;
-  __device__ UnitWalk(const GemmGlobals &g) : s(g.s), u(blockIdx.x) {}
+  const int rank;
+  __device__ UnitWalk(const GemmGlobals &g) : s(g.s), u(blockIdx.x / CL), rank(CL > 1 ? tk::cluster_rank() : 0) {}
   __device__ bool next(Unit &w) {
     if (u >= s.tiles * s.splits) return false;
-    w = unit<BNT>(s, u);
-    u += gridDim.x;
+    w = unit<BNT, CL>(s, u, rank);
+    u += gridDim.x / CL;
     return true;
   }
 };
@@ -603,10 +645,10 @@ struct GemmPipe {
   using globals = GemmGlobals;
   using stage = Stage<bn(E)>;
   using work = Unit;
-  using scheduler = UnitWalk<bn(E)>;
+  using scheduler = UnitWalk<bn(E), cluster(E)>;
   using consumer = GemmConsumer<T, AM, BMJ, E>;
   using epilogue = std::conditional_t<staged(E), GemmEpilogue<T, E>, void>;
-  static constexpr int STAGES = tk_mlp::STAGES, CONSUMERS = 2;
+  static constexpr int STAGES = tk_mlp::STAGES, CONSUMERS = 2, CLUSTER = cluster(E);
   // GELU, GELU': 4 warpgroups launched at 128 registers a thread (ptxas compiles every warpgroup's code within
   // that count, setmaxnreg or not: the m64n256 wgmma needs 154, hence the 192-wide tiles), the producer gives 104
   static constexpr int PRODUCER_REGS = staged(E) ? 24 : 40, CONSUMER_REGS = staged(E) ? 128 : 232;
@@ -625,7 +667,7 @@ struct GemmPipe {
   static constexpr int SCRATCH_BYTES = epilogue_bytes(E);
   __device__ static int iterations(const GemmGlobals &, const Unit &w) { return w.k_end - w.k_begin; }
   __device__ static void load(const Slot<bn(E)> &s, const GemmGlobals &g, const Unit &w, int i) {
-    load_slice<AM, BMJ, bn(E)>(s, g.a_map, g.b_map, w.m0, w.n0, w.k_begin + i);
+    load_slice<AM, BMJ, bn(E), cluster(E)>(s, g.a_map, g.b_map, w.m0, w.n0, w.k_begin + i);
   }
 };
 template <typename T, Major AM, Major BMJ, Epilogue E>
@@ -651,18 +693,45 @@ int sm_count() {
   return sms;
 }
 
+// How many clusters of `kernel` (launched as `config` says) fit on the GPU at once: a persistent grid's size. Asked
+// once per kernel (a failed query is asked again next time; meanwhile #SMs / cluster size), on no stream and with
+// stream capture relaxed for this thread, since the first call may come while a CUDA graph is being captured.
+template <auto KERNEL>
+int max_clusters(const cudaLaunchConfig_t &launch) {
+  static int known = 0;  // per kernel
+  const int cl = int(launch.attrs[0].val.clusterDim.x);
+  if (known > 0) return known;
+  cudaLaunchConfig_t config = launch;
+  config.stream = nullptr;
+  config.gridDim = dim3(sm_count() / cl * cl);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  int n = 0;
+  const cudaError_t err = cudaOccupancyMaxActiveClusters(&n, KERNEL, &config);
+  cudaThreadExchangeStreamCaptureMode(&mode);  // back to the caller's mode
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // the failed query's own error, not left for the launch's check
+    return sm_count() / cl;
+  }
+  if (n > 0) known = n;
+  return n > 0 ? n : sm_count() / cl;
+}
+
 // TMA map of an operand: K-major (rows = M or N, cols = K, box 64 x rows_per_box) or MN-major
 // (rows = K, cols = M or N, box 64 x 64).
 template <typename T>
-CUtensorMap operand_map(const void *ptr, Major major, int mn, int K, int64_t ld, int tile_rows) {
+CUtensorMap operand_map(const void *ptr, Major major, int mn, int K, int64_t ld, int tile_rows, int k_rows = BK) {
   if (major == Major::K) return tk::host::matrix_map<T>(ptr, mn, K, ld, tile_rows, BK, 128);
-  return tk::host::matrix_map<T>(ptr, K, mn, ld, BK, BOX, 128);
+  return tk::host::matrix_map<T>(ptr, K, mn, ld, k_rows, BOX, 128);
 }
 
 template <typename T, Major AM, Major BMJ, Epilogue E>
 cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
   const CUtensorMap a_map = operand_map<T>(p.a, AM, p.M, p.K, p.lda, BM);
-  const CUtensorMap b_map = operand_map<T>(p.b, BMJ, p.N, p.K, p.ldb, bn(E));
+  constexpr int CL = cluster(E);
+  // the pair's B halves: K-major a box of half the tile's rows, MN-major 64-column boxes or (odd count) 32-row ones
+  const CUtensorMap b_map = operand_map<T>(p.b, BMJ, p.N, p.K, p.ldb, bn(E) / CL,
+                                           split_b_by_k<bn(E), CL>() ? BK / 2 : BK);
   CUtensorMap c_map{};
   if constexpr (E != Epilogue::store_f32) c_map = tk::host::matrix_map<T>(p.c, p.M, p.N, p.ldc, 64, BOX, 128);
   const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.colsum, p.tanh_gelu, s.splits > 1};
@@ -671,9 +740,25 @@ cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
   static_assert(GemmPipeline<T, AM, BMJ, E>::THREADS == threads(E));
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  const int grid = std::min(sm_count(), s.tiles * s.splits);
-  kernel<<<grid, threads(E), smem, stream>>>(a_map, b_map, c_map, s, e);
-  return cudaGetLastError();
+  if constexpr (CL == 1) {
+    const int grid = std::min(sm_count(), s.tiles * s.splits);
+    kernel<<<grid, threads(E), smem, stream>>>(a_map, b_map, c_map, s, e);
+    return cudaGetLastError();
+  } else {
+    cudaLaunchConfig_t config{};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CL;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.blockDim = dim3(threads(E));
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    config.gridDim = dim3(CL * std::min(max_clusters<gemm_kernel<T, AM, BMJ, E>>(config), s.tiles * s.splits));
+    return cudaLaunchKernelEx(&config, kernel, a_map, b_map, c_map, s, e);
+  }
 }
 
 template <typename T>
@@ -723,8 +808,9 @@ cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
   if (p.colsum != nullptr && p.epilogue != Epilogue::dgelu)
     return fail("tk mlp gemm: only the GELU' epilogue writes column sums");
   const int tile_n = p.epilogue == Epilogue::gelu || p.epilogue == Epilogue::dgelu ? GBN : BN;
+  const int cl = cluster(p.epilogue);
   Shape s{p.M, p.N, p.K, (p.N + tile_n - 1) / tile_n, 0, (p.K + BK - 1) / BK, 1};
-  s.tiles = ((p.M + BM - 1) / BM) * s.tiles_n;
+  s.tiles = ((p.M + BM * cl - 1) / (BM * cl)) * s.tiles_n;
   if (p.epilogue == Epilogue::store_f32)
     s.splits = std::max(1, std::min(p.splits > 0 ? p.splits : gemm_splits(p.M, p.N, p.K, sm_count()), s.k_tiles));
   try {
