@@ -18,7 +18,6 @@ goes through the dispatch too (dispatch.mlp): our Hopper GEMM with the GELU in i
 epilogues while training, PyTorch's in eval and on other GPUs (dispatch.FAMILIES says why).
 """
 
-import inspect
 import json
 import math
 import os
@@ -31,6 +30,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+import tk_kernels
 from tk_kernels import dispatch
 
 
@@ -422,7 +422,9 @@ class GPT(nn.Module):
 
     def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
         """AdamW with weight decay on 2D+ parameters (matmul weights, embeddings)
-        and none on biases and LayerNorm gains; fused on CUDA when available."""
+        and none on biases and LayerNorm gains: under kernels=tk/auto on a GPU tk_kernels.AdamW
+        (one pass over all parameters, gradient clipping folded in: see dispatch.clip_grad_norm_),
+        else torch's, fused on CUDA when available."""
         param_dict = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
         decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
         nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
@@ -434,11 +436,11 @@ class GPT(nn.Module):
         num_nodecay_params = sum(p.numel() for p in nodecay_params)
         print(f"num decayed parameter tensors: {len(decay_params)}, with {num_decay_params:,} parameters")
         print(f"num non-decayed parameter tensors: {len(nodecay_params)}, with {num_nodecay_params:,} parameters")
-        fused_available = 'fused' in inspect.signature(torch.optim.AdamW).parameters
-        use_fused = fused_available and device_type == 'cuda'
-        extra_args = dict(fused=True) if use_fused else dict()
-        optimizer = torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
-        print(f"using fused AdamW: {use_fused}")
+        optimizer = dispatch.adamw(self.config.kernels, optim_groups, learning_rate, betas)
+        if isinstance(optimizer, tk_kernels.AdamW):
+            print("using tk_kernels.AdamW (gradient clipping inside its step)")
+        else:
+            print(f"using fused AdamW: {bool(optimizer.defaults.get('fused'))}")
         return optimizer
 
     def estimate_mfu(self, fwdbwd_per_iter, dt, device=None) -> float | None:

@@ -692,7 +692,7 @@ while True:
     # clip the gradient
     if grad_clip != 0.0:
         scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        dispatch.clip_grad_norm_(optimizer, model.parameters(), grad_clip)  # tk_kernels.AdamW: in its step
     # step the optimizer and scaler if training in fp16
     scaler.step(optimizer)
     scaler.update()

@@ -45,7 +45,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from model import GPT, GPTConfig  # noqa: E402
-from tk_kernels import TKUnsupportedError  # noqa: E402
+from tk_kernels import TKUnsupportedError, dispatch  # noqa: E402
 
 CHAR_CONFIG = os.path.join(ROOT, "config", "train_shakespeare_char.py")
 CHAR_VOCAB = 65  # tiny shakespeare's distinct characters (data/shakespeare_char/prepare.py)
@@ -164,6 +164,7 @@ def run_mode(name: str, spec: dict, kernels: str, compile_mode: str, args, devic
             optimizer = model.configure_optimizers(0.1, 6e-4, (0.9, 0.95), device.type)
         result["params_M"] = round(model.get_num_params() / 1e6, 2)
         result["fused_adamw"] = bool(optimizer.defaults.get("fused"))
+        result["optimizer"] = type(optimizer).__module__.split(".")[0] + "." + type(optimizer).__name__
         plan = model.plan_kernels(device, ptdtype, dropout_p=args.dropout, warn=False)  # tk: raises if it cannot run
         result["plan"] = plan.describe()
         graphs = compile_mode == "graphs" and device.type == "cuda"
@@ -179,7 +180,7 @@ def run_mode(name: str, spec: dict, kernels: str, compile_mode: str, args, devic
             with ctx:
                 _, loss = step_model(X, Y)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            dispatch.clip_grad_norm_(optimizer, model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             return loss

@@ -18,6 +18,8 @@ betas (0.9, 0.95), weight decay 0.1 on the >= 2-D params, nanoGPT's two groups):
               over 2 tensors instead of one per parameter
   graphed     train.py's step (clip_grad_norm_ + fused AdamW with capturable=True) captured once in a CUDA
               graph and replayed: what the step costs without its host-side launches
+  tk          tk_kernels.AdamW (the optim family): clip_grad_norm_(1.0) folded into its step, one norm kernel and
+              one AdamW kernel over all parameters
   copy        a device copy of 28 B per parameter plus a 4 B read: the bandwidth floor
 All variants start from the same parameters and grads; the updated parameters of clip-fused and flat are
 checked against train.py's (max abs difference printed). Median ms of do_bench (CUDA) after warm-up.
@@ -168,6 +170,16 @@ def main() -> int:
                 opt.step()
             return graph.replay
         run("graphed", graphed)
+    if fused:
+        def tk(ps):  # tk_kernels.AdamW: the norm kernel, then the AdamW kernel scaling g in registers
+            import tk_kernels
+            opt = tk_kernels.AdamW(param_groups(ps), **HP)
+
+            def step():
+                opt.clip_grad_norm_(1.0)
+                opt.step()
+            return step
+        run("tk", tk)
     ps = clone_state(params, grads)
     s = flat(ps)
     s()

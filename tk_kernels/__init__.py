@@ -11,6 +11,8 @@ tk_kernels: ThunderKittens-style CUDA tile kernels for nanoGPT-TK (map: tk_kerne
     loss = tk_kernels.linear_cross_entropy(x, w, targets)   # lm_head + cross-entropy, chunked
     y = tk_kernels.mlp(x, w_fc, b_fc, w_proj, b_proj)       # c_proj(gelu(c_fc(x))), Hopper GEMM
     y = tk_kernels.linear(x, w, b)                          # F.linear on the same GEMM
+    opt = tk_kernels.AdamW(groups, lr, betas)               # torch.optim.AdamW, one pass over all params;
+    opt.clip_grad_norm_(1.0); opt.step()                    #   the clipping folded into that pass
 
     plan = tk_kernels.dispatch.plan("auto", device, dtype, head_dim=64)   # once per model
     y = tk_kernels.dispatch.attention(plan, q, k, v, causal=True)         # per call
@@ -28,6 +30,7 @@ from .families.attention import attention, attention_qkv, check_supported, is_av
 from .families.classifier import linear_cross_entropy
 from .families.layernorm import add_layer_norm, layer_norm
 from .families.mlp import linear, mlp
+from .families.optim import AdamW
 
-__all__ = ["attention", "attention_qkv", "add_layer_norm", "layer_norm", "linear_cross_entropy", "mlp", "linear",
+__all__ = ["attention", "attention_qkv", "add_layer_norm", "layer_norm", "linear_cross_entropy", "mlp", "linear", "AdamW",
            "is_available", "check_supported", "dispatch", "reference", "KERNEL_MODES", "TKUnsupportedError"]

@@ -34,6 +34,10 @@ The decision is made in two parts:
         per call, the same way: the loss of the lm_head, without keeping all logits on the TK path.
     dispatch.mlp(plan, x, w_fc, b_fc, w_proj, b_proj, training=True)
         per call: c_proj(gelu(c_fc(x))) of the transformer block (the TK MLP runs only while training).
+    optimizer = dispatch.adamw(kernels, param_groups, lr, betas)
+    dispatch.clip_grad_norm_(optimizer, parameters, max_norm)
+        the training's optimizer (tk_kernels.AdamW or torch's fused AdamW; the family OPTIMIZER), made once,
+        outside any plan; and gradient clipping, which tk_kernels.AdamW folds into its next step().
 
 describe(...) / Plan.describe() say per family which path runs and why (train.py prints it).
 The environment variable TK_TORCH_FAMILIES=name[,name...] (e.g. classifier,layer_norm) keeps those
@@ -57,6 +61,7 @@ from .families.attention import ops as attention_ops
 from .families.classifier import ops as classifier_ops
 from .families.layernorm import ops as layernorm_ops
 from .families.mlp import ops as mlp_ops
+from .families.optim import ops as optim_ops
 
 KERNEL_MODES = ("torch", "tk", "auto")
 
@@ -119,6 +124,11 @@ FAMILIES: dict[str, Family] = {
     "classifier": Family("classifier", reference.linear_cross_entropy,
                          classifier_ops.linear_cross_entropy_op, classifier_ops.unsupported_reason),
 }
+
+# The optimizer is a family of its own outside the model's plan (no forward op; made once by adamw() below):
+# tk and reference: (param_groups, lr, betas, eps, weight_decay) -> tk_kernels.AdamW / torch.optim.AdamW (fused).
+# TK_TORCH_FAMILIES=optimizer keeps torch's.
+OPTIMIZER = Family("optimizer", reference.adamw, optim_ops.AdamW, optim_ops.unsupported_reason)
 
 
 def check_mode(kernels: str) -> str:
@@ -242,10 +252,11 @@ def _dropout_reason(family: str) -> str:
 def torch_families() -> set[str]:
     """The families TK_TORCH_FAMILIES keeps on PyTorch; TKUnsupportedError naming the valid ones for a typo."""
     names = {n.strip() for n in os.environ.get("TK_TORCH_FAMILIES", "").split(",") if n.strip()}
-    unknown = sorted(names - set(FAMILIES))
+    valid = (*FAMILIES, OPTIMIZER.name)
+    unknown = sorted(names - set(valid))
     if unknown:
         raise TKUnsupportedError(f"TK_TORCH_FAMILIES: unknown famil{'y' if len(unknown) == 1 else 'ies'} "
-                                 f"{', '.join(unknown)}; the families are {', '.join(FAMILIES)}")
+                                 f"{', '.join(unknown)}; the families are {', '.join(valid)}")
     return names
 
 
@@ -494,3 +505,41 @@ def layer_norm(plan: Plan, x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
                eps: float = 1e-5) -> torch.Tensor:
     """LayerNorm of x over its last dim, on the implementation the plan chose (see add_layer_norm)."""
     return add_layer_norm(plan, x, None, weight, bias, eps)[1]
+
+
+# ---------------------------------------------------------------------------
+# the optimizer: made once per training run, from the kernels setting alone (no plan needed)
+
+def adamw(kernels: str, param_groups, lr: float, betas: tuple[float, float], eps: float = 1e-8,
+          weight_decay: float = 1e-2) -> torch.optim.Optimizer:
+    """The training's AdamW for these parameter groups: tk_kernels.AdamW (its step and the gradient clipping in
+    one pass over all parameters, csrc/adamw.cu) or torch.optim.AdamW (fused on CUDA), as `kernels` says.
+    kernels=tk raises TKUnsupportedError where ours cannot run (no GPU, parameters that are not fp32 CUDA
+    tensors on one device, ...); kernels=auto warns once and returns torch's. weight_decay is the default of
+    groups that do not set their own."""
+    check_mode(kernels)
+    family = OPTIMIZER
+    groups = param_groups if param_groups and isinstance(param_groups[0], dict) else [{"params": param_groups}]
+    params = [p for g in groups for p in g["params"]]
+    device = normalize_device(params[0].device if params else "cpu")
+    choice = _choice(family, kernels, device, torch.float32, {}, 0.0, torch_families())
+    reason = choice.reason
+    if choice.tk:
+        reason = optim_ops.params_reason(groups)
+        if reason is None:
+            return family.tk(param_groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    if reason is not None and kernels != "torch":
+        if kernels == "tk":
+            raise _tk_error("optimizer", reason)
+        _warn_once("optimizer", reason)
+    return family.reference(param_groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+def clip_grad_norm_(optimizer: torch.optim.Optimizer, parameters, max_norm: float) -> None:
+    """Clip the gradients of `parameters` (the optimizer's) to a global 2-norm of max_norm:
+    torch.nn.utils.clip_grad_norm_, or for tk_kernels.AdamW the same clipping inside its next step()
+    (one read of the gradients fewer; the norm is then optimizer.grad_norm after the step)."""
+    if isinstance(optimizer, optim_ops.AdamW):
+        optimizer.clip_grad_norm_(max_norm)
+    else:
+        torch.nn.utils.clip_grad_norm_(parameters, max_norm)

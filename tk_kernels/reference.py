@@ -54,3 +54,14 @@ def add_layer_norm(x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Te
         delta = F.dropout(delta, dropout_p)
     s = x if delta is None else x + delta
     return s, layer_norm(s, weight, bias, eps)
+
+
+def adamw(param_groups, lr: float, betas: tuple[float, float], eps: float = 1e-8,
+          weight_decay: float = 1e-2) -> torch.optim.Optimizer:
+    """torch.optim.AdamW, fused (one multi-tensor CUDA kernel) where every parameter is a CUDA tensor: the
+    optimizer nanoGPT trains with. Its gradient clipping is torch.nn.utils.clip_grad_norm_ (see
+    dispatch.clip_grad_norm_)."""
+    groups = param_groups if param_groups and isinstance(param_groups[0], dict) else [{"params": param_groups}]
+    fused = all(p.device.type == "cuda" for g in groups for p in g["params"]) and any(g["params"] for g in groups)
+    return torch.optim.AdamW(param_groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                             **(dict(fused=True) if fused else {}))
