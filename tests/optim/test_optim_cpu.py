@@ -159,6 +159,17 @@ def test_unsupported_options_raise_one_clear_error(stand_in):
         opt.step()
 
 
+def test_capture_raises_instead_of_freezing_the_hyperparameters(stand_in, monkeypatch):
+    params = make_params(8)
+    set_grads(params, 2, 1.0)
+    opt = ops.AdamW(params, lr=1e-3)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(TKUnsupportedError, match="cannot be captured in a CUDA graph"):
+        opt.step()
+    assert stand_in.calls == 0
+
+
 def test_param_reasons_name_the_problem():
     assert "CUDA" in ops.param_reason(torch.nn.Parameter(torch.zeros(3)))
     assert ops.params_reason([torch.nn.Parameter(torch.zeros(3))]) == ops.param_reason(torch.zeros(3))

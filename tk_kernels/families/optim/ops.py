@@ -19,7 +19,8 @@ and load_state_dict() are interchangeable with torch.optim.AdamW's, fused or not
 parameters on one device with dense fp32 gradients, a float lr; not amsgrad, maximize, capturable or
 differentiable (step() raises TKUnsupportedError for those: dispatch.adamw picks torch's AdamW then).
 Parameters without a gradient are skipped, as torch does. The step is not CUDA-graph capturable: the
-bias corrections of each step are computed on the host and passed to the kernel.
+bias corrections of each step are computed on the host and passed to the kernel, so step() raises during a
+capture (as torch's AdamW does without capturable=True) rather than record a graph that would replay them.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class AdamW(torch.optim.AdamW):
 
     @torch.no_grad()
     def step(self, closure=None):
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            _check("the step cannot be captured in a CUDA graph (each step's bias corrections are computed on the "
+                   "host and would be frozen in the graph)")
         loss = None
         if closure is not None:
             with torch.enable_grad():
