@@ -107,7 +107,7 @@ def test_no_gradients_no_call(stand_in):
     opt = ops.AdamW(params, lr=1e-3)
     opt.clip_grad_norm_(1.0)
     opt.step()
-    assert stand_in.calls == 0 and not opt.state
+    assert stand_in.calls == 0 and not opt.state and opt.max_grad_norm is None
 
 
 def test_step_runs_the_closure(stand_in):

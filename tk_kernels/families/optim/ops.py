@@ -62,7 +62,7 @@ class AdamW(torch.optim.AdamW):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        params, grads, exp_avgs, exp_avg_sqs, steps, hyper = [], [], [], [], [], []
+        params, grads, exp_avgs, exp_avg_sqs, steps, owners = [], [], [], [], [], []
         for group in self.param_groups:
             _check(options_reason(group))
             for p in group["params"]:
@@ -83,12 +83,13 @@ class AdamW(torch.optim.AdamW):
                 exp_avgs.append(state["exp_avg"])
                 exp_avg_sqs.append(state["exp_avg_sq"])
                 steps.append(state["step"])
-                hyper.append(group)
+                owners.append(group)
+        max_norm, self.max_grad_norm = self.max_grad_norm, None
         if not params:
             return loss
         torch._foreach_add_(steps, 1.0)
         values, folded = [], {}
-        for group, t in zip(hyper, torch.stack(steps).tolist()):
+        for group, t in zip(owners, torch.stack(steps).tolist()):
             key = (id(group), t)
             if key not in folded:
                 beta1, beta2 = group["betas"]
@@ -96,7 +97,6 @@ class AdamW(torch.optim.AdamW):
                 folded[key] = [1.0 - lr * group["weight_decay"], lr / (1.0 - beta1 ** t),
                                math.sqrt(1.0 - beta2 ** t), beta1, beta2, group["eps"]]
             values += folded[key]
-        max_norm, self.max_grad_norm = self.max_grad_norm, None
         norm = _ext().adamw_step_(params, grads, exp_avgs, exp_avg_sqs, values, max_norm or 0.0)
         if norm is not None:
             self.grad_norm = norm
