@@ -38,6 +38,7 @@ namespace {
 constexpr int THREADS = 256;
 constexpr int CHUNK = 8192;  // elements of one tensor a block takes at a time (4 passes of 8 x 256)
 constexpr int BATCH = 256;   // tensors per launch
+constexpr int NORM_BLOCKS_PER_SM = 4;  // the norm kernel's grid: at most this many blocks an SM (one partial each)
 
 struct Batch {
   AdamWTensor t[BATCH];
@@ -54,6 +55,17 @@ __device__ __forceinline__ int tensor_of(const Batch &b, int c) {
     if (b.first_chunk[mid] <= c) lo = mid; else hi = mid - 1;
   }
   return lo;
+}
+
+// Chunk c of a batch: the tensor that owns it and the chunk's elements [begin, end) in that tensor.
+struct Chunk {
+  const AdamWTensor &x;
+  int64_t begin, end;
+};
+__device__ __forceinline__ Chunk chunk_of(const Batch &b, int c) {
+  const int k = tensor_of(b, c);
+  const int64_t begin = int64_t(c - b.first_chunk[k]) * CHUNK;
+  return {b.t[k], begin, std::min<int64_t>(begin + CHUNK, b.t[k].numel)};
 }
 
 __device__ __forceinline__ bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -94,9 +106,7 @@ __device__ __forceinline__ float block_sum(float v) {
 __global__ void __launch_bounds__(THREADS) grad_sq_sum_kernel(const __grid_constant__ Batch b, float *partial) {
   float acc = 0.f;
   for (int c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
-    const int k = tensor_of(b, c);
-    const AdamWTensor &x = b.t[k];
-    const int64_t begin = int64_t(c - b.first_chunk[k]) * CHUNK, end = std::min<int64_t>(begin + CHUNK, x.numel);
+    const auto [x, begin, end] = chunk_of(b, c);
     const bool vec = aligned16(x.grad);
     for (int64_t i = begin + 8 * threadIdx.x; i < end; i += 8 * THREADS) {
       float g[8];
@@ -125,9 +135,7 @@ __global__ void __launch_bounds__(THREADS) adamw_kernel(const __grid_constant__ 
                                                          int n_partial, float max_norm, float *norm_out) {
   const float scale = clip_scale(partial, n_partial, max_norm, norm_out);
   for (int c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
-    const int k = tensor_of(b, c);
-    const AdamWTensor &x = b.t[k];
-    const int64_t begin = int64_t(c - b.first_chunk[k]) * CHUNK, end = std::min<int64_t>(begin + CHUNK, x.numel);
+    const auto [x, begin, end] = chunk_of(b, c);
     const bool vec = aligned16(x.param) && aligned16(x.grad) && aligned16(x.exp_avg) && aligned16(x.exp_avg_sq);
     const float one_minus_beta1 = 1.f - x.beta1, one_minus_beta2 = 1.f - x.beta2;
     for (int64_t i = begin + 8 * threadIdx.x; i < end; i += 8 * THREADS) {
@@ -170,12 +178,14 @@ std::vector<Batch> make_batches(const AdamWTensor *tensors, int count) {
   return out;
 }
 
-int norm_grid(const Batch &b, int sms) { return std::max(1, std::min(b.first_chunk[b.count], 4 * sms)); }
+int norm_grid(const Batch &b, int sms) {
+  return std::max(1, std::min(b.first_chunk[b.count], NORM_BLOCKS_PER_SM * sms));
+}
 
 }  // namespace
 
 int64_t scratch_floats(int count, int sms) {
-  return int64_t((count + BATCH - 1) / BATCH) * 4 * std::max(sms, 1);
+  return int64_t((count + BATCH - 1) / BATCH) * NORM_BLOCKS_PER_SM * std::max(sms, 1);
 }
 
 cudaError_t adamw_step(const AdamWStep &s, cudaStream_t stream) {
