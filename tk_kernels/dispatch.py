@@ -518,21 +518,20 @@ def adamw(kernels: str, param_groups, lr: float, betas: tuple[float, float], eps
     tensors on one device, ...); kernels=auto warns once and returns torch's. weight_decay is the default of
     groups that do not set their own."""
     check_mode(kernels)
-    family = OPTIMIZER
-    groups = param_groups if param_groups and isinstance(param_groups[0], dict) else [{"params": param_groups}]
+    groups = reference.as_param_groups(param_groups)  # read here, then handed on (an iterator is read once)
     params = [p for g in groups for p in g["params"]]
     device = normalize_device(params[0].device if params else "cpu")
-    choice = _choice(family, kernels, device, torch.float32, {}, 0.0, torch_families())
+    choice = _choice(OPTIMIZER, kernels, device, torch.float32, {}, 0.0, torch_families())
     reason = choice.reason
     if choice.tk:
         reason = optim_ops.params_reason(groups)
         if reason is None:
-            return family.tk(param_groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+            return OPTIMIZER.tk(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
     if reason is not None and kernels != "torch":
         if kernels == "tk":
             raise _tk_error("optimizer", reason)
         _warn_once("optimizer", reason)
-    return family.reference(param_groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    return OPTIMIZER.reference(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
 
 def clip_grad_norm_(optimizer: torch.optim.Optimizer, parameters, max_norm: float) -> None:

@@ -56,12 +56,20 @@ def add_layer_norm(x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Te
     return s, layer_norm(s, weight, bias, eps)
 
 
+def as_param_groups(params) -> list[dict]:
+    """What a torch.optim optimizer accepts (an iterable of parameters, or of dicts with "params"), as a list of
+    dicts whose "params" are lists: the same groups, safe to read before the optimizer is made."""
+    params = list(params)
+    groups = params if params and isinstance(params[0], dict) else [{"params": params}]
+    return [{**g, "params": list(g["params"])} for g in groups]
+
+
 def adamw(param_groups, lr: float, betas: tuple[float, float], eps: float = 1e-8,
           weight_decay: float = 1e-2) -> torch.optim.Optimizer:
     """torch.optim.AdamW, fused (one multi-tensor CUDA kernel) where every parameter is a CUDA tensor: the
     optimizer nanoGPT trains with. Its gradient clipping is torch.nn.utils.clip_grad_norm_ (see
     dispatch.clip_grad_norm_)."""
-    groups = param_groups if param_groups and isinstance(param_groups[0], dict) else [{"params": param_groups}]
+    groups = as_param_groups(param_groups)
     fused = all(p.device.type == "cuda" for g in groups for p in g["params"]) and any(g["params"] for g in groups)
-    return torch.optim.AdamW(param_groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                              **(dict(fused=True) if fused else {}))

@@ -207,6 +207,9 @@ def test_dispatch_adamw_per_mode_on_cpu(monkeypatch):
     assert opt.param_groups[0]["weight_decay"] == 0.1 and opt.param_groups[1]["weight_decay"] == 0.0
     with pytest.warns(UserWarning, match="optimizer falls back to PyTorch: no CUDA GPU"):
         assert type(dispatch.adamw("auto", list(model.parameters()), 1e-3, (0.9, 0.95))) is torch.optim.AdamW
+    # an iterator of parameters (model.parameters(), as torch.optim takes it) is read once and handed on whole
+    opt = dispatch.adamw("torch", model.parameters(), 1e-3, (0.9, 0.95))
+    assert [p for g in opt.param_groups for p in g["params"]] == list(model.parameters())
     with pytest.raises(TKUnsupportedError, match="kernels=tk: the TK optimizer kernel cannot run here: no CUDA"):
         dispatch.adamw("tk", groups, 1e-3, (0.9, 0.95))
     with pytest.raises(ValueError, match="kernels must be one of"):
@@ -218,6 +221,13 @@ def test_dispatch_adamw_per_mode_on_cpu(monkeypatch):
     monkeypatch.setenv("TK_TORCH_FAMILIES", "optimiser")
     with pytest.raises(TKUnsupportedError, match="unknown family optimiser; the families are .*optimizer"):
         dispatch.adamw("tk", groups, 1e-3, (0.9, 0.95))
+
+
+def test_as_param_groups_keeps_the_groups():
+    a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(3))
+    assert tk_kernels.reference.as_param_groups(iter([a, b])) == [{"params": [a, b]}]
+    groups = tk_kernels.reference.as_param_groups(({"params": iter([a]), "lr": 0.5}, {"params": (b,)}))
+    assert groups == [{"params": [a], "lr": 0.5}, {"params": [b]}]
 
 
 def test_dispatch_adamw_picks_ours_where_supported(monkeypatch):

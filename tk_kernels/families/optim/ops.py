@@ -30,6 +30,7 @@ import math
 import torch
 from torch import Tensor
 
+from ...reference import as_param_groups
 from ...support import device_reason, extension
 
 
@@ -134,11 +135,10 @@ def param_reason(p: Tensor) -> str | None:
 
 
 def params_reason(param_groups) -> str | None:
-    """Why tk_kernels.AdamW cannot train these parameter groups (dicts as torch.optim takes, or one list of
+    """Why tk_kernels.AdamW cannot train these parameter groups (as torch.optim takes them: dicts, or
     parameters), or None: every parameter a contiguous fp32 CUDA tensor, all on one device."""
-    groups = param_groups if param_groups and isinstance(param_groups[0], dict) else [{"params": param_groups}]
     devices = set()
-    for group in groups:
+    for group in as_param_groups(param_groups):
         for p in group["params"]:
             reason = param_reason(p)
             if reason is not None:
