@@ -18,8 +18,13 @@ step train_c 80 python bench/bench_train.py --models gpt2 --kernels tk --compile
 grep "tok/s" $O/train_c.log | head -1
 (cd .vpz && step train_d 80 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/train_d)
 grep "tok/s" $O/train_d.log | head -1
-# issue 11's table (the GEMMs against cuBLAS, MLP fwd+bwd against eager / compile) and the optimizer step
-step mlp 100 python bench/bench_mlp.py --json $O/mlp.json; tail -22 $O/mlp.log
-step optim 40 python dev/optim_step.py --model gpt2; tail -9 $O/optim.log
+# session 24: the full kernel list of main's tk step (what the 'other' / 'elementwise' / 'fused' families hold)
+step prof 110 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --profile --top 120 --out $O/prof
+grep -A14 "op family" $O/prof.log
+# on an H200 only: issue 11's table and the optimizer step (on an H100 session 23 measured both)
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  step mlp 100 python bench/bench_mlp.py --json $O/mlp.json; tail -22 $O/mlp.log
+  step optim 40 python dev/optim_step.py --model gpt2; tail -9 $O/optim.log
+fi
 echo "all done at $((SECONDS - t0)) s"
 cd $O && tar czf logs.tgz --exclude logs.tgz *.log *.json train_* 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf
