@@ -77,9 +77,14 @@
 //        proportional to kb and wrap around (as the portable backward does), so they do not add into the
 //        same dq_accum rows at the same time. Causal (top-left aligned: key block kb visits query blocks
 //        2 kb .., earlier ones see none of its keys): the grid is cut into groups of heads whose Q, dO
-//        (16-bit) and dq_accum (fp32) rows, 8 T D bytes a head, fill about half the L2 (the launcher reads
-//        the L2 size: H200, T = 2048, D = 128: 12 heads), key-block-major inside a group (the longest
+//        (16-bit) and dq_accum (fp32) rows, 8 T D bytes a head, fill about a quarter of the L2 (the launcher
+//        reads the L2 size: 50 MB, T = 1024, D = 64: 25 heads), key-block-major inside a group (the longest
 //        walks first) and group after group, so the ~132 resident CTAs share a few heads' rows in L2.
+//        A quarter, not half (sessions 12-23): H100, session 24, backward us old / new rule, CUDA-graph
+//        replays, A/B/A/B: (16,12,1024,64) 309.9 / 303.6 (1.021x), (16,16,1024,64) 416.6 / 400.1 (1.041x),
+//        (8,16,2048,64) 604.9 / 584.3 (1.035x), (64,6,256,64) 1.017x; the longer causal shapes within their
+//        run-to-run spread (0.977-1.010x, up to 15% apart between repeats at (4,16,4096,128)). A sweep at T =
+//        1024 had 8-32 heads about equally good (394-398 us at 16 heads), 64 worse, all B H heads 1.4x worse.
 //        One key-block-major order over all B H heads (what this kernel did before, = one group) has
 //        ~132 different heads resident: at (8,16,2048,128) ~260 MB of Q / dO / dq_accum traffic in
 //        flight against the 50 MB L2.
@@ -838,8 +843,8 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
     a.drop.keep_scale = 1.f / (1.f - p.dropout_p);
     a.drop.rng_out = nullptr;
   }
-  // Causal: launch groups of heads whose Q, dO and dq_accum rows (8 T D bytes a head) fill about half the
-  // L2 (see the header); non-causal grids ignore it.
+  // Causal: launch groups of heads whose Q, dO and dq_accum rows (8 T D bytes a head) fill about a quarter of
+  // the L2 (see the header); non-causal grids ignore it.
   int group = 0;
   if (CAUSAL) {
     int dev = 0, l2 = 0;
@@ -847,7 +852,7 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
     if (err != cudaSuccess) return err;
     const int64_t per_head = 8 * int64_t(p.T) * D;
-    group = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(p.B) * p.H, int64_t(l2 / 2) / per_head)));
+    group = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(p.B) * p.H, int64_t(l2 / 4) / per_head)));
   }
   constexpr int smem = HbPipeline<T, D, CAUSAL, DROPOUT>::SHARED_BYTES;
   auto kernel = attention_bwd_hopper_kernel<T, D, CAUSAL, DROPOUT>;

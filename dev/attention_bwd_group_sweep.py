@@ -1,0 +1,42 @@
+"""Sweep of the causal Hopper backward's launch-group size (heads per group; the launcher's rule: half the L2 over
+8 T D bytes a head = 47 heads on an H100 at T = 1024, D = 64), with dev/patches/attention_bwd_group_env.patch applied
+(TK_HB_GROUP overrides the rule). CUDA-graph replays of tk::attention_qkv_bwd, us, at 12 and 16 heads.
+
+    python dev/attention_bwd_group_sweep.py
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from attention_heads_layout import graphed  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
+
+GROUPS = ["", "4", "8", "12", "16", "24", "32", "64", "256"]  # "" = the launcher's rule
+
+
+def main():
+    print(torch.cuda.get_device_name(), torch.__version__)
+    for H in (12, 16):
+        B, T, D = 16, 1024, 64
+        C = H * D
+        qkv = torch.randn(B, T, 3 * C, device="cuda", dtype=torch.bfloat16) * 0.5
+        o, lse, rng = torch.ops.tk.attention_qkv_fwd(qkv, H, True, D ** -0.5, 0.0)
+        dout = torch.empty_like(o).copy_(torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16))
+        row = []
+        for rep in range(2):
+            for gsz in GROUPS:
+                if gsz:
+                    os.environ["TK_HB_GROUP"] = gsz
+                else:
+                    os.environ.pop("TK_HB_GROUP", None)
+                fn = graphed(lambda: torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, True, D ** -0.5, False,
+                                                                     0.0, rng))
+                row.append((gsz or "rule", rep, do_bench(fn, return_mode="median") * 1e3))
+        print(f"H={H}: " + "  ".join(f"{g}:{t:.1f}" for g, r, t in row))
+    os.environ.pop("TK_HB_GROUP", None)
+
+
+if __name__ == "__main__":
+    main()
