@@ -1,5 +1,5 @@
-"""The causal Hopper backward's launch-group rule, old (heads filling half the L2: L2 / 2 over 8 T D bytes a head)
-against new (a quarter), A/B/A/B at every causal shape of bench_attention.py and GPT-2 medium's, with
+"""The causal Hopper backward's launch-group rule, old (heads filling half the L2: L2 / 2 over 8 T D bytes a head, sessions 12-23)
+against new (a quarter, merged in 97c01d4), A/B/A/B at every causal shape of bench_attention.py and GPT-2 medium's, with
 dev/patches/attention_bwd_group_env.patch's TK_HB_GROUP override for the old rule. CUDA-graph replays of the
 backward (tk::attention_bwd on contiguous q, k, v; prep, fill, convert included), us.
 

@@ -1,5 +1,5 @@
-"""Sweep of the causal Hopper backward's launch-group size (heads per group; the launcher's rule: half the L2 over
-8 T D bytes a head = 47 heads on an H100 at T = 1024, D = 64), with dev/patches/attention_bwd_group_env.patch applied
+"""Sweep of the causal Hopper backward's launch-group size (heads per group; the launcher's rule when it ran: half the
+L2 over 8 T D bytes a head = 50 heads on an H100 at T = 1024, D = 64; a quarter since 97c01d4), with dev/patches/attention_bwd_group_env.patch applied
 (TK_HB_GROUP overrides the rule). CUDA-graph replays of tk::attention_qkv_bwd, us, at 12 and 16 heads.
 
     python dev/attention_bwd_group_sweep.py

@@ -100,8 +100,8 @@ def test_hopper_backward_vs_float64_and_portable(T, D, causal, dtype_name):
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("B,H,dtype_name", [(3, 11, "bf16"), (5, 13, "fp16")], ids=["33heads", "65heads"])
 def test_hopper_backward_many_heads_causal(B, H, dtype_name, D):
-    """Causal grids are launched in groups of heads sized to half the L2 (8 T D bytes a head): at T = 1000
-    on a 50 MB L2, 33 / 65 heads make 1 / 2 groups at D = 64 and 2 / 3 at D = 128, the last one partial.
+    """Causal grids are launched in groups of heads sized to a quarter of the L2 (8 T D bytes a head): at
+    T = 1000 on a 50 MB L2, 33 / 65 heads make 2 / 3 groups at D = 64 and 3 / 6 at D = 128, the last one partial.
     Every key block of every head must be visited exactly once (a wrong group mapping leaves NaN-poisoned
     dk / dv rows where a block is skipped and a doubled dq share where one is visited twice)."""
     seed = new_seed()
