@@ -75,6 +75,18 @@ def bpe_path() -> str:
     return _shared_file("gpt2", "r50k_base.tiktoken")
 
 
+@pytest.fixture
+def fresh_dispatch():
+    """tk_kernels.dispatch's once-per-process state (plans, one-time warnings, support verdicts) reset before
+    and after a test, so that each one sees its own stand-ins and warnings. Use with
+    pytest.mark.usefixtures("fresh_dispatch") (tests/attention/test_dispatch.py has its own, which also
+    resets torch._dynamo)."""
+    from tk_kernels import dispatch
+    dispatch.reset()
+    yield
+    dispatch.reset()
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Run a module's tests on one torch thread: tiny ops run fastest that way and don't

@@ -16,12 +16,7 @@ from tk_kernels.families.layernorm import ops as ln
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 
-
-@pytest.fixture(autouse=True)
-def _fresh_warnings():
-    dispatch.reset()
-    yield
-    dispatch.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dispatch")
 
 
 def test_package_exports():

@@ -26,12 +26,7 @@ from host_code import compile_host_program
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 
-
-@pytest.fixture(autouse=True)
-def _fresh_warnings():
-    dispatch.reset()
-    yield
-    dispatch.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dispatch")
 
 
 # -----------------------------------------------------------------------------

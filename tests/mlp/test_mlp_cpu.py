@@ -14,14 +14,7 @@ import tk_kernels
 from tk_kernels import TKUnsupportedError, dispatch, reference
 from tk_kernels.families.mlp import ops
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(autouse=True)
-def fresh_dispatch():
-    dispatch.reset()
-    yield
-    dispatch.reset()
+pytestmark = pytest.mark.usefixtures("one_torch_thread", "fresh_dispatch")
 
 
 class StandIn:
