@@ -1,7 +1,8 @@
 """
 What the kernel families share (tk_kernels/families/*/ops.py): their compiled extension, loaded once per
 process (extension), and the support checks' common part: why a family's kernels cannot run on a CUDA
-device, asked once per device (device_reason: environment_reason, attention's hopper_reason).
+device, asked once per device (device_reason: environment_reason, attention's hopper_reason), and the
+pre-Ampere verdict the sm_80+ families share (capability_reason).
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ def extension(family: str):
         from .build import load_extension  # not at import: `python -m tk_kernels.build` imports the families
         module = _extensions[family] = load_extension(family)
     return module
+
+
+MIN_CAPABILITY = (8, 0)  # the families' kernels need Ampere or newer (cp.async, bf16 mma.sync)
+
+
+def capability_reason(label: str, major: int, minor: int, name: str) -> str | None:
+    """Why `label`'s kernels (e.g. "tk attention") cannot run on GPU `name` of compute capability major.minor,
+    if it is older than MIN_CAPABILITY, else None: every sm_80+ family's first gpu_reason check. No GPU query."""
+    if (major, minor) < MIN_CAPABILITY:
+        return (f"{label} needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
+                f"got {name} with {major}.{minor}")
+    return None
 
 
 def device_reason(cache: dict[int, str | None], device: torch.device,

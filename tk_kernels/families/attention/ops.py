@@ -56,11 +56,10 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
-from ...support import device_reason, extension
+from ...support import capability_reason, device_reason, extension
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 SUPPORTED_HEAD_DIMS = (64, 128)
-MIN_CAPABILITY = (8, 0)
 # Opt-in shared memory per block that the kernels need at least: the largest of their smallest
 # configurations (the csrc/ backward: the D=64 backward with 64-query blocks, 99,456 B). The
 # backward picks its configuration at launch: the faster large ones (up to ~225 KB) where the GPU
@@ -420,10 +419,9 @@ def dropout_mask(rng_state: Tensor, B: int, H: int, T: int, dropout_p: float) ->
 def gpu_reason(capability: tuple[int, int], smem_optin: int | None, name: str) -> str | None:
     """Why the kernels cannot run on a GPU of this compute capability and opt-in shared memory per
     block (bytes; None if unknown), or None if they can. No GPU query, no build."""
-    major, minor = capability
-    if (major, minor) < MIN_CAPABILITY:
-        return (f"tk attention needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
-                f"got {name} with {major}.{minor}")
+    reason = capability_reason("tk attention", *capability, name)
+    if reason is not None:
+        return reason
     if smem_optin is not None and smem_optin < MIN_SMEM_BYTES:
         return (f"tk attention needs {MIN_SMEM_BYTES} bytes ({MIN_SMEM_BYTES / 1024:.1f} KB) of shared memory "
                 f"per block; {name} offers {smem_optin} bytes (GPUs of compute "

@@ -50,7 +50,7 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
-from ...support import device_reason, extension
+from ...support import capability_reason, device_reason, extension
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
 MAX_VOCAB = 65536      # the kernel keeps a row in registers: 512 threads x 16 vectors of 8 elements
@@ -200,10 +200,7 @@ def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> 
 
 def gpu_reason(major: int, minor: int, name: str) -> str | None:
     """Why the kernel cannot run on GPU `name` of compute capability major.minor, or None. No GPU query."""
-    if (major, minor) < (8, 0):
-        return (f"tk classifier needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
-                f"got {name} with {major}.{minor}")
-    return None
+    return capability_reason("tk classifier", major, minor, name)
 
 
 def build_reason(major: int, minor: int) -> str | None:

@@ -46,11 +46,10 @@ import torch
 from torch import Tensor
 
 from ...compile_support import register_inductor_fallbacks
-from ...support import device_reason, extension
+from ...support import MIN_CAPABILITY, device_reason, extension
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MIN_WIDTH, MAX_WIDTH, WIDTH_MULTIPLE = 64, 8192, 8
-MIN_CAPABILITY = (8, 0)
 
 
 # -----------------------------------------------------------------------------

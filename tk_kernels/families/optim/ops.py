@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from ...reference import as_param_groups
-from ...support import device_reason, extension
+from ...support import capability_reason, device_reason, extension
 
 
 def _ext():
@@ -165,10 +165,7 @@ def unsupported_reason(device: torch.device, dtype: torch.dtype, dims: dict) -> 
 
 def gpu_reason(major: int, minor: int, name: str) -> str | None:
     """Why the kernel cannot run on GPU `name` of compute capability major.minor, or None. No GPU query."""
-    if (major, minor) < (8, 0):
-        return (f"tk AdamW needs a GPU of compute capability >= 8.0 (A100, H100, H200, ...), "
-                f"got {name} with {major}.{minor}")
-    return None
+    return capability_reason("tk AdamW", major, minor, name)
 
 
 def build_reason(major: int, minor: int) -> str | None:
