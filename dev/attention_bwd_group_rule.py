@@ -12,9 +12,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attention_heads_layout import graphed  # noqa: E402
-from triton.testing import do_bench  # noqa: E402
 import tk_kernels  # noqa: E402,F401
+from attention_bwd_group_sweep import backward_us  # noqa: E402
 
 SHAPES = [(16, 12, 1024, 64), (16, 16, 1024, 64), (8, 16, 2048, 64), (4, 16, 4096, 64), (64, 6, 256, 64),
           (8, 16, 2048, 128), (4, 16, 4096, 128), (2, 16, 8192, 128), (1, 16, 16384, 128)]
@@ -33,13 +32,8 @@ def main():
         res = {"old": [], "new": []}
         for _ in range(2):
             for name, g in (("old", old), ("new", None)):
-                if g is None:
-                    os.environ.pop("TK_HB_GROUP", None)
-                else:
-                    os.environ["TK_HB_GROUP"] = str(g)
-                fn = graphed(lambda: torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, True, D ** -0.5, False, 0.0, rng))
-                res[name].append(do_bench(fn, return_mode="median") * 1e3)
-        os.environ.pop("TK_HB_GROUP", None)
+                res[name].append(backward_us(
+                    lambda: torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, True, D ** -0.5, False, 0.0, rng), g))
         mo, mn = sum(res["old"]) / 2, sum(res["new"]) / 2
         print(f"({B},{H},{T},{D}) groups old {old} / new {new}: old {res['old'][0]:.1f} {res['old'][1]:.1f}  "
               f"new {res['new'][0]:.1f} {res['new'][1]:.1f}  -> {mo / mn:.3f}x")

@@ -10,10 +10,24 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from attention_heads_layout import graphed  # noqa: E402
+import tk_kernels  # noqa: E402,F401  (registers torch.ops.tk)
+from bench.bench_layernorm import graphed  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 GROUPS = ["", "4", "8", "12", "16", "24", "32", "64", "256"]  # "" = the launcher's rule
+
+
+def backward_us(call, group: str | int | None) -> float:
+    """do_bench median (us) of CUDA-graph replays of `call` captured with TK_HB_GROUP = group (None or "": the
+    launcher's own rule; the launcher reads it while the graph is captured)."""
+    if group:
+        os.environ["TK_HB_GROUP"] = str(group)
+    else:
+        os.environ.pop("TK_HB_GROUP", None)
+    try:
+        return do_bench(graphed(call), return_mode="median") * 1e3
+    finally:
+        os.environ.pop("TK_HB_GROUP", None)
 
 
 def main():
@@ -27,15 +41,10 @@ def main():
         row = []
         for rep in range(2):
             for gsz in GROUPS:
-                if gsz:
-                    os.environ["TK_HB_GROUP"] = gsz
-                else:
-                    os.environ.pop("TK_HB_GROUP", None)
-                fn = graphed(lambda: torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, True, D ** -0.5, False,
-                                                                     0.0, rng))
-                row.append((gsz or "rule", rep, do_bench(fn, return_mode="median") * 1e3))
+                t = backward_us(lambda: torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, True, D ** -0.5, False,
+                                                                       0.0, rng), gsz)
+                row.append((gsz or "rule", rep, t))
         print(f"H={H}: " + "  ".join(f"{g}:{t:.1f}" for g, r, t in row))
-    os.environ.pop("TK_HB_GROUP", None)
 
 
 if __name__ == "__main__":

@@ -18,21 +18,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tk_kernels  # noqa: E402,F401
+from bench.bench_layernorm import graphed  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
-
-
-def graphed(fn):
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-        with torch.cuda.graph(g):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    return lambda: g.replay()
 
 
 def us(fn):

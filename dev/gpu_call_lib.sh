@@ -3,6 +3,7 @@
 #   rem N      seconds a step may take: N, or what is left of the call's LIMIT (default 585 s) if less
 #   step NAME SECONDS CMD...   run CMD under timeout with its output in $O/NAME.log, then say rc and time
 #   san, epi   (session 21 on) the MLP GEMM epilogues' sanitizer runs and timings in a tree: see their comments below
+#   train_abab TREE   (session 24) GPT-2's step here and in TREE, alternated: see its comment below
 #   BUILD_ARGS (set before sourcing): arguments of the one build, e.g. "--family attention" (default: all families)
 #   VARIANTS, VARIANT_JOBS (set before sourcing): trees beside the working tree (e.g. ".variant .variant2", patched
 #              copies) whose attention family builds at the same time, VARIANT_JOBS compile jobs each (default 3),
@@ -50,3 +51,15 @@ san() {
 }
 # epi TREE TAG           the four MLP GEMMs alone in TREE (dev/mlp_epilogue_ncu.py, do_bench medians): $O/epi_TAG.log
 epi() { (cd "$1" && step "epi_$2" 30 python dev/mlp_epilogue_ncu.py); echo "-- $2"; grep TFLOP "$O/epi_$2.log"; }
+# train_abab TREE        GPT-2's step (bench_train.py --compile graphs), each its own process: torch and tk here
+#                        (train_a), then tk in TREE (train_b), here (train_c), in TREE (train_d); prints the tok/s
+#                        lines. Alternating cancels the slow drift of back-to-back runs (session 24: ~0.07 ms a run).
+tk_step() {  # tk_step NAME: the tk step alone, its tok/s line (train_abab's B, A, B runs)
+  step $1 80 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/$1
+  grep "tok/s" $O/$1.log | head -1
+}
+train_abab() {
+  step train_a 130 python bench/bench_train.py --models gpt2 --kernels torch,tk --compile graphs --out $O/train_a
+  grep "tok/s" $O/train_a.log | head -2
+  (cd "$1" && tk_step train_b); tk_step train_c; (cd "$1" && tk_step train_d)
+}

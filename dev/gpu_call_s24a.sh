@@ -10,14 +10,7 @@ source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 python -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
 # GPT-2 step: torch, then main / .vpz alternated (A/B/A/B), each its own process
-step train_a 130 python bench/bench_train.py --models gpt2 --kernels torch,tk --compile graphs --out $O/train_a
-grep "tok/s" $O/train_a.log | head -2
-(cd .vpz && step train_b 80 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/train_b)
-grep "tok/s" $O/train_b.log | head -1
-step train_c 80 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/train_c
-grep "tok/s" $O/train_c.log | head -1
-(cd .vpz && step train_d 80 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/train_d)
-grep "tok/s" $O/train_d.log | head -1
+train_abab .vpz
 # session 24: the full kernel list of main's tk step (what the 'other' / 'elementwise' / 'fused' families hold)
 step prof 110 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --profile --top 120 --out $O/prof
 grep -A14 "op family" $O/prof.log

@@ -9,14 +9,7 @@ nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 step tests 150 python -m pytest -m gpu tests/mlp -q -x -k "column_sums or mlp_forward_backward or linear or opcheck or graph or compiled"
 tail -3 $O/tests.log
 step colsum 40 python dev/colsum_bench.py; cat $O/colsum.log
-step train_a 130 python bench/bench_train.py --models gpt2 --kernels torch,tk --compile graphs --out $O/train_a
-grep "tok/s" $O/train_a.log | head -2
-(cd .vbase && step train_b 80 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/train_b)
-grep "tok/s" $O/train_b.log | head -1
-step train_c 80 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/train_c
-grep "tok/s" $O/train_c.log | head -1
-(cd .vbase && step train_d 80 python bench/bench_train.py --models gpt2 --kernels tk --compile graphs --out $O/train_d)
-grep "tok/s" $O/train_d.log | head -1
+train_abab .vbase
 step mlp_new 70 python bench/bench_mlp.py --skip-gemm; tail -6 $O/mlp_new.log
 (cd .vbase && step mlp_base 70 python bench/bench_mlp.py --skip-gemm); tail -6 $O/mlp_base.log
 echo "all done at $((SECONDS - t0)) s"
