@@ -34,6 +34,8 @@ The decision is made in two parts:
         per call, the same way: the loss of the lm_head, without keeping all logits on the TK path.
     dispatch.mlp(plan, x, w_fc, b_fc, w_proj, b_proj, training=True)
         per call: c_proj(gelu(c_fc(x))) of the transformer block (the TK MLP runs only while training).
+    dispatch.linear(plan, x, weight, bias, training=True)
+        per call: one linear layer (the attention's c_attn and c_proj) on the MLP's GEMM, under the MLP's choice.
     optimizer = dispatch.adamw(kernels, param_groups, lr, betas)
     dispatch.clip_grad_norm_(optimizer, parameters, max_norm)
         the training's optimizer (tk_kernels.AdamW or torch's fused AdamW; the family OPTIMIZER), made once,
@@ -55,6 +57,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
 from . import reference
 from .families.attention import ops as attention_ops
@@ -98,6 +101,9 @@ class Family:
     # -> (B, H, T, D), whose backward writes qkv's gradient in place of a concatenation; None: attention_qkv
     # hands the q, k, v views to `tk`
     tk_qkv: Callable | None = None
+    # mlp only: the TK op of one linear layer on the MLP's GEMM, (x, weight, bias) -> x weight^T + bias, which the
+    # model's attention projections (c_attn, c_proj) run under the MLP's choice (dispatch.linear); None: F.linear
+    tk_linear: Callable | None = None
 
 
 FAMILIES: dict[str, Family] = {
@@ -113,8 +119,12 @@ FAMILIES: dict[str, Family] = {
     # Used since session 15: with its weight gradients on cuBLAS, one process, family off / on alternated, CUDA
     # graphs, H200: GPT-2 124M 32.20, 32.33 / 31.42, 31.71 ms a step; GPT-2 medium 83.58 / 82.92; shakespeare_char
     # (dropout 0.2) 4.57 / 4.48. Its loss parity against the family off: 0.55% / 0.35% (bench/RESULTS.md, session 15).
+    # The attention's projections run on the same GEMM under the same choice (tk_linear, dispatch.linear; fp32
+    # weight gradients from cuBLAS, column-sum bias gradients) since session 25: A/B/A/B against cuBLAS's
+    # projections, GPT-2 30.72 / 30.64 vs 30.86 / 30.78 ms a step (H200), GPT-2 medium 82.99 / 82.95 vs 83.23 /
+    # 83.15 (H100); the same op with cuBLAS's GEMMs measured no gain at GPT-2 (bench/RESULTS.md, session 25).
     "mlp": Family("mlp", reference.mlp, mlp_ops.mlp_op, mlp_ops.unsupported_reason,
-                  not_used_on=mlp_ops.not_used_on, train_only=True),
+                  not_used_on=mlp_ops.not_used_on, train_only=True, tk_linear=mlp_ops.linear_op),
     # tk and reference: (x, delta | None, weight, bias, eps[, out_dtype][, dropout_p]) -> (x + delta, LayerNorm(x +
     # delta)), with dropout_p > 0 x + dropout(delta). The TK op applies the residual dropout itself (in its forward
     # kernel, the mask regenerated in the backward), so has_dropout stays False and the model trains on it with
@@ -148,8 +158,9 @@ def override(family: str, **fields):
     if family not in FAMILIES:
         raise ValueError(f"unknown op family {family!r}; families are {', '.join(FAMILIES)}")
     saved = FAMILIES[family]
-    if "tk" in fields and "tk_qkv" not in fields:
-        fields["tk_qkv"] = None
+    for extra in ("tk_qkv", "tk_linear"):
+        if "tk" in fields and extra not in fields:
+            fields[extra] = None
     FAMILIES[family] = dataclasses.replace(saved, **fields)
     try:
         yield FAMILIES[family]
@@ -470,6 +481,27 @@ def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | No
             return choice.family.tk(x2, w_fc, b_fc, w_proj, b_proj).view(*x.shape[:-1], w_proj.shape[0])
         _fall_back(plan, "mlp", reason)
     return reference.mlp(x, w_fc, b_fc, w_proj, b_proj)
+
+
+def linear(plan: Plan, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+           training: bool = True) -> torch.Tensor:
+    """F.linear(x, weight, bias) for x (..., K) and an nn.Linear's weight and bias: the attention's projections.
+    While training with the plan's TK MLP (the same GEMM, the same train-only choice) on the family's linear op
+    (tk_linear): x goes to the autocast dtype first, as F.linear would cast it, and the op casts the weights
+    itself (saving the cast for its backward) and returns their gradients in their dtype (the weight's fp32 out of
+    its GEMM). Otherwise, and for inputs it cannot take (kernels=auto: one warning), F.linear."""
+    choice = plan.choices["mlp"]
+    op = choice.family.tk_linear
+    if op is not None and (choice.train_tk if training else choice.tk):
+        dtype = _compute_dtype(x)
+        reason = _plan_reason(plan, x.device, dtype)
+        if reason is None:
+            x2 = x.reshape(-1, x.shape[-1]).to(dtype)
+            reason = mlp_ops.tensor_reason(x2, weight)
+        if reason is None:
+            return op(x2, weight, bias).view(*x.shape[:-1], weight.shape[0])
+        _fall_back(plan, "mlp", reason)
+    return F.linear(x, weight, bias)
 
 
 def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,

@@ -54,7 +54,12 @@ def test_fake_outputs():
         assert dx.shape == (10, 64) and dx.dtype == torch.bfloat16
         assert dwf.shape == (256, 64) and dwf.dtype == torch.float32 and dwp.shape == (64, 256)
         assert dbf.shape == (256,) and dbp.shape == (0,)
-        assert ops._linear_fwd_fake(x, w_fc, None).shape == (10, 256)
+        y, w16 = ops._linear_fwd_fake(x, w_fc, None)
+        assert y.shape == (10, 256) and w16.shape == (256, 64) and w16.dtype == torch.bfloat16
+        assert ops._linear_fwd_fake(x, w_fc.bfloat16(), None)[1].shape == (0,)
+        dx, dw, db = ops._linear_bwd_fake(y, x, w16, True, "float32", "float32")
+        assert dx.shape == (10, 64) and dx.dtype == torch.bfloat16 and dw.dtype == db.dtype == torch.float32
+        assert dw.shape == (256, 64) and db.shape == (256,)
 
 
 def test_tensor_reason_messages():
@@ -174,6 +179,69 @@ def test_gpus_without_the_hopper_gemm_keep_the_mlp_on_pytorch(stand_in, monkeypa
                         ((9, 0), None)]:
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, cap=cap: cap)
         assert ops.not_used_on(cuda0) == expect
+
+
+class LinearStandIn:
+    """Stands in for the TK linear op (the attention's projections) on a CPU: records, computes with F.linear."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, x, w, b):
+        self.calls.append((tuple(x.shape), x.dtype, w.dtype, tuple(w.shape)))
+        return F.linear(x, w.to(x.dtype), None if b is None else b.to(x.dtype))
+
+
+def test_model_projections_run_the_planned_linear_op_while_training(stand_in):
+    """Under the MLP's TK choice the attention's c_attn and c_proj go through the family's linear op (x cast to the
+    autocast dtype, the fp32 weights left to the op), only while training; the same logits as F.linear, and
+    torch.compile traces it without a break. Replacing the family's tk (stand_in) without a tk_linear leaves the
+    projections on F.linear."""
+    m, idx = _tiny_tk_gpt()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        m.plan_kernels(torch.device("cpu"), torch.bfloat16)
+        logits_before, _ = m(idx)  # no tk_linear under stand_in: F.linear
+    lin = LinearStandIn()
+    with dispatch.override("mlp", tk=stand_in, tk_linear=lin, unsupported=lambda device, dtype, dims: None,
+                           not_used=None):
+        m.kernel_plan = None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            m.plan_kernels(torch.device("cpu"), torch.bfloat16)
+            logits, _ = m(idx)
+            assert lin.calls == [((32, 32), torch.bfloat16, torch.float32, (96, 32)),
+                                 ((32, 32), torch.bfloat16, torch.float32, (32, 32))] * 2
+            m.eval()
+            m(idx)
+            assert len(lin.calls) == 4  # eval: F.linear
+            m.train()
+            torch._dynamo.reset()
+            compiled = torch.compile(m, fullgraph=True, backend="eager")
+            logits_c, _ = compiled(idx)
+            assert len(lin.calls) == 8
+    torch.testing.assert_close(logits, logits_before)
+    torch.testing.assert_close(logits_c, logits)
+
+
+def test_dispatch_linear_falls_back_and_keeps_shape(stand_in):
+    lin = LinearStandIn()
+    with dispatch.override("mlp", tk=stand_in, tk_linear=lin, unsupported=lambda device, dtype, dims: None,
+                           not_used=None):
+        plan = dispatch.plan("auto", "cpu", torch.bfloat16, 16, n_embd=32)
+        x, w, b = torch.randn(2, 5, 32), torch.randn(96, 32), torch.randn(96)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = dispatch.linear(plan, x, w, b)
+            torch.testing.assert_close(y, F.linear(x, w, b))
+        assert y.shape == (2, 5, 96) and y.dtype == torch.bfloat16 and len(lin.calls) == 1
+        x36, w36 = torch.randn(3, 36), torch.randn(72, 36)  # width 36: not a multiple of 8
+        with torch.autocast("cpu", dtype=torch.bfloat16), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y1 = dispatch.linear(plan, x36, w36, None)
+            dispatch.linear(plan, x36, w36, None)
+            torch.testing.assert_close(y1, F.linear(x36, w36))
+        assert len([w_ for w_ in caught if "multiples of 8" in str(w_.message)]) == 1 and len(lin.calls) == 1
+        tk_plan = dispatch.plan("tk", "cpu", torch.bfloat16, 16, n_embd=32)
+        with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(TKUnsupportedError, match="multiples of 8"):
+            dispatch.linear(tk_plan, x36, w36, None)
 
 
 def test_kernels_torch_mlp_is_nanogpt_exactly():

@@ -160,6 +160,44 @@ def test_gemm_rejects_bad_shapes():
 
 
 # -----------------------------------------------------------------------------
+# the column sums (csrc/colsum.cu): the bias gradients
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("rows,cols,ld", [(0, 64, 64), (1, 8, 8), (7, 72, 72), (9, 264, 272), (1000, 768, 768),
+                                          (256, 3072, 3072), (16384, 768, 768), (4099, 1600, 1608), (333, 2056, 2056)])
+def test_column_sums(rows, cols, ld, dtype):
+    """ext.column_sums against a float64 sum of the same values: ragged row counts (chunks of unequal length,
+    fewer rows than warps), widths that leave a partial 256-column tile, row strides wider than the row
+    (a column slice); bitwise the same on a second call (a fixed summation order)."""
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    base = (torch.randn((rows, ld), generator=g, device="cuda") + 0.5).to(dtype)  # a mean: cancellation-free scale
+    x = base[:, :cols]
+    poison()
+    out = ops._ext().column_sums(x)
+    assert out.dtype == torch.float32 and out.shape == (cols,)
+    ref = x.double().sum(0)
+    assert torch.isfinite(out).all()
+    if rows == 0:
+        assert (out == 0).all()
+        return
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    print(f"  seed {seed}: relative error {err:.2e}")
+    assert err < 1e-6, err
+    assert torch.equal(out, ops._ext().column_sums(x)), "two calls differ"
+
+
+def test_column_sums_rejects_bad_inputs():
+    ext = ops._ext()
+    with pytest.raises(RuntimeError, match="multiple of 8"):
+        ext.column_sums(torch.zeros(4, 12, device="cuda"))
+    with pytest.raises(RuntimeError, match="float32, bfloat16 or float16"):
+        ext.column_sums(torch.zeros(4, 8, device="cuda", dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="contiguous rows"):
+        ext.column_sums(torch.zeros(8, 16, device="cuda").t())
+
+
+# -----------------------------------------------------------------------------
 # the MLP op: output and every gradient
 
 def reference_mlp(x, w_fc, b_fc, w_proj, b_proj, approximate):
@@ -214,22 +252,53 @@ def test_mlp_forward_backward(N, C, dtype, bias, approximate, params16):
         check(name, a.grad, b.grad, c.grad, dtype)
 
 
-def test_linear_forward_backward():
+@pytest.mark.parametrize("path", ["eager", "custom_op"])
+@pytest.mark.parametrize("params16", [False, True], ids=["fp32params", "16bitparams"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+@pytest.mark.parametrize("N,K,M", [(1000, 768, 2304), (16384, 768, 768), (1, 1024, 3072), (7, 384, 1152),
+                                   (333, 1600, 4800), (4099, 64, 200)])
+def test_linear_forward_backward(N, K, M, dtype, bias, params16, path):
+    """tk_kernels.linear (the model's attention projections under kernels=tk) against float64 and PyTorch's 16-bit
+    F.linear, forward and every gradient: GPT-2's c_attn / c_proj shapes, ragged rows and widths that are no multiple
+    of the tiles, fp32 parameters (cast by the op, gradients in fp32) or 16-bit ones, in eager mode (_EagerLinear)
+    and through the custom ops torch.compile traces."""
+    if (params16 or path == "custom_op") and (N, K, M) not in ((1000, 768, 2304), (7, 384, 1152)):
+        pytest.skip("16-bit parameters and the custom-op path are checked at two shapes")
     seed = new_seed()
     g = torch.Generator(device="cuda").manual_seed(seed)
-    x = randn((1000, 768), g, torch.bfloat16).requires_grad_()
-    w = (torch.randn((2304, 768), generator=g, device="cuda") * 768 ** -0.5).requires_grad_()
-    b = torch.randn(2304, generator=g, device="cuda").requires_grad_()
-    y = tk_kernels.linear(x, w, b)
-    dy = randn((1000, 2304), g, torch.bfloat16)
+    print(f"\n[linear N={N} K={K} M={M} {dtype} bias={bias} params16={params16} {path} seed={seed}]")
+    x = randn((N, K), g, dtype)
+    w = torch.randn((M, K), generator=g, device="cuda") * K ** -0.5
+    b = torch.randn(M, generator=g, device="cuda") * 0.1 if bias else None
+    dy = randn((N, M), g, dtype)
+    pdt = dtype if params16 else torch.float32
+    xs = x.clone().requires_grad_()
+    ws = w.to(pdt).clone().requires_grad_()  # (a copy: w.to(float32) would be w itself)
+    bs = b.to(pdt).clone().requires_grad_() if bias else None
+    poison()
+    if path == "eager":
+        y = tk_kernels.linear(xs, ws, bs)
+    else:
+        y, _ = torch.ops.tk.linear_fwd(xs, ws, bs)
+    assert y.dtype == dtype and y.shape == (N, M)
+    poison()
     y.backward(dy)
-    x64, w64, b64 = (t.detach().to(torch.bfloat16).double().requires_grad_() for t in (x, w, b))
-    F.linear(x64, w64, b64).backward(dy.double())
-    x16, w16, b16 = (t.detach().to(torch.bfloat16).requires_grad_() for t in (x, w, b))
-    F.linear(x16, w16, b16).backward(dy)
-    check("y", y, F.linear(x16, w16, b16), F.linear(x64, w64, b64), torch.bfloat16)
-    for name, a, b_, c in (("dx", x, x16, x64), ("dw", w, w16, w64), ("db", b, b16, b64)):
-        check(name, a.grad, b_.grad, c.grad, torch.bfloat16)
+    x64, w64 = x.double().requires_grad_(), w.to(dtype).double().requires_grad_()
+    b64 = b.to(dtype).double().requires_grad_() if bias else None
+    y64 = F.linear(x64, w64, b64)
+    y64.backward(dy.double())
+    x16, w16 = x.clone().requires_grad_(), w.to(dtype).requires_grad_()
+    b16 = b.to(dtype).requires_grad_() if bias else None
+    y16 = F.linear(x16, w16, b16)
+    y16.backward(dy)
+    check("y", y, y16, y64, dtype)
+    check("dx", xs.grad, x16.grad, x64.grad, dtype)
+    assert ws.grad.dtype == pdt
+    check("dw", ws.grad, w16.grad, w64.grad, dtype)
+    if bias:
+        assert bs.grad.dtype == pdt
+        check("db", bs.grad, b16.grad, b64.grad, dtype)
 
 
 def test_opcheck():
@@ -244,6 +313,10 @@ def test_opcheck():
                    for a in args)
     torch.library.opcheck(torch.ops.tk.mlp_fwd, args16)
     torch.library.opcheck(torch.ops.tk.linear_fwd, (x, torch.randn(128, 64, device="cuda", requires_grad=True), None))
+    torch.library.opcheck(torch.ops.tk.linear_fwd, (x, torch.randn(128, 64, device="cuda", requires_grad=True),
+                                                    torch.randn(128, device="cuda", requires_grad=True)))
+    w16 = torch.randn(128, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)  # nothing to cast: empty w16
+    torch.library.opcheck(torch.ops.tk.linear_fwd, (x, w16, None))
 
 
 def test_unsupported_inputs_give_clear_errors():

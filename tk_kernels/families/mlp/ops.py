@@ -10,15 +10,15 @@ Forward (two GEMMs, csrc/gemm.cu):
     pre = x W_fc^T + b_fc          epilogue: + bias, round, GELU -> writes g = gelu(pre) and d = gelu'(pre)
                                    (pre itself is never written)
     y   = g W_proj^T + b_proj      epilogue: + bias
-Backward (four GEMMs and two column sums):
+Backward (four GEMMs and two column sums, csrc/colsum.cu):
     dh      = (dy W_proj) * d         d fused into the GEMM's epilogue (saved by the forward, which had
                                       computed most of it for GELU: the backward's epilogue is a multiply)
     dW_proj = dy^T g,   dW_fc = dh^T x    fp32 straight from the accumulators (K = tokens, split to
                                            fill the GPU), in the weights' dtype
     dx      = dh W_fc
     db_fc   = sum_rows dh             the GELU' GEMM also writes dh's column sums per 64-row block (fp32,
-                                      (N / 64, 4C)); a torch sum over those blocks finishes it
-    db_proj = sum_rows dy             (a ones-row cuBLAS GEMM with an fp32 output)
+                                      (N / 64, 4C)); our column-sum kernel sums those blocks
+    db_proj = sum_rows dy             our column-sum kernel (fp32, a fixed order)
 Every GEMM reads its operands in the layout they are stored in: the transposes are the GEMM's
 MN-major operand modes, never copies.
 
@@ -34,7 +34,7 @@ cache does) and return their gradients in the parameters' dtype.
 Registered ops (eager and torch.compile without graph breaks):
     tk::mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate) -> (y, d, g, w_fc16, w_proj16)
     tk::mlp_bwd(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, w_dtype, b_dtype)   (d holds either GELU form's)
-    tk::linear_fwd(x, w, b) -> y;  tk::linear_bwd(dy, x, w, has_b, w_dtype, b_dtype)
+    tk::linear_fwd(x, w, b) -> (y, w16);  tk::linear_bwd(dy, x, w16, has_b, w_dtype, b_dtype)
 Requirements: an sm_90 GPU (H100/H200) and an sm_90a build; 2-d x with rows of a multiple of 8
 elements, weights whose dims are multiples of 8. Anything else is a clear ValueError (kernels=tk) or
 the PyTorch reference (kernels=auto).
@@ -85,14 +85,11 @@ def _weight_grad(a: Tensor, b: Tensor, shape, dtype: torch.dtype) -> Tensor:
 
 
 def _bias_grad(dy: Tensor, dtype: torch.dtype) -> Tensor:
-    """The column sums of dy (N, C) in fp32, then `dtype`: the bias gradient. A ones-row GEMM with an fp32
-    output (cuBLAS) where PyTorch has it: 16.4 us against 32.5 for dy.sum(0, dtype=fp32) at (16384, 768) bf16,
-    same rounding error against float64 (dev/mlp_overheads.py, H200, bench/RESULTS.md session 15)."""
-    if _MM_OUT_DTYPE:
-        out = torch.mm(dy.new_ones((1, dy.shape[0])), dy, out_dtype=torch.float32)[0]
-    else:
-        out = dy.sum(0, dtype=torch.float32)
-    return out.to(dtype)
+    """The column sums of dy (N, C) in fp32, then `dtype`: the bias gradient, on our column-sum kernel
+    (csrc/colsum.cu: row chunks summed in parallel, then the chunks, in a fixed order). It replaced a ones-row
+    cuBLAS GEMM with an fp32 output (11.7 us a call at (16384, 768) bf16 in the GPT-2 step, H100; PyTorch's
+    dy.sum(0, dtype=fp32) took twice that, session 15)."""
+    return _ext().column_sums(dy.contiguous()).to(dtype)
 
 
 def _cast(w: Tensor, dtype: torch.dtype) -> Tensor:
@@ -159,7 +156,7 @@ def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor
     dw_fc = _weight_grad(dh, x, tuple(wf.shape), wdt)                            # dh^T x
     empty = x.new_empty((0,), dtype=bdt)
     db_proj = _bias_grad(dy, bdt) if has_b_proj else empty
-    db_fc = dh_sums.sum(0).to(bdt) if has_b_fc else empty.clone()
+    db_fc = ext.column_sums(dh_sums).to(bdt) if has_b_fc else empty.clone()  # the 64-row blocks' sums, summed
     return dx, dw_fc, db_fc, dw_proj, db_proj
 
 
@@ -233,33 +230,49 @@ class _EagerMLP(torch.autograd.Function):
 
 
 # -----------------------------------------------------------------------------
-# a single linear layer
+# a single linear layer: tk_kernels.linear, and the attention's c_attn and c_proj (dispatch.linear)
+
+def _linear_fwd_impl(x: Tensor, w: Tensor, b: Tensor | None) -> tuple[Tensor, Tensor]:
+    """(y, w16): x w^T + b in x's dtype, and w cast to x's dtype (empty where it had it already) for the
+    backward, which then does not cast it again (as autocast's cache spares F.linear's backward)."""
+    x = x.contiguous()
+    w16 = _cast(w, x.dtype)
+    y = x.new_empty((x.shape[0], w.shape[0]))
+    _ext().gemm_(x, False, _saved(w, w16), False, y, STORE, _f32(b))
+    return y, w16
+
 
 @torch.library.custom_op("tk::linear_fwd", mutates_args=(), device_types="cuda")
-def linear_fwd(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
-    x = x.contiguous()
-    y = x.new_empty((x.shape[0], w.shape[0]))
-    _ext().gemm_(x, False, w.to(x.dtype).contiguous(), False, y, STORE, _f32(b))
-    return y
+def linear_fwd(x: Tensor, w: Tensor, b: Tensor | None) -> tuple[Tensor, Tensor]:
+    return _linear_fwd_impl(x, w, b)
 
 
 @linear_fwd.register_fake
 def _linear_fwd_fake(x, w, b):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
-    return x.new_empty((x.shape[0], w.shape[0]))
+    w16 = x.new_empty(w.shape if w.dtype != x.dtype else (0,), dtype=x.dtype)
+    return x.new_empty((x.shape[0], w.shape[0])), w16
+
+
+def _linear_bwd_impl(dy: Tensor, x: Tensor, w: Tensor, has_b: bool, w_dtype: str,
+                     b_dtype: str) -> tuple[Tensor, Tensor, Tensor]:
+    """(dx, dw, db) from dy, the forward's x and its 16-bit weight w: dx = dy w on our GEMM (w read MN-major, no
+    transposing copy), dw = dy^T x on cuBLAS with an fp32 output (_weight_grad: no bf16 rounding of the gradient,
+    no cast kernel after it), db = dy's column sums on our kernel; dw and db in the parameters' dtypes, db empty
+    without a bias."""
+    dy, x = dy.contiguous().to(x.dtype), x.contiguous()
+    dx = torch.empty_like(x)
+    _ext().gemm_(dy, False, w.contiguous(), True, dx, STORE)
+    dw = _weight_grad(dy, x, tuple(w.shape), _dtype(w_dtype))
+    bdt = _dtype(b_dtype)
+    db = _bias_grad(dy, bdt) if has_b else x.new_empty((0,), dtype=bdt)
+    return dx, dw, db
 
 
 @torch.library.custom_op("tk::linear_bwd", mutates_args=(), device_types="cuda")
 def linear_bwd(dy: Tensor, x: Tensor, w: Tensor, has_b: bool, w_dtype: str,
                b_dtype: str) -> tuple[Tensor, Tensor, Tensor]:
-    dy, x = dy.contiguous().to(x.dtype), x.contiguous()
-    w16 = w.to(x.dtype).contiguous()
-    dx = torch.empty_like(x)
-    _ext().gemm_(dy, False, w16, True, dx, STORE)
-    dw = _weight_grad(dy, x, tuple(w.shape), _dtype(w_dtype))
-    bdt = _dtype(b_dtype)
-    db = _bias_grad(dy, bdt) if has_b else x.new_empty((0,), dtype=bdt)
-    return dx, dw, db
+    return _linear_bwd_impl(dy, x, w, has_b, w_dtype, b_dtype)
 
 
 @linear_bwd.register_fake
@@ -269,21 +282,49 @@ def _linear_bwd_fake(dy, x, w, has_b, w_dtype, b_dtype):
             x.new_empty((w.shape[0] if has_b else 0,), dtype=_dtype(b_dtype)))
 
 
-def _linear_setup(ctx, inputs, output):
+def _linear_save(ctx, inputs, output) -> None:
     x, w, b = inputs
-    ctx.save_for_backward(x, w)
+    ctx.save_for_backward(x, _saved(w, output[1]))
     ctx.has_b = b is not None
     ctx.w_dtype = str(w.dtype).removeprefix("torch.")
     ctx.b_dtype = str((b if b is not None else w).dtype).removeprefix("torch.")
 
 
-def _linear_backward(ctx, dy):
-    x, w = ctx.saved_tensors
-    dx, dw, db = torch.ops.tk.linear_bwd(dy, x, w, ctx.has_b, ctx.w_dtype, ctx.b_dtype)
+def _linear_gradients(ctx, dy, backward) -> tuple:
+    x, w16 = ctx.saved_tensors
+    dx, dw, db = backward(dy, x, w16, ctx.has_b, ctx.w_dtype, ctx.b_dtype)
     return dx, dw, db if ctx.has_b else None
 
 
+def _linear_setup(ctx, inputs, output):
+    _linear_save(ctx, inputs, output)
+    ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)
+
+
+def _linear_backward(ctx, dy, _dw16):
+    if dy is None:
+        return None, None, None
+    return _linear_gradients(ctx, dy, torch.ops.tk.linear_bwd)
+
+
 linear_fwd.register_autograd(_linear_backward, setup_context=_linear_setup)
+
+
+class _EagerLinear(torch.autograd.Function):
+    """linear_op in eager mode: the same forward and backward as the custom ops, as an autograd.Function
+    (without torch.library's Python autograd wrapper, whose host time _EagerMLP measured); torch.compile traces
+    the custom ops."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        output = _linear_fwd_impl(x, w, b)
+        _linear_save(ctx, (x, w, b), output)
+        return output[0]
+
+    @staticmethod
+    def backward(ctx, dy):
+        return _linear_gradients(ctx, dy, _linear_bwd_impl)
 
 
 # -----------------------------------------------------------------------------
@@ -392,9 +433,20 @@ def mlp(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Te
     return mlp_op(x, w_fc, b_fc, w_proj, b_proj, approximate)
 
 
+def linear_op(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    """The linear op without argument checks, for callers that checked already (tk_kernels.dispatch.linear: the
+    model's attention projections): the custom op under torch.compile, its autograd.Function twin in eager mode
+    (_EagerLinear)."""
+    if torch.compiler.is_compiling():
+        return torch.ops.tk.linear_fwd(x, w, b)[0]
+    return _EagerLinear.apply(x, w, b)
+
+
 def linear(x: Tensor, w: Tensor, b: Tensor | None = None) -> Tensor:
-    """F.linear(x, w, b) for a 2-d bf16/fp16 CUDA x on our GEMM (weights cast to x's dtype)."""
+    """F.linear(x, w, b) for a 2-d bf16/fp16 CUDA x (N, K) and a weight w (M, K) on our GEMM (w and b in any float
+    dtype: cast like autocast casts them; their gradients come back in their dtypes). Raises ValueError for
+    unsupported inputs."""
     reason = _public_reason(x, w)
     if reason is not None:
         raise ValueError(reason)
-    return torch.ops.tk.linear_fwd(x, w, b)
+    return linear_op(x, w, b)

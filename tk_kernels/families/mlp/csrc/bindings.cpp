@@ -94,6 +94,36 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
   TORCH_CHECK(err == cudaSuccess, msg(why ? why : "tk mlp gemm failed", " (", cudaGetErrorString(err), ")"));
 }
 
+// The column sums of x (rows, cols) in fp32, a (cols,) tensor: the bias gradient of a layer whose output
+// gradient is x (colsum.cu). x: fp32, bf16 or fp16 with contiguous rows; cols a multiple of 8.
+at::Tensor column_sums(const at::Tensor &x) {
+  check_matrix(x, "x", x);
+  const auto st = x.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kBFloat16 || st == at::kHalf,
+              msg("tk mlp column_sums: x must be float32, bfloat16 or float16, got ", st));
+  const int64_t rows = x.size(0), cols = x.size(1);
+  TORCH_CHECK(cols % 8 == 0 && cols <= INT32_MAX, msg("tk mlp column_sums: the width must be a multiple of 8, got ", cols));
+  const c10::cuda::CUDAGuard guard(x.device());
+  int sms = 0;
+  const cudaError_t q = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device());
+  TORCH_CHECK(q == cudaSuccess, msg("tk mlp column_sums: ", cudaGetErrorString(q)));
+  tk_mlp::ColumnSumParams p{};
+  p.dtype = st == at::kFloat ? tk_mlp::ColumnSumParams::f32
+            : st == at::kBFloat16 ? tk_mlp::ColumnSumParams::bf16 : tk_mlp::ColumnSumParams::fp16;
+  p.x = x.data_ptr();
+  p.ld = x.stride(0);
+  p.rows = rows;
+  p.cols = static_cast<int>(cols);
+  p.chunks = tk_mlp::column_sum_chunks(rows, p.cols, sms);
+  at::Tensor partial = at::empty({p.chunks, cols}, x.options().dtype(at::kFloat));
+  at::Tensor out = at::empty({cols}, x.options().dtype(at::kFloat));
+  p.partial = partial.data_ptr<float>();
+  p.out = out.data_ptr<float>();
+  const cudaError_t err = tk_mlp::column_sums(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, msg("tk mlp column_sums failed (", cudaGetErrorString(err), ")"));
+  return out;
+}
+
 int64_t splits(int64_t M, int64_t N, int64_t K, int64_t sms) {
   return tk_mlp::gemm_splits(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<int>(sms));
 }
@@ -105,5 +135,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("a_mn"), pybind11::arg("b"), pybind11::arg("b_mn"), pybind11::arg("c"),
         pybind11::arg("epilogue"), pybind11::arg("bias") = pybind11::none(), pybind11::arg("aux") = pybind11::none(),
         pybind11::arg("tanh_gelu") = false, pybind11::arg("splits") = 0, pybind11::arg("colsum") = pybind11::none());
+  m.def("column_sums", &column_sums, "fp32 column sums of a (rows, cols) matrix (the bias gradients; csrc/colsum.cu)",
+        pybind11::arg("x"));
   m.def("splits", &splits, "K splits the weight-gradient GEMM takes for (M, N, K) on a GPU of `sms` SMs");
 }

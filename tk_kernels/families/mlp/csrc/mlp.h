@@ -53,4 +53,18 @@ int gemm_splits(int M, int N, int K, int sms);
 // reason in *why when given). Needs an sm_90a build and an sm_90 GPU.
 cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why = nullptr);
 
+// Column sums (colsum.cu): out[c] = sum over r of x[r, c] in fp32, in a fixed order (the bias gradients).
+struct ColumnSumParams {
+  enum Type : int { f32 = 0, bf16 = 1, fp16 = 2 } dtype;
+  const void *x;    // (rows, cols), row stride ld elements, 16-byte aligned rows
+  int64_t ld, rows;
+  int cols;         // a multiple of 8
+  int chunks;       // row chunks summed separately first: column_sum_chunks(rows, cols, SMs)
+  float *partial;   // workspace: chunks x cols fp32
+  float *out;       // (cols,) fp32
+};
+// Row chunks that give ~2 CTAs per SM on a GPU of `sms` SMs.
+int column_sum_chunks(int64_t rows, int cols, int sms);
+cudaError_t column_sums(const ColumnSumParams &p, cudaStream_t stream);
+
 }  // namespace tk_mlp

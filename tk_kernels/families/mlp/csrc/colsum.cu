@@ -1,0 +1,133 @@
+// Column sums of a row-major (rows, cols) matrix, in fp32 and in a fixed order (bitwise reproducible on a
+// given GPU): the MLP's bias gradients,
+//   db_proj = sum over tokens of dy          (dy: (N, C) in the activations' 16-bit dtype)
+//   db_fc   = sum over 64-row blocks of the GELU' GEMM's block sums   ((N / 64, 4C) fp32, gemm.cu's colsum)
+//
+// Two launches:
+//   1. colsum_partial_kernel: CTA (column tile, row chunk). 8 warps; a lane owns 8 consecutive columns (one
+//      16-byte vector of a 16-bit type, two of fp32), so a warp covers a 256-column tile of one row per load;
+//      warp w adds rows w, w + 8, ... of the chunk (four rows' loads in flight per thread), then the CTA adds
+//      its 8 warp sums in warp order into one row of the partial-sum workspace (chunks, cols).
+//      Chunks: enough for ~4 CTAs per SM in all, one wave (the rows are split evenly; cols / 256 tiles alone
+//      would give 3 CTAs at C = 768). Session 24's ~2 CTAs per SM took 21.4 us at (16384, 768) bf16 in eager
+//      do_bench, where Inductor's fused sum takes 8.2 us in the step: 4 halves each warp's serial row loop.
+//   2. colsum_finish_kernel: out[c] = sum over chunks of partial[chunk][c], 32 columns per CTA, warp y adding
+//      chunks y, y + 32, ..., then warp 0 the 32 warp sums in order (the LayerNorm family's reduce pattern).
+//
+// Why: at GPT-2's shapes (H100, in the train step, session 23's profile) PyTorch's dh_sums.sum(0) over the
+// (256, 3072) block sums took 12.3 us and the ones-row cuBLAS GEMM for db_proj over (16384, 768) 11.7 us, a
+// call each per layer and step. Since session 25 it also takes the attention projections' bias gradients (the
+// linear op), where Inductor's fused sums ran before. In GPT-2's tk step (H100, session 25, torch.profiler, ms
+// per step): all 48 calls 0.714 (partial bf16 0.576 for c_attn's, c_proj's and db_proj's 36, finish 0.095, the
+// 12 fp32 db_fc partials 0.043) against 0.695 for what they replaced (Inductor's c_attn / c_proj sums 0.409, the
+// ones-row GEMM 0.138, ATen's reduce 0.148): about even. A single 25 MB bf16 sum is ~11.5 us here, Inductor's
+// 8.0: the two launches and the short per-warp row loops dominate at that size (do_bench, H200: (16384, 2304)
+// 32.3 us, (16384, 768) 15.0, like the ones-row GEMM's 31.7 / 14.6).
+#include <algorithm>
+
+#include "tk.cuh"
+#include "mlp.h"
+
+namespace tk_mlp {
+namespace {
+
+constexpr int CS_WARPS = 8;
+constexpr int CS_TILE = 32 * 8;  // columns of a CTA: 32 lanes x 8
+constexpr int CS_UNROLL = 4;     // rows a thread has in flight
+constexpr int FIN_WARPS = 32;
+
+template <typename T>
+__global__ void __launch_bounds__(32 * CS_WARPS, 4) colsum_partial_kernel(const T *__restrict__ x, int64_t ld,
+                                                                       int64_t rows, int cols, int64_t chunk_rows,
+                                                                       float *__restrict__ partial) {
+  __shared__ float warp_sums[CS_WARPS][CS_TILE];
+  const int lane = tk::laneid(), warp = tk::warpid();
+  const int col = blockIdx.x * CS_TILE + lane * 8;
+  const int64_t r0 = int64_t(blockIdx.y) * chunk_rows, r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (col < cols) {
+    const T *p = x + col;
+    int64_t r = r0 + warp;
+    for (; r + (CS_UNROLL - 1) * CS_WARPS < r1; r += CS_UNROLL * CS_WARPS) {
+      float v[CS_UNROLL][8];
+#pragma unroll
+      for (int u = 0; u < CS_UNROLL; u++) tk::load8(v[u], p + (r + u * CS_WARPS) * ld);
+#pragma unroll
+      for (int u = 0; u < CS_UNROLL; u++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[i] += v[u][i];
+    }
+    for (; r < r1; r += CS_WARPS) {
+      float v[8];
+      tk::load8(v, p + r * ld);
+#pragma unroll
+      for (int i = 0; i < 8; i++) acc[i] += v[i];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 8; i++) warp_sums[warp][lane * 8 + i] = acc[i];
+  __syncthreads();
+  const int c = blockIdx.x * CS_TILE + threadIdx.x;
+  if (threadIdx.x < CS_TILE && c < cols) {
+    float total = warp_sums[0][threadIdx.x];
+#pragma unroll
+    for (int w = 1; w < CS_WARPS; w++) total += warp_sums[w][threadIdx.x];
+    partial[int64_t(blockIdx.y) * cols + c] = total;
+  }
+}
+
+__global__ void __launch_bounds__(32 * FIN_WARPS) colsum_finish_kernel(const float *__restrict__ partial, int chunks,
+                                                                       int cols, float *__restrict__ out) {
+  __shared__ float part[FIN_WARPS][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float acc = 0.f;
+  if (c < cols) {
+#pragma unroll 4
+    for (int i = threadIdx.y; i < chunks; i += FIN_WARPS) acc += partial[int64_t(i) * cols + c];
+  }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < FIN_WARPS; w++) total += part[w][threadIdx.x];
+    out[c] = total;
+  }
+}
+
+}  // namespace
+
+int column_sum_chunks(int64_t rows, int cols, int sms) {
+  const int64_t tiles = (cols + CS_TILE - 1) / CS_TILE;
+  const int64_t want = std::max<int64_t>(1, (4 * int64_t(sms) + tiles - 1) / tiles);
+  // at least 8 rows (one per warp) a chunk, at most 65535 chunks (grid.y)
+  return int(std::max<int64_t>(1, std::min<int64_t>({want, (rows + CS_WARPS - 1) / CS_WARPS, 65535})));
+}
+
+cudaError_t column_sums(const ColumnSumParams &p, cudaStream_t stream) {
+  if (p.cols <= 0 || p.cols % 8 != 0 || p.rows < 0 || p.chunks < 1 || p.ld < p.cols) return cudaErrorInvalidValue;
+  const int64_t chunk_rows = std::max<int64_t>(1, (p.rows + p.chunks - 1) / p.chunks);
+  const dim3 grid((p.cols + CS_TILE - 1) / CS_TILE, p.chunks);
+  switch (p.dtype) {
+    case ColumnSumParams::f32:
+      colsum_partial_kernel<float><<<grid, 32 * CS_WARPS, 0, stream>>>(
+          static_cast<const float *>(p.x), p.ld, p.rows, p.cols, chunk_rows, p.partial);
+      break;
+    case ColumnSumParams::bf16:
+      colsum_partial_kernel<tk::bf16><<<grid, 32 * CS_WARPS, 0, stream>>>(
+          static_cast<const tk::bf16 *>(p.x), p.ld, p.rows, p.cols, chunk_rows, p.partial);
+      break;
+    case ColumnSumParams::fp16:
+      colsum_partial_kernel<tk::half><<<grid, 32 * CS_WARPS, 0, stream>>>(
+          static_cast<const tk::half *>(p.x), p.ld, p.rows, p.cols, chunk_rows, p.partial);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  colsum_finish_kernel<<<(p.cols + 31) / 32, dim3(32, FIN_WARPS), 0, stream>>>(p.partial, p.chunks, p.cols, p.out);
+  return cudaGetLastError();
+}
+
+}  // namespace tk_mlp
