@@ -17,7 +17,7 @@ blocks are nanoGPT's (Block.forward). The MLP
 goes through the dispatch too (dispatch.mlp): our Hopper GEMM with the GELU in its
 epilogues while training, PyTorch's in eval and on other GPUs (dispatch.FAMILIES says why),
 and so do the attention's projections c_attn and c_proj (dispatch.linear: the same GEMM
-under the same choice; F.linear of the modules' weights otherwise, i.e. nn.Linear's forward).
+under the same choice; otherwise the nn.Linear layers themselves).
 """
 
 import json
@@ -89,8 +89,8 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, plan: dispatch.Plan, cache: KVCache | None = None, resid_dropout: bool = True):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         H = self.n_head
-        # (B, T, 3C): q, k, v of all heads side by side (while training under kernels=tk: on our GEMM)
-        qkv = dispatch.linear(plan, x, self.c_attn.weight, self.c_attn.bias, training=self.training)
+        # (B, T, 3C): q, k, v of all heads side by side (while training on the TK MLP's GEMM: dispatch.linear)
+        qkv = dispatch.linear(plan, self.c_attn, x, training=self.training)
         dropout_p = self.dropout if self.training else 0.0
         if cache is None:
             # the attention takes the fused projection: q, k, v are its (B, H, T, D) views (no copies), and
@@ -108,7 +108,7 @@ class CausalSelfAttention(nn.Module):
                 # lengths, so decode steps use PyTorch's SDPA in every kernels mode.
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=False)
         y = y.transpose(1, 2).reshape(B, T, C)  # re-assemble all head outputs side by side
-        y = dispatch.linear(plan, y, self.c_proj.weight, self.c_proj.bias, training=self.training)
+        y = dispatch.linear(plan, self.c_proj, y, training=self.training)
         # resid_dropout=False: the caller applies the dropout itself (Block.forward_fused: in the LayerNorm kernel)
         return self.resid_dropout(y) if resid_dropout else y
 

@@ -34,8 +34,8 @@ The decision is made in two parts:
         per call, the same way: the loss of the lm_head, without keeping all logits on the TK path.
     dispatch.mlp(plan, x, w_fc, b_fc, w_proj, b_proj, training=True)
         per call: c_proj(gelu(c_fc(x))) of the transformer block (the TK MLP runs only while training).
-    dispatch.linear(plan, x, weight, bias, training=True)
-        per call: one linear layer (the attention's c_attn and c_proj) on the MLP's GEMM, under the MLP's choice.
+    dispatch.linear(plan, layer, x, training=True)
+        per call: an nn.Linear layer (the attention's c_attn and c_proj) on the MLP's GEMM, under the MLP's choice.
     optimizer = dispatch.adamw(kernels, param_groups, lr, betas)
     dispatch.clip_grad_norm_(optimizer, parameters, max_norm)
         the training's optimizer (tk_kernels.AdamW or torch's fused AdamW; the family OPTIMIZER), made once,
@@ -57,7 +57,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from . import reference
 from .families.attention import ops as attention_ops
@@ -102,7 +101,7 @@ class Family:
     # hands the q, k, v views to `tk`
     tk_qkv: Callable | None = None
     # mlp only: the TK op of one linear layer on the MLP's GEMM, (x, weight, bias) -> x weight^T + bias, which the
-    # model's attention projections (c_attn, c_proj) run under the MLP's choice (dispatch.linear); None: F.linear
+    # model's attention projections (c_attn, c_proj) run under the MLP's choice (dispatch.linear); None: the layer
     tk_linear: Callable | None = None
 
 
@@ -153,8 +152,9 @@ def override(family: str, **fields):
     """Within the block, the registry entry of `family` has these fields replaced, e.g.
     override("attention", tk=my_kernel, unsupported=lambda device, dtype, dims: None).
     Plans made inside the block use the replaced entry (and keep it afterwards). Replacing `tk` also
-    drops attention's fused-projection op (tk_qkv) unless it is given too: the model's attention_qkv
-    calls then reach the replacement with the q, k, v views."""
+    drops attention's fused-projection op (tk_qkv) and the MLP's linear op (tk_linear) unless they are given
+    too: the model's attention_qkv calls then reach the replacement with the q, k, v views, and its
+    projections run their nn.Linear layers."""
     if family not in FAMILIES:
         raise ValueError(f"unknown op family {family!r}; families are {', '.join(FAMILIES)}")
     saved = FAMILIES[family]
@@ -483,25 +483,27 @@ def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | No
     return reference.mlp(x, w_fc, b_fc, w_proj, b_proj)
 
 
-def linear(plan: Plan, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-           training: bool = True) -> torch.Tensor:
-    """F.linear(x, weight, bias) for x (..., K) and an nn.Linear's weight and bias: the attention's projections.
-    While training with the plan's TK MLP (the same GEMM, the same train-only choice) on the family's linear op
-    (tk_linear): x goes to the autocast dtype first, as F.linear would cast it, and the op casts the weights
-    itself (saving the cast for its backward) and returns their gradients in their dtype (the weight's fp32 out of
-    its GEMM). Otherwise, and for inputs it cannot take (kernels=auto: one warning), F.linear."""
+def linear(plan: Plan, layer: torch.nn.Linear, x: torch.Tensor, training: bool = True) -> torch.Tensor:
+    """layer(x) for an nn.Linear layer (the attention's projections) and x (..., K). While training with the plan's
+    TK MLP (the same GEMM, the same train-only choice: kernels=tk, and kernels=auto where it runs) on the family's
+    linear op (tk_linear): x goes to the autocast dtype first, as F.linear would cast it, and the op casts the
+    layer's weights itself (saving the cast for its backward) and returns their gradients in their dtype (the
+    weight's fp32 out of its GEMM); the module's forward hooks do not run there. Otherwise layer(x) itself, hooks
+    and all. Inputs the op cannot take: kernels=tk raises TKUnsupportedError, kernels=auto warns once and calls
+    layer(x)."""
     choice = plan.choices["mlp"]
     op = choice.family.tk_linear
     if op is not None and (choice.train_tk if training else choice.tk):
+        weight = layer.weight
         dtype = _compute_dtype(x)
         reason = _plan_reason(plan, x.device, dtype)
         if reason is None:
             x2 = x.reshape(-1, x.shape[-1]).to(dtype)
             reason = mlp_ops.tensor_reason(x2, weight)
         if reason is None:
-            return op(x2, weight, bias).view(*x.shape[:-1], weight.shape[0])
+            return op(x2, weight, layer.bias).view(*x.shape[:-1], weight.shape[0])
         _fall_back(plan, "mlp", reason)
-    return F.linear(x, weight, bias)
+    return layer(x)
 
 
 def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,

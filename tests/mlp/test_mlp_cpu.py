@@ -223,25 +223,42 @@ def test_model_projections_run_the_planned_linear_op_while_training(stand_in):
 
 
 def test_dispatch_linear_falls_back_and_keeps_shape(stand_in):
+    """dispatch.linear takes the nn.Linear layer: the TK op gets its weight and bias (x cast, shape kept); the
+    fallback (kernels=auto, one warning) and the non-TK path call the layer itself, forward hooks included."""
     lin = LinearStandIn()
     with dispatch.override("mlp", tk=stand_in, tk_linear=lin, unsupported=lambda device, dtype, dims: None,
                            not_used=None):
         plan = dispatch.plan("auto", "cpu", torch.bfloat16, 16, n_embd=32)
-        x, w, b = torch.randn(2, 5, 32), torch.randn(96, 32), torch.randn(96)
+        layer = torch.nn.Linear(32, 96)
+        x = torch.randn(2, 5, 32)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            y = dispatch.linear(plan, x, w, b)
-            torch.testing.assert_close(y, F.linear(x, w, b))
+            y = dispatch.linear(plan, layer, x)
+            torch.testing.assert_close(y, layer(x))
         assert y.shape == (2, 5, 96) and y.dtype == torch.bfloat16 and len(lin.calls) == 1
-        x36, w36 = torch.randn(3, 36), torch.randn(72, 36)  # width 36: not a multiple of 8
+        layer36 = torch.nn.Linear(36, 72, bias=False)  # width 36: not a multiple of 8
+        hooked = []
+        layer36.register_forward_hook(lambda module, args, out: hooked.append(out.shape))
+        x36 = torch.randn(3, 36)
         with torch.autocast("cpu", dtype=torch.bfloat16), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            y1 = dispatch.linear(plan, x36, w36, None)
-            dispatch.linear(plan, x36, w36, None)
-            torch.testing.assert_close(y1, F.linear(x36, w36))
+            y1 = dispatch.linear(plan, layer36, x36)
+            dispatch.linear(plan, layer36, x36, training=False)  # eval: the layer, no warning
+            dispatch.linear(plan, layer36, x36)
         assert len([w_ for w_ in caught if "multiples of 8" in str(w_.message)]) == 1 and len(lin.calls) == 1
+        assert hooked == [(3, 72)] * 3  # every fallback call ran the module, hooks and all
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.testing.assert_close(y1, layer36(x36))
         tk_plan = dispatch.plan("tk", "cpu", torch.bfloat16, 16, n_embd=32)
         with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(TKUnsupportedError, match="multiples of 8"):
-            dispatch.linear(tk_plan, x36, w36, None)
+            dispatch.linear(tk_plan, layer36, x36)
+
+
+def test_the_registry_routes_the_projections_to_the_linear_op():
+    """The model's projections reach tk::linear_fwd / _bwd (the registry's entry, which the stand-in tests above
+    replace), and an override of the family's tk without a tk_linear leaves them on their layers."""
+    assert dispatch.FAMILIES["mlp"].tk_linear is ops.linear_op
+    with dispatch.override("mlp", tk=lambda *args: None):
+        assert dispatch.FAMILIES["mlp"].tk_linear is None
 
 
 def test_kernels_torch_mlp_is_nanogpt_exactly():

@@ -329,17 +329,28 @@ def test_unsupported_inputs_give_clear_errors():
         tk_kernels.mlp(x, torch.randn(240, 60, device="cuda"), None, torch.randn(60, 240, device="cuda"), None, "fast")
 
 
-def test_cuda_graph_capture_replays_with_new_inputs():
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+def test_cuda_graph_capture_replays_with_new_inputs(bias):
+    """The MLP and the linear op (the attention's projections), forward and backward, captured in one CUDA graph and
+    replayed with new inputs: bitwise the eager results; with biases their column sums (csrc/colsum.cu) run in the
+    graph too."""
     g = torch.Generator(device="cuda").manual_seed(new_seed())
     C = 256
     x = randn((512, C), g, torch.bfloat16).requires_grad_()
     w_fc = (torch.randn(4 * C, C, generator=g, device="cuda") * C ** -0.5).requires_grad_()
     w_proj = (torch.randn(C, 4 * C, generator=g, device="cuda") * (4 * C) ** -0.5).requires_grad_()
+    b_fc = (torch.randn(4 * C, generator=g, device="cuda") * 0.1).requires_grad_() if bias else None
+    b_proj = (torch.randn(C, generator=g, device="cuda") * 0.1).requires_grad_() if bias else None
+    w_lin = (torch.randn(3 * C, C, generator=g, device="cuda") * C ** -0.5).requires_grad_()
+    b_lin = (torch.randn(3 * C, generator=g, device="cuda") * 0.1).requires_grad_() if bias else None
     dy = randn((512, C), g, torch.bfloat16)
+    dq = randn((512, 3 * C), g, torch.bfloat16)
+    params = [p for p in (x, w_fc, b_fc, w_proj, b_proj, w_lin, b_lin) if p is not None]
 
     def step():
-        y = tk_kernels.mlp(x, w_fc, None, w_proj, None)
-        return (y,) + torch.autograd.grad(y, (x, w_fc, w_proj), dy)
+        y = tk_kernels.mlp(x, w_fc, b_fc, w_proj, b_proj)
+        q = tk_kernels.linear(x, w_lin, b_lin)
+        return (y, q) + torch.autograd.grad((y, q), params, (dy, dq))
 
     graph, outs = capture(step)
     for _ in range(2):

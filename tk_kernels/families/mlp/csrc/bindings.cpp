@@ -1,6 +1,8 @@
 // Torch bindings of the MLP family's launcher (mlp.h): the extension tk_mlp_<hash>. The only file that
 // includes torch headers: it validates tensors and calls the launcher on the current CUDA stream.
 // ops.py composes the MLP's forward and backward from gemm_.
+#include <array>
+#include <atomic>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -94,6 +96,17 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
   TORCH_CHECK(err == cudaSuccess, msg(why ? why : "tk mlp gemm failed", " (", cudaGetErrorString(err), ")"));
 }
 
+// The SM count of a device, asked once per device (the column sums' chunking reads it on every call).
+int sm_count(int device) {
+  static std::array<std::atomic<int>, 64> known{};
+  if (device >= 0 && device < int(known.size()) && known[device].load() > 0) return known[device].load();
+  int sms = 0;
+  const cudaError_t q = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  TORCH_CHECK(q == cudaSuccess && sms > 0, msg("tk mlp column_sums: ", cudaGetErrorString(q)));
+  if (device >= 0 && device < int(known.size())) known[device].store(sms);
+  return sms;
+}
+
 // The column sums of x (rows, cols) in fp32, a (cols,) tensor: the bias gradient of a layer whose output
 // gradient is x (colsum.cu). x: fp32, bf16 or fp16 with contiguous rows; cols a multiple of 8.
 at::Tensor column_sums(const at::Tensor &x) {
@@ -102,11 +115,10 @@ at::Tensor column_sums(const at::Tensor &x) {
   TORCH_CHECK(st == at::kFloat || st == at::kBFloat16 || st == at::kHalf,
               msg("tk mlp column_sums: x must be float32, bfloat16 or float16, got ", st));
   const int64_t rows = x.size(0), cols = x.size(1);
-  TORCH_CHECK(cols % 8 == 0 && cols <= INT32_MAX, msg("tk mlp column_sums: the width must be a multiple of 8, got ", cols));
+  TORCH_CHECK(cols % 8 == 0, msg("tk mlp column_sums: the width must be a multiple of 8, got ", cols));
+  TORCH_CHECK(cols <= INT32_MAX - 256, msg("tk mlp column_sums: widths up to ", INT32_MAX - 256, ", got ", cols));
   const c10::cuda::CUDAGuard guard(x.device());
-  int sms = 0;
-  const cudaError_t q = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device());
-  TORCH_CHECK(q == cudaSuccess, msg("tk mlp column_sums: ", cudaGetErrorString(q)));
+  const int sms = sm_count(x.get_device());
   tk_mlp::ColumnSumParams p{};
   p.dtype = st == at::kFloat ? tk_mlp::ColumnSumParams::f32
             : st == at::kBFloat16 ? tk_mlp::ColumnSumParams::bf16 : tk_mlp::ColumnSumParams::fp16;

@@ -63,7 +63,7 @@ struct ColumnSumParams {
   float *partial;   // workspace: chunks x cols fp32
   float *out;       // (cols,) fp32
 };
-// Row chunks that give ~2 CTAs per SM on a GPU of `sms` SMs.
+// Row chunks that give ~4 CTAs per SM (one wave) on a GPU of `sms` SMs.
 int column_sum_chunks(int64_t rows, int cols, int sms);
 cudaError_t column_sums(const ColumnSumParams &p, cudaStream_t stream);
 
