@@ -363,22 +363,33 @@ def test_cuda_graph_capture_replays_with_new_inputs(bias):
             torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same kernels on the same inputs
 
 
-def test_compiled_gpt_step_without_graph_breaks():
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "eager"])
+def test_gpt_step_matches_the_family_off(compiled):
+    """A kernels=tk GPT step with the MLP family on (its MLP op and, for the attention's projections, its linear op:
+    the eager run counts the projections' calls) against the same model with the family off: the loss and every
+    gradient. Compiled with fullgraph=True: no graph breaks."""
     from model import GPT, GPTConfig
     from tk_kernels import dispatch
     torch.manual_seed(0)
     cfg = GPTConfig(block_size=64, vocab_size=128, n_layer=2, n_head=2, n_embd=128, dropout=0.0, bias=True,
                     kernels="tk")
-    with dispatch.override("mlp", not_used=None):
+    calls = []
+
+    def counted(x, w, b):
+        calls.append(tuple(w.shape))
+        return ops.linear_op(x, w, b)
+    with dispatch.override("mlp", not_used=None, tk_linear=ops.linear_op if compiled else counted):
         m = GPT(cfg).cuda()
         plan = m.plan_kernels(torch.device("cuda"), torch.bfloat16)
         assert plan.path("mlp", training=True) == "tk", plan.describe()
         idx = torch.randint(0, 128, (4, 64), device="cuda")
         torch._dynamo.reset()
-        compiled = torch.compile(m, fullgraph=True)
+        run = torch.compile(m, fullgraph=True) if compiled else m
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            _, loss = compiled(idx, idx)
+            _, loss = run(idx, idx)
         loss.backward()
+        if not compiled:
+            assert calls == [(384, 128), (128, 128)] * 2, calls  # c_attn and c_proj of both layers
         grads = {n: p.grad.clone() for n, p in m.named_parameters()}
         m.zero_grad(set_to_none=True)
         ref = GPT(cfg).cuda()
@@ -388,7 +399,7 @@ def test_compiled_gpt_step_without_graph_breaks():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             _, ref_loss = ref(idx, idx)
         ref_loss.backward()
-    print(f"[compiled gpt mlp] loss tk {loss.item():.5f} torch {ref_loss.item():.5f}")
+    print(f"[gpt step, {'compiled' if compiled else 'eager'}] loss tk {loss.item():.5f} torch {ref_loss.item():.5f}")
     assert abs(loss.item() - ref_loss.item()) < 2e-2 * abs(ref_loss.item())
     for n, p in ref.named_parameters():
         err = rel(grads[n], p.grad)
