@@ -5,8 +5,10 @@
 
 The question (dev/README, "Leads after session 25"): does feeding the A operand through registers with a per-(row,
 256-column block) scale cost the GEMM anything? Mode 0 is the plain shared-memory GEMM, mode 1 the same with A
-from registers (ldmatrix), mode 2 with A scaled on the way (one bf16x2 multiply a register). Every mode's output is
-compared with a float64 product of the same bf16 operands (mode 2: A scaled and rounded as the kernel does).
+from registers (ldmatrix), mode 2 with A scaled on the way (one bf16x2 multiply a register: the classifier's dx),
+mode 3 with A stored MN-major, loaded by ldmatrix.trans and scaled per K column of its 256-row block (the
+classifier's dW). Every mode's output is compared with a float64 product of the same bf16 operands (modes 2 and 3:
+A scaled and rounded as the kernel does).
 """
 import argparse
 import os
@@ -36,6 +38,17 @@ def scaled(a, scale):
     return (a.float() * s).to(torch.bfloat16)
 
 
+def scaled_k(a, scale):
+    """a (M, K) scaled per (256-row block, column) by scale (ceil(M / 256), K), rounded to bf16 (mode 3)."""
+    s = scale.to(torch.bfloat16).float().repeat_interleave(256, dim=0)[:a.shape[0]]
+    return (a.float() * s).to(torch.bfloat16)
+
+
+def run(ext, a, b, scale, scale_k, mode):
+    """mode 3 takes A^T and the (ceil(M / 256), K) scale; the others A and the (M, K / 256) one."""
+    return ext.gemm(a.t().contiguous() if mode == 3 else a, b, scale_k if mode == 3 else scale, mode)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", action="store_true", help="build only")
@@ -47,29 +60,35 @@ def main():
     print(torch.cuda.get_device_name(), torch.__version__)
     torch.manual_seed(0)
     worst = 0.0
-    for M, N, K in [(128, 256, 256), (1, 256, 512), (1000, 768, 2048), (333, 512, 1280), (4096, 3072, 768)]:
+    for M, N, K in [(128, 256, 256), (64, 256, 512), (1024, 768, 2048), (320, 512, 1280), (4096, 3072, 768)]:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16) * K ** -0.5
         scale = torch.rand(M, K // 256, device="cuda") * 2 ** torch.randint(-20, 1, (M, K // 256), device="cuda")
-        for mode in (0, 1, 2):
-            c = ext.gemm(a, b, scale, mode)
-            aa = scaled(a, scale) if mode == 2 else a
+        mb = (M + 255) // 256
+        scale_k = torch.rand(mb, K, device="cuda") * 2 ** torch.randint(-20, 1, (mb, K), device="cuda")
+        for mode in (0, 1, 2, 3):
+            c = run(ext, a, b, scale, scale_k, mode)
+            aa = scaled(a, scale) if mode == 2 else scaled_k(a, scale_k) if mode == 3 else a
             ref = aa.double() @ b.double().T
             err = ((c.double() - ref).norm() / ref.norm()).item()
             worst = max(worst, err)
             print(f"  M={M} N={N} K={K} mode {mode}: rel err {err:.2e}")
             assert err < 1e-2, err
     print(f"all checks passed (worst {worst:.2e})")
-    for M, N, K in [(16384, 768, 4096), (2048, 768, 50176), (16384, 3072, 768), (8192, 8192, 8192)]:
+    for M, N, K in [(16384, 768, 4096), (2048, 768, 50176), (50176, 768, 2048), (16384, 3072, 768),
+                    (8192, 8192, 8192)]:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        at = a.t().contiguous()
         b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16) * K ** -0.5
         scale = torch.rand(M, K // 256, device="cuda")
+        scale_k = torch.rand((M + 255) // 256, K, device="cuda")
         flop = 2 * M * N * K
         t = {mode: do_bench(lambda: ext.gemm(a, b, scale, mode), return_mode="median") for mode in (0, 1, 2)}
+        t[3] = do_bench(lambda: ext.gemm(at, b, scale_k, 3), return_mode="median")
         t_cublas = do_bench(lambda: torch.mm(a, b.t()), return_mode="median")
         print(f"({M}, {N}, {K}): TFLOP/s SS {flop / t[0] / 1e9:.0f}  RS {flop / t[1] / 1e9:.0f}  "
-              f"RS+scale {flop / t[2] / 1e9:.0f}  cuBLAS {flop / t_cublas / 1e9:.0f}  "
-              f"(RS+scale / SS time {t[2] / t[0]:.3f})")
+              f"RS+scale {flop / t[2] / 1e9:.0f}  MN-major RS+scale {flop / t[3] / 1e9:.0f}  cuBLAS "
+              f"{flop / t_cublas / 1e9:.0f}  (time / SS: RS+scale {t[2] / t[0]:.3f}, MN-major {t[3] / t[0]:.3f})")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@
 //           (load_a_fragment, the inverse of the DSL's store_a_fragment), then 4 wgmma_rs
 //   MODE 2  MODE 1 with A' = bf16(A * s[row][k / 256]): one bf16x2 multiply per fragment register before the
 //           wgmma (registers 0 / 2 hold row g, 1 / 3 row g + 8 of the warp's 16 rows; s read per slice)
+//   MODE 3  the classifier's dW form: A stored MN-major (given as A^T, (K, M)), loaded as two [64 K x 64 M] boxes,
+//           its fragments by ldmatrix.trans, scaled per K column by s[m / 256][k] (the scale of a vocabulary block
+//           for token k): A' = bf16(A * s[m / 256][k]), bf16x2 pairs of consecutive k per register
 // The RS modes keep two fragment sets in flight, alternated by slice parity (the loop is unrolled by two so
 // that the choice is compile-time): the set a slice's wgmmas read stays live until the wait that retires them
 // (pin_registers), the hazard that gave session 12's register-A classifier GEMM wrong results.
@@ -48,6 +51,15 @@ __device__ __forceinline__ void load_a_fragment(tk::wg::a_fragment<bf16> &frag, 
                                                                          16 * k + 8 * (lane >> 4))));
 }
 
+// The same fragment from a warpgroup's MN-major box ([64 K rows x 64 M columns], 128B-swizzled): ldmatrix.trans of
+// the four 8 x 8 blocks (k 0-7 / 8-15) x (m 0-7 / 8-15) of this warp's 16 M columns, in register order (m 0-7, k 0-7),
+// (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15).
+__device__ __forceinline__ void load_a_fragment_mn(tk::wg::a_fragment<bf16> &frag, const char *box, int k) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, j = lane >> 3;
+  const int k_row = 16 * k + (lane & 7) + 8 * (j >> 1), m_col = 16 * warp + 8 * (j & 1);
+  tk::ldmatrix_x4_trans(frag.r, tk::smem_u32(box + tk::wg::swizzle128_offset(k_row, m_col)));
+}
+
 __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t s) {
   __nv_bfloat162 x, y;
   memcpy(&x, &a, 4);
@@ -75,6 +87,24 @@ struct Consumer {
 #pragma unroll
       for (int k = 0; k < BK / 16; k++)
         tk::wg::wgmma_ss<bf16, BN>(acc.v, tk::wg::desc_advance_k(da, k), tk::wg::desc_advance_k(db, k), !first || k > 0);
+    } else if constexpr (MODE == 3) {
+      const char *box = a_tile + consumer * 64 * BK * 2;  // this consumer's [64 K x 64 M] box
+      const int t = threadIdx.x & 3;
+      const float *sk = scale + int64_t(m0 / SCALE_COLS) * K + kt * BK;  // s[m / 256][k] of this slice's 64 k
+#pragma unroll
+      for (int k = 0; k < BK / 16; k++) {
+        load_a_fragment_mn(f[k], box, k);
+        const float2 lo = *reinterpret_cast<const float2 *>(sk + 16 * k + 2 * t);      // k = 16 k + 2 t, + 1
+        const float2 hi = *reinterpret_cast<const float2 *>(sk + 16 * k + 8 + 2 * t);  // k + 8
+        const uint32_t slo = tk::wg::pack2<bf16>(lo.x, lo.y), shi = tk::wg::pack2<bf16>(hi.x, hi.y);
+        f[k].r[0] = mul_bf16x2(f[k].r[0], slo);
+        f[k].r[1] = mul_bf16x2(f[k].r[1], slo);
+        f[k].r[2] = mul_bf16x2(f[k].r[2], shi);
+        f[k].r[3] = mul_bf16x2(f[k].r[3], shi);
+      }
+#pragma unroll
+      for (int k = 0; k < BK / 16; k++)
+        tk::wg::wgmma_rs<bf16, BN, false>(acc.v, f[k].r, tk::wg::desc_advance_k(db, k), !first || k > 0);
     } else {
       const char *rows = a_tile + consumer * 64 * BK * 2;
 #pragma unroll
@@ -132,7 +162,11 @@ gemm_ascale_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_const
           const int s = g % STAGES;
           tk::wait(empty[s], ((g / STAGES) & 1) ^ 1);
           tk::expect_bytes(full[s], L::STAGE_BYTES);
-          tk::tma::load_async(a_tile(s), a_map, full[s], kt * BK, m0);
+          if constexpr (MODE == 3) {  // A^T (K, M): two [64 K x 64 M] boxes side by side
+            for (int j = 0; j < BM / 64; j++) tk::tma::load_async(a_tile(s) + j * 64 * BK * 2, a_map, full[s], m0 + 64 * j, kt * BK);
+          } else {
+            tk::tma::load_async(a_tile(s), a_map, full[s], kt * BK, m0);
+          }
           tk::tma::load_async(b_tile(s), b_map, full[s], kt * BK, n0);
         }
       }
@@ -188,8 +222,10 @@ gemm_ascale_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_const
 
 template <int BN, int MODE>
 void launch(const torch::Tensor &a, const torch::Tensor &b, torch::Tensor &c, const float *scale) {
-  const int M = a.size(0), K = a.size(1), N = b.size(0);
-  const auto a_map = tk::host::matrix_map<bf16>(a.data_ptr(), M, K, a.stride(0), BM, BK, 128);
+  // (MODE 3: a is A^T, (K, M))
+  const int M = MODE == 3 ? a.size(1) : a.size(0), K = MODE == 3 ? a.size(0) : a.size(1), N = b.size(0);
+  const auto a_map = MODE == 3 ? tk::host::matrix_map<bf16>(a.data_ptr(), K, M, a.stride(0), BK, 64, 128)
+                               : tk::host::matrix_map<bf16>(a.data_ptr(), M, K, a.stride(0), BM, BK, 128);
   const auto b_map = tk::host::matrix_map<bf16>(b.data_ptr(), N, K, b.stride(0), BN, BK, 128);
   auto kernel = gemm_ascale_kernel<BN, MODE>;
   const int smem = layout<BN>::SMEM_BYTES;
@@ -203,26 +239,31 @@ void launch(const torch::Tensor &a, const torch::Tensor &b, torch::Tensor &c, co
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// c = (a scaled per (row, 256-column block) by scale when mode == 2) b^T; mode 0 / 1 ignore scale.
+// c = A' b^T: modes 0 / 1 A' = a, mode 2 a scaled per (row, 256-column block) by scale (M, K / 256); mode 3 a is A^T
+// (K, M) and A' = A scaled per (256-row block, column) by scale (ceil(M / 256), K).
 torch::Tensor gemm(const torch::Tensor &a, const torch::Tensor &b, const torch::Tensor &scale, int64_t mode) {
   TORCH_CHECK(a.is_cuda() && b.is_cuda() && a.scalar_type() == at::kBFloat16 && b.scalar_type() == at::kBFloat16,
               "bf16 CUDA tensors");
-  TORCH_CHECK(a.stride(1) == 1 && b.stride(1) == 1 && a.size(1) == b.size(1), "A [M, K], B [N, K], row-major");
-  TORCH_CHECK(a.size(1) % SCALE_COLS == 0 && b.size(0) % 256 == 0, "K % 256 == 0 and N % 256 == 0");
-  TORCH_CHECK(scale.is_cuda() && scale.scalar_type() == at::kFloat && scale.is_contiguous() &&
-              scale.dim() == 2 && scale.size(0) == a.size(0) && scale.size(1) == a.size(1) / SCALE_COLS,
-              "scale: contiguous fp32 (M, K / 256)");
-  auto c = torch::empty({a.size(0), b.size(0)}, a.options());
+  TORCH_CHECK(mode >= 0 && mode <= 3, "mode 0 (SS), 1 (RS), 2 (RS, A scaled per row) or 3 (A^T, scaled per k)");
+  const int64_t M = mode == 3 ? a.size(1) : a.size(0), K = mode == 3 ? a.size(0) : a.size(1);
+  TORCH_CHECK(a.stride(1) == 1 && b.stride(1) == 1 && K == b.size(1), "A [M, K] (mode 3: A^T [K, M]), B [N, K]");
+  TORCH_CHECK(K % SCALE_COLS == 0 && b.size(0) % 256 == 0 && (mode != 3 || M % 64 == 0),
+              "K % 256 == 0, N % 256 == 0 (mode 3: M % 64 == 0)");
+  const int64_t s_rows = mode == 3 ? (M + SCALE_COLS - 1) / SCALE_COLS : M, s_cols = mode == 3 ? K : K / SCALE_COLS;
+  TORCH_CHECK(scale.is_cuda() && scale.scalar_type() == at::kFloat && scale.is_contiguous() && scale.dim() == 2 &&
+              scale.size(0) == s_rows && scale.size(1) == s_cols, "scale: contiguous fp32 (", s_rows, ", ", s_cols, ")");
+  auto c = torch::empty({M, b.size(0)}, a.options());
   const float *s = scale.data_ptr<float>();
   if (mode == 0) launch<256, 0>(a, b, c, s);
   else if (mode == 1) launch<256, 1>(a, b, c, s);
   else if (mode == 2) launch<256, 2>(a, b, c, s);
-  else TORCH_CHECK(false, "mode 0 (SS), 1 (RS) or 2 (RS, A scaled)");
+  else launch<256, 3>(a, b, c, s);
   return c;
 }
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("gemm", &gemm, "C = A' B^T with A' = A (modes 0, 1) or A scaled per (row, 256-column block) (mode 2)");
+  m.def("gemm", &gemm, "C = A' B^T with A' = A (modes 0, 1), A scaled per (row, 256-column block) (mode 2), or A "
+                       "given as A^T and scaled per (256-row block, column) (mode 3)");
 }
