@@ -464,6 +464,18 @@ def linear_cross_entropy(plan: Plan, x: torch.Tensor, weight: torch.Tensor, targ
     return reference.linear_cross_entropy(x, weight, targets, ignore_index)
 
 
+def _gemm_rows(plan: Plan, x: torch.Tensor, *weights: torch.Tensor) -> tuple[torch.Tensor | None, str | None]:
+    """(x as rows (N, K) in the dtype the op computes in, None) for the MLP family's GEMM ops (mlp, linear): under
+    autocast x goes to the autocast dtype first, as F.linear would cast it; or (None, why the op cannot take x and
+    these (out, in) weights)."""
+    dtype = _compute_dtype(x)
+    reason = _plan_reason(plan, x.device, dtype)
+    if reason is not None:
+        return None, reason
+    x2 = x.reshape(-1, x.shape[-1]).to(dtype)
+    return x2, mlp_ops.tensor_reason(x2, *weights)
+
+
 def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | None, w_proj: torch.Tensor,
         b_proj: torch.Tensor | None, training: bool = True) -> torch.Tensor:
     """c_proj(gelu(c_fc(x))) for x (..., C) and nn.Linear weights, like reference.mlp, on the
@@ -472,11 +484,7 @@ def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | No
     weights itself and returns their gradients in their dtype)."""
     choice = plan.choices["mlp"]
     if choice.train_tk if training else choice.tk:
-        dtype = _compute_dtype(x)
-        reason = _plan_reason(plan, x.device, dtype)
-        if reason is None:
-            x2 = x.reshape(-1, x.shape[-1]).to(dtype)
-            reason = mlp_ops.tensor_reason(x2, w_fc, w_proj)
+        x2, reason = _gemm_rows(plan, x, w_fc, w_proj)
         if reason is None:
             return choice.family.tk(x2, w_fc, b_fc, w_proj, b_proj).view(*x.shape[:-1], w_proj.shape[0])
         _fall_back(plan, "mlp", reason)
@@ -495,11 +503,7 @@ def linear(plan: Plan, layer: torch.nn.Linear, x: torch.Tensor, training: bool =
     op = choice.family.tk_linear
     if op is not None and (choice.train_tk if training else choice.tk):
         weight = layer.weight
-        dtype = _compute_dtype(x)
-        reason = _plan_reason(plan, x.device, dtype)
-        if reason is None:
-            x2 = x.reshape(-1, x.shape[-1]).to(dtype)
-            reason = mlp_ops.tensor_reason(x2, weight)
+        x2, reason = _gemm_rows(plan, x, weight)
         if reason is None:
             return op(x2, weight, layer.bias).view(*x.shape[:-1], weight.shape[0])
         _fall_back(plan, "mlp", reason)

@@ -62,6 +62,11 @@ def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
+def _dtype_name(t: Tensor) -> str:
+    """t's dtype as the custom ops take it (a string): _dtype's inverse."""
+    return str(t.dtype).removeprefix("torch.")
+
+
 def _f32(b: Tensor | None) -> Tensor | None:
     return None if b is None else b.float().contiguous()
 
@@ -183,8 +188,8 @@ def _save(ctx, inputs, output):
     _, d, g, wf16, wp16 = output
     ctx.save_for_backward(x, _saved(w_fc, wf16), _saved(w_proj, wp16), d, g)
     ctx.has_b_fc, ctx.has_b_proj = b_fc is not None, b_proj is not None
-    ctx.w_dtype = str(w_fc.dtype).removeprefix("torch.")
-    ctx.b_dtype = str((b_fc if b_fc is not None else b_proj if b_proj is not None else w_fc).dtype).removeprefix("torch.")
+    ctx.w_dtype = _dtype_name(w_fc)
+    ctx.b_dtype = _dtype_name(b_fc if b_fc is not None else b_proj if b_proj is not None else w_fc)
 
 
 def _gradients(ctx, dy, backward) -> tuple:
@@ -287,8 +292,8 @@ def _linear_save(ctx, inputs, output) -> None:
     x, w, b = inputs
     ctx.save_for_backward(x, _saved(w, output[1]))
     ctx.has_b = b is not None
-    ctx.w_dtype = str(w.dtype).removeprefix("torch.")
-    ctx.b_dtype = str((b if b is not None else w).dtype).removeprefix("torch.")
+    ctx.w_dtype = _dtype_name(w)
+    ctx.b_dtype = _dtype_name(b if b is not None else w)
 
 
 def _linear_gradients(ctx, dy, backward) -> tuple:
