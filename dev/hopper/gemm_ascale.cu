@@ -70,6 +70,15 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t s) {
   return r;
 }
 
+// frag's registers times the bf16x2 scales s0 .. s3 (register i by s_i)
+__device__ __forceinline__ void scale_fragment(tk::wg::a_fragment<bf16> &frag, uint32_t s0, uint32_t s1, uint32_t s2,
+                                               uint32_t s3) {
+  frag.r[0] = mul_bf16x2(frag.r[0], s0);
+  frag.r[1] = mul_bf16x2(frag.r[1], s1);
+  frag.r[2] = mul_bf16x2(frag.r[2], s2);
+  frag.r[3] = mul_bf16x2(frag.r[3], s3);
+}
+
 template <int BN, int MODE>
 struct Consumer {
   using frags = tk::wg::a_fragment<bf16>[BK / 16];
@@ -87,40 +96,30 @@ struct Consumer {
 #pragma unroll
       for (int k = 0; k < BK / 16; k++)
         tk::wg::wgmma_ss<bf16, BN>(acc.v, tk::wg::desc_advance_k(da, k), tk::wg::desc_advance_k(db, k), !first || k > 0);
-    } else if constexpr (MODE == 3) {
-      const char *box = a_tile + consumer * 64 * BK * 2;  // this consumer's [64 K x 64 M] box
-      const int t = threadIdx.x & 3;
-      const float *sk = scale + int64_t(m0 / SCALE_COLS) * K + kt * BK;  // s[m / 256][k] of this slice's 64 k
-#pragma unroll
-      for (int k = 0; k < BK / 16; k++) {
-        load_a_fragment_mn(f[k], box, k);
-        const float2 lo = *reinterpret_cast<const float2 *>(sk + 16 * k + 2 * t);      // k = 16 k + 2 t, + 1
-        const float2 hi = *reinterpret_cast<const float2 *>(sk + 16 * k + 8 + 2 * t);  // k + 8
-        const uint32_t slo = tk::wg::pack2<bf16>(lo.x, lo.y), shi = tk::wg::pack2<bf16>(hi.x, hi.y);
-        f[k].r[0] = mul_bf16x2(f[k].r[0], slo);
-        f[k].r[1] = mul_bf16x2(f[k].r[1], slo);
-        f[k].r[2] = mul_bf16x2(f[k].r[2], shi);
-        f[k].r[3] = mul_bf16x2(f[k].r[3], shi);
-      }
-#pragma unroll
-      for (int k = 0; k < BK / 16; k++)
-        tk::wg::wgmma_rs<bf16, BN, false>(acc.v, f[k].r, tk::wg::desc_advance_k(db, k), !first || k > 0);
     } else {
-      const char *rows = a_tile + consumer * 64 * BK * 2;
-#pragma unroll
-      for (int k = 0; k < BK / 16; k++) load_a_fragment(f[k], rows, k);
-      if constexpr (MODE == 2) {
-        const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-        const int r = m0 + consumer * 64 + 16 * warp + lane / 4, col = kt * BK / SCALE_COLS, cols = K / SCALE_COLS;
-        const float s0 = r < M ? scale[int64_t(r) * cols + col] : 0.f;
-        const float s1 = r + 8 < M ? scale[int64_t(r + 8) * cols + col] : 0.f;
-        const uint32_t lo = tk::wg::pack2<bf16>(s0, s0), hi = tk::wg::pack2<bf16>(s1, s1);
+      const char *a = a_tile + consumer * 64 * BK * 2;  // this consumer's rows (MODE 3: its [64 K x 64 M] box)
+      if constexpr (MODE == 3) {
+        const int t = threadIdx.x & 3;
+        const float *sk = scale + int64_t(m0 / SCALE_COLS) * K + kt * BK;  // s[m / 256][k] of this slice's 64 k
 #pragma unroll
         for (int k = 0; k < BK / 16; k++) {
-          f[k].r[0] = mul_bf16x2(f[k].r[0], lo);
-          f[k].r[1] = mul_bf16x2(f[k].r[1], hi);
-          f[k].r[2] = mul_bf16x2(f[k].r[2], lo);
-          f[k].r[3] = mul_bf16x2(f[k].r[3], hi);
+          load_a_fragment_mn(f[k], a, k);
+          const float2 lo = *reinterpret_cast<const float2 *>(sk + 16 * k + 2 * t);      // k = 16 k + 2 t, + 1
+          const float2 hi = *reinterpret_cast<const float2 *>(sk + 16 * k + 8 + 2 * t);  // k + 8
+          const uint32_t slo = tk::wg::pack2<bf16>(lo.x, lo.y), shi = tk::wg::pack2<bf16>(hi.x, hi.y);
+          scale_fragment(f[k], slo, slo, shi, shi);  // registers 0, 1: k = 2 t, 2 t + 1; 2, 3: k + 8
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < BK / 16; k++) load_a_fragment(f[k], a, k);
+        if constexpr (MODE == 2) {
+          const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+          const int r = m0 + consumer * 64 + 16 * warp + lane / 4, col = kt * BK / SCALE_COLS, cols = K / SCALE_COLS;
+          const float s0 = r < M ? scale[int64_t(r) * cols + col] : 0.f;
+          const float s1 = r + 8 < M ? scale[int64_t(r + 8) * cols + col] : 0.f;
+          const uint32_t lo = tk::wg::pack2<bf16>(s0, s0), hi = tk::wg::pack2<bf16>(s1, s1);
+#pragma unroll
+          for (int k = 0; k < BK / 16; k++) scale_fragment(f[k], lo, hi, lo, hi);
         }
       }
 #pragma unroll
