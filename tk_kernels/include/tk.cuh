@@ -5,6 +5,7 @@
 //   warp/memory/       one warp (or NT cooperating threads): global<->shared (cp.async), shared<->register (ldmatrix)
 //   warp/register/     one warp: mma_AB/ABt/AtB/AtBt, element-wise maps, reductions, masks, layout changes
 //   thread/            issued by one thread: TMA bulk operations (sm_90+), 16-byte vectors of 8 elements (vec8)
+//   block/             the whole CTA: fixed-order sums over slices of a workspace (sum_slices)
 // Hopper warpgroup ops (wgmma) go in warpgroup/ next to warp/; pipeline/ holds the producer / consumer
 // template of persistent TMA + wgmma kernels (pipeline/producer_consumer.cuh). Neither is included here:
 // their users include them.
@@ -32,3 +33,4 @@
 #include "warp/register/layout.cuh"
 #include "thread/bulk.cuh"
 #include "thread/vec8.cuh"
+#include "block/reduce.cuh"

@@ -212,25 +212,15 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(c
 }
 
 // out[j] = sum_i partial[i][j] for j < n_out (partial: n_partial slices of 2 * cols floats, (dw, db);
-// j < cols goes to dweight, j >= cols to dbias). A CTA takes 32 consecutive j; warp w of its 32 sums
-// slices w, w + 32, ... (8 loads in flight), then warp 0 adds the 32 warp sums in order.
+// j < cols goes to dweight, j >= cols to dbias). A CTA takes 32 consecutive j (tk::sum_slices: warp w of its 32
+// sums slices w, w + 32, ..., 8 loads in flight, then warp 0 adds the 32 warp sums in order).
 constexpr int REDUCE_WARPS = 32;
 
 __global__ void __launch_bounds__(32 * REDUCE_WARPS) reduce_kernel(const float *__restrict__ partial, int n_partial,
                                                                    int cols, int n_out, float *dweight, float *dbias) {
-  __shared__ float part[REDUCE_WARPS][33];
   const int j = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.f;
-  if (j < n_out) {
-#pragma unroll 8
-    for (int i = threadIdx.y; i < n_partial; i += REDUCE_WARPS) acc += partial[int64_t(i) * 2 * cols + j];
-  }
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
+  const float total = tk::sum_slices<REDUCE_WARPS, 8>(partial, n_partial, int64_t(2) * cols, j, j < n_out);
   if (threadIdx.y == 0 && j < n_out) {
-    float total = 0.f;
-#pragma unroll
-    for (int w = 0; w < REDUCE_WARPS; w++) total += part[w][threadIdx.x];
     if (j < cols) dweight[j] = total;
     else dbias[j - cols] = total;
   }

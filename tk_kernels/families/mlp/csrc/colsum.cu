@@ -12,7 +12,8 @@
 //      would give 3 CTAs at C = 768). Session 24's ~2 CTAs per SM took 21.4 us at (16384, 768) bf16 in eager
 //      do_bench, where Inductor's fused sum takes 8.2 us in the step: 4 halves each warp's serial row loop.
 //   2. colsum_finish_kernel: out[c] = sum over chunks of partial[chunk][c], 32 columns per CTA, warp y adding
-//      chunks y, y + 32, ..., then warp 0 the 32 warp sums in order (the LayerNorm family's reduce pattern).
+//      chunks y, y + 32, ..., then warp 0 the 32 warp sums in order (tk::sum_slices, as the LayerNorm backward's
+//      reduce).
 //
 // Why: at GPT-2's shapes (H100, in the train step, session 23's profile) PyTorch's dh_sums.sum(0) over the
 // (256, 3072) block sums took 12.3 us and the ones-row cuBLAS GEMM for db_proj over (16384, 768) 11.7 us, a
@@ -78,21 +79,9 @@ __global__ void __launch_bounds__(32 * CS_WARPS, 4) colsum_partial_kernel(const 
 
 __global__ void __launch_bounds__(32 * FIN_WARPS) colsum_finish_kernel(const float *__restrict__ partial, int chunks,
                                                                        int cols, float *__restrict__ out) {
-  __shared__ float part[FIN_WARPS][33];
   const int c = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.f;
-  if (c < cols) {
-#pragma unroll 4
-    for (int i = threadIdx.y; i < chunks; i += FIN_WARPS) acc += partial[int64_t(i) * cols + c];
-  }
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    float total = 0.f;
-#pragma unroll
-    for (int w = 0; w < FIN_WARPS; w++) total += part[w][threadIdx.x];
-    out[c] = total;
-  }
+  const float total = tk::sum_slices<FIN_WARPS, 4>(partial, chunks, cols, c, c < cols);
+  if (threadIdx.y == 0 && c < cols) out[c] = total;
 }
 
 }  // namespace
