@@ -1,0 +1,591 @@
+// dev/: a prototype of the fused classifier of dev/README's "Leads after session 25" (not shipped). The question it
+// answers on a GPU: does a chunk of the classifier run faster when the softmax pass over the logits disappears into
+// the GEMMs around it? Checked and timed by dev/hopper/check_classifier_fused.py beside the family's chunk loop.
+//
+// Per chunk of R tokens (x_c (R, C), targets t, weight W (V, C), bf16 or fp16), five launches:
+//   1. logits_kernel   L = x_c W^T (persistent TMA + wgmma GEMM, 128 x 256 tiles), whose epilogue, per row and
+//                      256-column tile j, rounds the logits to T as the reference does, takes the tile's row max m_j,
+//                      stores E = exp(l - m_j) in T (0 at the target's column, and in the pad columns up to the
+//                      row stride), and writes (m_j, sum_j = sum exp(l - m_j)) and the target's logit l_t.
+//   2. rows_kernel     per row: lse from the (m_j, sum_j), loss = lse - l_t, s_j = exp(m_j - lse) (<= 1, 0 for an
+//                      ignored row) and c = exp(l_t - lse) - 1 = the target's gradient, in fp32.
+//      So G = softmax - onehot = s_j E (off the target) and c (at it): the two gradient GEMMs only multiply.
+//   3. dx_kernel       ws += (s E) W: A = E K-major through registers (ldmatrix), each fragment register times the
+//                      bf16x2 / half2 pair (s_j(row), s_j(row)), wgmma with A from registers; B = W MN-major. K = V
+//                      is split so that the 48 tiles of (2048, 768) fill the GPU: fp32 atomic adds into ws.
+//   4. dx_finish_kernel dx = T(ws + c W[t]) (the target's term in fp32).
+//   5. dw_kernel       dW (+)= alpha (G^T x_c): A = E^T, i.e. E read MN-major (ldmatrix.trans), each register times
+//                      the pair (s_j(k), s_j(k + 1)) of its two tokens (the 128-row M tile lies in one 256-column
+//                      block j); where a token's target falls in the fragment (a warp-uniform test per K slice, rare)
+//                      its element is set to c; B = x_c MN-major; the bf16 / fp16 dW read and written from registers
+//                      (beta = 1 from the second chunk, as the family's addmm does).
+// The GEMMs share one persistent kernel (gemm_kernel: a producer warpgroup with one TMA thread, a 4-stage ring of
+// 128 x 64 A and 256 x 64 B slices, two consumer warpgroups of 64 rows each; the RS mainloops alternate two fragment
+// sets by slice parity and pin the retired one, as dev/hopper/gemm_ascale.cu does), with the epilogue and the A
+// transform as a struct. Simplifications against the family's GEMM (to be measured first): no cluster pairs, no
+// deferred epilogues (the tensor pipe idles while a tile's epilogue runs), epilogues from registers.
+//
+// Requirements: C % 8 == 0 (16-byte rows), V <= 65536 * 256, any R and V. E's row stride is V rounded up to 8.
+#include <algorithm>
+#include <limits>
+
+#include <torch/extension.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "host/tensor_map.cuh"
+#include "thread/mbarrier.cuh"
+#include "thread/tma.cuh"
+#include "warp/memory/shared_to_register.cuh"
+#include "warpgroup/mma.cuh"
+#include "warpgroup/sync.cuh"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using half = __half;
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
+constexpr int BOX = 64, BOX_BYTES = BOX * BOX * 2;   // MN-major boxes: [64 K rows x 64 M / N columns]
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + alignment slack
+constexpr int BLOCK = BN;                                // the softmax statistics' column block: the logits tile
+constexpr float LOG2E = 1.4426950408889634f;
+
+enum class Major { K, MN };
+
+struct Shape {
+  int M, N, K, tiles_n, tiles, k_tiles, splits;
+};
+struct Tile {
+  int m0, n0, k_begin, k_end;  // K range in slices of BK
+};
+
+Shape make_shape(int M, int N, int K, int splits) {
+  Shape s{M, N, K, (N + BN - 1) / BN, 0, (K + BK - 1) / BK, 1};
+  s.tiles = ((M + BM - 1) / BM) * s.tiles_n;
+  s.splits = std::max(1, std::min(splits, s.k_tiles));
+  return s;
+}
+
+__device__ __forceinline__ Tile tile_of(const Shape &s, int u) {
+  const int t = u % s.tiles, split = u / s.tiles;
+  return {(t / s.tiles_n) * BM, (t % s.tiles_n) * BN, split * s.k_tiles / s.splits, (split + 1) * s.k_tiles / s.splits};
+}
+
+// ------------------------------------------------------------------------------------------------
+// 16-bit pairs
+
+template <typename T> __device__ __forceinline__ float round_to(float x);
+template <> __device__ __forceinline__ float round_to<bf16>(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+template <> __device__ __forceinline__ float round_to<half>(float x) { return __half2float(__float2half_rn(x)); }
+
+template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
+template <> __device__ __forceinline__ float2 unpack2<bf16>(uint32_t w) {
+  __nv_bfloat162 v;
+  memcpy(&v, &w, 4);
+  return __bfloat1622float2(v);
+}
+template <> __device__ __forceinline__ float2 unpack2<half>(uint32_t w) {
+  __half2 v;
+  memcpy(&v, &w, 4);
+  return __half22float2(v);
+}
+
+template <typename T> __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b);
+template <> __device__ __forceinline__ uint32_t mul2<bf16>(uint32_t a, uint32_t b) {
+  __nv_bfloat162 x, y;
+  memcpy(&x, &a, 4);
+  memcpy(&y, &b, 4);
+  x = __hmul2(x, y);
+  memcpy(&a, &x, 4);
+  return a;
+}
+template <> __device__ __forceinline__ uint32_t mul2<half>(uint32_t a, uint32_t b) {
+  __half2 x, y;
+  memcpy(&x, &a, 4);
+  memcpy(&y, &b, 4);
+  x = __hmul2(x, y);
+  memcpy(&a, &x, 4);
+  return a;
+}
+
+// the pair w with its half `hi` (0: low, 1: high) replaced by v rounded to T
+template <typename T>
+__device__ __forceinline__ uint32_t with_half(uint32_t w, int hi, float v) {
+  const float2 cur = unpack2<T>(w);
+  return hi ? tk::wg::pack2<T>(cur.x, v) : tk::wg::pack2<T>(v, cur.y);
+}
+
+// ------------------------------------------------------------------------------------------------
+// A fragments through registers (the layout of tk::wg::a_fragment: r[0] rows 0-7 x k 0-7 of the warp's 16 rows,
+// r[1] rows 8-15 x k 0-7, r[2] rows 0-7 x k 8-15, r[3] rows 8-15 x k 8-15; lane l holds row l / 4 (+ 8) and
+// k 2 (l % 4), + 1 of each)
+
+template <typename T> using frags = tk::wg::a_fragment<T>[BK / 16];
+
+// k16 step k of this warp's 16 rows of a warpgroup's [64 rows x 64 k] K-major, 128B-swizzled tile
+template <typename T>
+__device__ __forceinline__ void load_a_fragment(tk::wg::a_fragment<T> &frag, const char *tile, int k) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  tk::ldmatrix_x4(frag.r, tk::smem_u32(tile + tk::wg::swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))));
+}
+
+// the same fragment from a [64 k rows x 64 m columns] MN-major box: ldmatrix.trans of its four 8 x 8 blocks
+template <typename T>
+__device__ __forceinline__ void load_a_fragment_mn(tk::wg::a_fragment<T> &frag, const char *box, int k) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, j = lane >> 3;
+  const int k_row = 16 * k + (lane & 7) + 8 * (j >> 1), m_col = 16 * warp + 8 * (j & 1);
+  tk::ldmatrix_x4_trans(frag.r, tk::smem_u32(box + tk::wg::swizzle128_offset(k_row, m_col)));
+}
+
+// ------------------------------------------------------------------------------------------------
+// the persistent GEMM: C[M x N] = sum_k A(m, k) B(n, k); Epi says what happens to A on its way (A_REGS) and to
+// each finished 64 x 256 accumulator
+
+template <typename T, Major AM, Major BMJ, bool A_REGS, typename Epi>
+__global__ void __launch_bounds__(384, 1)
+gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, const Shape s,
+            const Epi epi) {
+  static_assert(A_REGS || AM == Major::K, "an MN-major A goes through registers");
+  extern __shared__ char smem_raw[];
+  char *base = smem_raw + ((1024 - (tk::smem_u32(smem_raw) & 1023)) & 1023);
+  __shared__ tk::barrier full[STAGES], empty[STAGES];
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; i++) {
+      tk::init(full[i], 1);
+      tk::init(empty[i], 2);
+    }
+    tk::fence_barrier_init();
+  }
+  __syncthreads();
+  const int units = s.tiles * s.splits, wg = tk::wg::warpgroupid();
+
+  if (wg == 0) {  // the producer: one thread loads every slice of the CTA's units into the ring
+    tk::wg::set_max_registers<40>();
+    if (tk::wg::warpgroup_thread() == 0) {
+      int g = 0;
+      for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        const Tile w = tile_of(s, u);
+        for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
+          const int st = g % STAGES;
+          tk::wait(empty[st], ((g / STAGES) & 1) ^ 1);
+          tk::expect_bytes(full[st], STAGE_BYTES);
+          char *a = base + st * STAGE_BYTES, *b = a + A_BYTES;
+          if constexpr (AM == Major::K) tk::tma::load_async(a, a_map, full[st], kt * BK, w.m0);
+          else
+            for (int j = 0; j < BM / BOX; j++) tk::tma::load_async(a + j * BOX_BYTES, a_map, full[st], w.m0 + j * BOX, kt * BK);
+          if constexpr (BMJ == Major::K) tk::tma::load_async(b, b_map, full[st], kt * BK, w.n0);
+          else
+            for (int j = 0; j < BN / BOX; j++) tk::tma::load_async(b + j * BOX_BYTES, b_map, full[st], w.n0 + j * BOX, kt * BK);
+        }
+      }
+    }
+    return;
+  }
+
+  tk::wg::set_max_registers<232>();
+  const int consumer = wg - 1, me = tk::wg::warpgroup_thread();
+  tk::wg::accumulator<BN> acc;
+  frags<T> f0, f1;  // A_REGS: the fragment sets of even and odd slices
+  int g = 0;
+  // slice kt of tile w on ring slot g: issued with fragment set f; then the slice before it is retired (wait<1>)
+  // and its slot freed; `prev`, which that slice's wgmmas read, is pinned until here
+  auto slice = [&](const Tile &w, int kt, frags<T> &f, frags<T> &prev) {
+    const int st = g % STAGES;
+    tk::wait(full[st], (g / STAGES) & 1);
+    const char *a = base + st * STAGE_BYTES + consumer * (64 * BK * 2), *b = base + st * STAGE_BYTES + A_BYTES;
+    const bool first = kt == w.k_begin;
+    tk::wg::mma_fence(acc.v);
+    const uint64_t db = BMJ == Major::K ? tk::wg::desc_k128(b) : tk::wg::desc_mn128(b, BOX_BYTES);
+    auto db_k = [&](int k) { return BMJ == Major::K ? tk::wg::desc_advance_k(db, k) : tk::wg::desc_advance_k_mn(db, k); };
+    if constexpr (!A_REGS) {
+      const uint64_t da = tk::wg::desc_k128(a);
+#pragma unroll
+      for (int k = 0; k < BK / 16; k++)
+        tk::wg::wgmma_ss<T, BN, BMJ == Major::MN>(acc.v, tk::wg::desc_advance_k(da, k), db_k(k), !first || k > 0);
+    } else {
+#pragma unroll
+      for (int k = 0; k < BK / 16; k++) {  // the consumer's 64 rows: 64 K-major rows, or its [64 k x 64 m] box
+        if constexpr (AM == Major::K) load_a_fragment<T>(f[k], a, k);
+        else load_a_fragment_mn<T>(f[k], a, k);
+      }
+      epi.transform(f, w, kt, consumer);
+#pragma unroll
+      for (int k = 0; k < BK / 16; k++) tk::wg::wgmma_rs<T, BN, BMJ == Major::MN>(acc.v, f[k].r, db_k(k), !first || k > 0);
+    }
+    tk::wg::mma_commit();
+    tk::wg::mma_wait<1>(acc.v);
+    if constexpr (A_REGS) {
+#pragma unroll
+      for (int k = 0; k < BK / 16; k++) tk::wg::pin_registers(prev[k].r);
+    }
+    if (!first && me == 0) tk::arrive(empty[(g - 1) % STAGES]);
+    g++;
+  };
+
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const Tile w = tile_of(s, u);
+    int kt = w.k_begin;
+    for (; kt + 1 < w.k_end; kt += 2) {
+      slice(w, kt, f0, f1);
+      slice(w, kt + 1, f1, f0);
+    }
+    if (kt < w.k_end) slice(w, kt, f0, f1);
+    tk::wg::mma_wait<0>(acc.v);
+    if constexpr (A_REGS) {
+#pragma unroll
+      for (int k = 0; k < BK / 16; k++) {
+        tk::wg::pin_registers(f0[k].r);
+        tk::wg::pin_registers(f1[k].r);
+      }
+    }
+    if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
+    epi.finish(acc, w, consumer);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// 1. the logits' epilogue: E, the (max, sum) statistics, the target's logit
+
+template <typename T>
+struct LogitsEpi {
+  T *E;                    // (M, lde): exp(l - m_j) in T, 0 at the target and in the pad columns V .. lde - 1
+  int64_t lde;
+  float2 *stats;           // (tiles_n, lds): (m_j, sum_j) per 256-column block j and row
+  int64_t lds;
+  float *target_logit;     // (M,): l_t, NaN where no tile holds the target (pre-filled)
+  const int64_t *targets;  // (M,)
+  int M, V;
+
+  template <typename F> __device__ void transform(F &, const Tile &, int, int) const {}
+
+  __device__ void finish(tk::wg::accumulator<BN> &acc, const Tile &w, int consumer) const {
+    const int r0 = w.m0 + consumer * 64 + acc.row(0), r1 = r0 + 8;
+    const int64_t t0 = r0 < M ? targets[r0] : -1, t1 = r1 < M ? targets[r1] : -1;
+    float mx0 = tk::neg_infty(), mx1 = tk::neg_infty();
+#pragma unroll
+    for (int i = 0; i < acc.REGS; i++) {  // the logits as the reference has them: rounded to T; -inf past V
+      const int col = w.n0 + acc.col(i);
+      acc.v[i] = col < V ? round_to<T>(acc.v[i]) : tk::neg_infty();
+      if (i & 2) mx1 = fmaxf(mx1, acc.v[i]);
+      else mx0 = fmaxf(mx0, acc.v[i]);
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {  // the 4 threads of a quad hold a row's 256 columns
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+    }
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < acc.REGS; i += 2) {
+      const bool lower = i & 2;
+      const int row = lower ? r1 : r0, col = w.n0 + acc.col(i);
+      const int64_t t = lower ? t1 : t0;
+      const float m = lower ? mx1 : mx0;
+      float e0 = tk::fast_exp2((acc.v[i] - m) * LOG2E), e1 = tk::fast_exp2((acc.v[i + 1] - m) * LOG2E);
+      if (lower) sum1 += e0 + e1;
+      else sum0 += e0 + e1;
+      if (col == t) target_logit[row] = acc.v[i], e0 = 0.f;
+      if (col + 1 == t) target_logit[row] = acc.v[i + 1], e1 = 0.f;
+      if (row < M && col < lde) *reinterpret_cast<uint32_t *>(E + int64_t(row) * lde + col) = tk::wg::pack2<T>(e0, e1);
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      sum0 += __shfl_xor_sync(0xffffffffu, sum0, o);
+      sum1 += __shfl_xor_sync(0xffffffffu, sum1, o);
+    }
+    if ((threadIdx.x & 3) == 0) {
+      float2 *st = stats + int64_t(w.n0 / BN) * lds;
+      if (r0 < M) st[r0] = make_float2(mx0, sum0);
+      if (r1 < M) st[r1] = make_float2(mx1, sum1);
+    }
+  }
+};
+
+// ------------------------------------------------------------------------------------------------
+// 2. per row: lse, loss, the block scales s_j and the target's gradient c
+
+constexpr int ROW_GROUPS = 8;  // thread (x, y) of a 32 x 8 block: row 32 blockIdx.x + x, blocks j = y, y + 8, ...
+
+__global__ void __launch_bounds__(32 * ROW_GROUPS)
+rows_kernel(const float2 *__restrict__ stats, int tiles_n, int64_t lds, const float *__restrict__ target_logit,
+            const int64_t *__restrict__ targets, int64_t ignore_index, int M, int V, float *__restrict__ row_loss,
+            float *__restrict__ s, float *__restrict__ c) {
+  __shared__ float2 part[ROW_GROUPS][33];
+  __shared__ float lse_of[32];
+  const int r = blockIdx.x * 32 + threadIdx.x;
+  const bool valid = r < M;
+  float m = tk::neg_infty(), sum = 0.f;  // online (max, sum exp) over this thread's blocks
+  if (valid) {
+    for (int j = threadIdx.y; j < tiles_n; j += ROW_GROUPS) {
+      const float2 st = stats[int64_t(j) * lds + r];
+      const float mn = fmaxf(m, st.x);
+      sum = sum * expf(m - mn) + st.y * expf(st.x - mn);
+      m = mn;
+    }
+  }
+  part[threadIdx.y][threadIdx.x] = make_float2(m, sum);
+  __syncthreads();
+  if (threadIdx.y == 0 && valid) {
+    float mm = part[0][threadIdx.x].x;
+    for (int y = 1; y < ROW_GROUPS; y++) mm = fmaxf(mm, part[y][threadIdx.x].x);
+    float ss = 0.f;
+    for (int y = 0; y < ROW_GROUPS; y++) {
+      const float2 p = part[y][threadIdx.x];
+      if (p.y > 0.f) ss += p.y * expf(p.x - mm);
+    }
+    const float lse = mm + logf(ss);
+    const int64_t t = targets[r];
+    const bool ignored = t == ignore_index, in_range = t >= 0 && t < V;
+    const float lt = target_logit[r];
+    row_loss[r] = ignored ? 0.f : in_range ? lse - lt : __int_as_float(0x7fc00000);
+    c[r] = ignored || !in_range ? 0.f : expf(lt - lse) - 1.f;
+    lse_of[threadIdx.x] = ignored ? tk::pos_infty() : lse;  // s = 0 for an ignored row
+  }
+  __syncthreads();
+  if (valid) {
+    const float lse = lse_of[threadIdx.x];
+    for (int j = threadIdx.y; j < tiles_n; j += ROW_GROUPS) s[int64_t(j) * lds + r] = expf(stats[int64_t(j) * lds + r].x - lse);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// 3. dx's GEMM: A = E scaled per row and 256-column block by s; fp32 atomics into ws
+
+template <typename T>
+struct DxEpi {
+  const float *s;  // (tiles of V, lds)
+  int64_t lds;
+  float *ws;       // (M, N) fp32, zeroed
+  int M, N;
+
+  __device__ void transform(frags<T> &f, const Tile &w, int kt, int consumer) const {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+    const int r = w.m0 + consumer * 64 + 16 * warp + lane / 4;
+    const float *sj = s + int64_t(kt * BK / BLOCK) * lds;
+    const float s0 = r < M ? sj[r] : 0.f, s1 = r + 8 < M ? sj[r + 8] : 0.f;
+    const uint32_t lo = tk::wg::pack2<T>(s0, s0), hi = tk::wg::pack2<T>(s1, s1);
+#pragma unroll
+    for (int k = 0; k < BK / 16; k++) {
+      f[k].r[0] = mul2<T>(f[k].r[0], lo);
+      f[k].r[1] = mul2<T>(f[k].r[1], hi);
+      f[k].r[2] = mul2<T>(f[k].r[2], lo);
+      f[k].r[3] = mul2<T>(f[k].r[3], hi);
+    }
+  }
+
+  __device__ void finish(tk::wg::accumulator<BN> &acc, const Tile &w, int consumer) const {
+#pragma unroll
+    for (int i = 0; i < acc.REGS; i += 2) {
+      const int row = w.m0 + consumer * 64 + acc.row(i), col = w.n0 + acc.col(i);
+      if (row < M && col < N) atomicAdd(reinterpret_cast<float2 *>(ws + int64_t(row) * N + col), make_float2(acc.v[i], acc.v[i + 1]));
+    }
+  }
+};
+
+// 4. dx = T(ws + c W[t]), two columns a thread
+template <typename T>
+__global__ void dx_finish_kernel(const float *__restrict__ ws, const float *__restrict__ c,
+                                 const int64_t *__restrict__ targets, const T *__restrict__ W, int M, int N, int V,
+                                 T *__restrict__ dx) {
+  const int64_t pairs = int64_t(M) * N / 2;
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < pairs; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = 2 * p / N;
+    const int col = int(2 * p - row * N);
+    float2 v = *reinterpret_cast<const float2 *>(ws + 2 * p);
+    const int64_t t = targets[row];
+    const float cr = c[row];
+    if (cr != 0.f && t >= 0 && t < V) {
+      const float2 wt = unpack2<T>(*reinterpret_cast<const uint32_t *>(W + t * N + col));
+      v.x += cr * wt.x;
+      v.y += cr * wt.y;
+    }
+    *reinterpret_cast<uint32_t *>(dx + 2 * p) = tk::wg::pack2<T>(v.x, v.y);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// 5. dW's GEMM: A = G^T from E read MN-major, scaled per token; c at the targets; dW (+)= alpha acc
+
+template <typename T>
+struct DwEpi {
+  const float *s;          // (tiles of V, lds), zero past the chunk's rows
+  int64_t lds;
+  const float *c;          // (K,)
+  const int64_t *targets;  // (K,)
+  T *dw;                   // (M, N) = (V, C)
+  int M, N, K;
+  float alpha;
+  bool accumulate;
+
+  __device__ void transform(frags<T> &f, const Tile &w, int kt, int consumer) const {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, t2 = 2 * (lane & 3);
+    const float *sk = s + int64_t(w.m0 / BLOCK) * lds + kt * BK;  // this slice's 64 tokens in the M tile's block
+#pragma unroll
+    for (int k = 0; k < BK / 16; k++) {
+      const float2 a = *reinterpret_cast<const float2 *>(sk + 16 * k + t2);      // tokens 16k + t2, + 1
+      const float2 b = *reinterpret_cast<const float2 *>(sk + 16 * k + 8 + t2);  // + 8
+      const uint32_t lo = tk::wg::pack2<T>(a.x, a.y), hi = tk::wg::pack2<T>(b.x, b.y);
+      f[k].r[0] = mul2<T>(f[k].r[0], lo);
+      f[k].r[1] = mul2<T>(f[k].r[1], lo);
+      f[k].r[2] = mul2<T>(f[k].r[2], hi);
+      f[k].r[3] = mul2<T>(f[k].r[3], hi);
+    }
+    // the slice's tokens whose target lies in this warp's 16 vocabulary rows: their element is the target's gradient
+    const int v0 = w.m0 + consumer * 64 + 16 * warp, k0 = kt * BK;
+    const int ta = k0 + lane < K ? int(targets[k0 + lane]) : -1, tb = k0 + 32 + lane < K ? int(targets[k0 + 32 + lane]) : -1;
+    if (!tk::warp_any(unsigned(ta - v0) < 16u || unsigned(tb - v0) < 16u)) return;
+    const int g = lane >> 2;
+#pragma unroll
+    for (int k = 0; k < BK / 16; k++) {
+#pragma unroll
+      for (int d = 0; d < 4; d++) {  // this thread's tokens 16k + t2 + {0, 1, 8, 9}
+        const int o = 16 * k + t2 + (d & 1) + 8 * (d >> 1);
+        const int xa = __shfl_sync(0xffffffffu, ta, o & 31), xb = __shfl_sync(0xffffffffu, tb, o & 31);
+        const int t = o < 32 ? xa : xb;
+        // registers 2 (d >> 1) and 2 (d >> 1) + 1 hold this token for rows g and g + 8 (compile-time indices: a
+        // run-time one would put the fragments in local memory)
+        if (t - v0 == g) f[k].r[2 * (d >> 1)] = with_half<T>(f[k].r[2 * (d >> 1)], d & 1, c[k0 + o]);
+        else if (t - v0 == g + 8) f[k].r[2 * (d >> 1) + 1] = with_half<T>(f[k].r[2 * (d >> 1) + 1], d & 1, c[k0 + o]);
+      }
+    }
+  }
+
+  __device__ void finish(tk::wg::accumulator<BN> &acc, const Tile &w, int consumer) const {
+#pragma unroll
+    for (int i = 0; i < acc.REGS; i += 2) {
+      const int row = w.m0 + consumer * 64 + acc.row(i), col = w.n0 + acc.col(i);
+      if (row < M && col < N) {
+        uint32_t *p = reinterpret_cast<uint32_t *>(dw + int64_t(row) * N + col);
+        const float2 old = accumulate ? unpack2<T>(*p) : make_float2(0.f, 0.f);
+        *p = tk::wg::pack2<T>(old.x + alpha * acc.v[i], old.y + alpha * acc.v[i + 1]);
+      }
+    }
+  }
+};
+
+// ------------------------------------------------------------------------------------------------
+// host side
+
+int sm_count() {
+  static int sms = [] {
+    int device = 0, n = 0;
+    C10_CUDA_CHECK(cudaGetDevice(&device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return sms;
+}
+
+template <typename T, Major AM, Major BMJ, bool A_REGS, typename Epi>
+void launch(const CUtensorMap &a_map, const CUtensorMap &b_map, const Shape &s, const Epi &epi, cudaStream_t stream) {
+  auto kernel = gemm_kernel<T, AM, BMJ, A_REGS, Epi>;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
+  const int grid = std::min(sm_count(), s.tiles * s.splits);
+  if (grid > 0) kernel<<<grid, 384, SMEM_BYTES, stream>>>(a_map, b_map, s, epi);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// K splits for dx: the fewest that give >= 90% of whole waves, at least 4 slices a unit
+int dx_splits(int tiles, int k_tiles) {
+  const int sms = sm_count();
+  if (tiles >= sms) return 1;
+  int best = 1;
+  double best_fill = 0.0;
+  for (int splits = 1; splits <= 16 && splits * 4 <= k_tiles; splits++) {
+    const int units = tiles * splits, waves = (units + sms - 1) / sms;
+    const double fill = double(units) / (double(waves) * sms);
+    if (fill >= 0.9) return splits;
+    if (fill > best_fill) best = splits, best_fill = fill;
+  }
+  return best;
+}
+
+template <typename T>
+void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::Tensor &targets, int64_t ignore_index,
+                   torch::Tensor &E, torch::Tensor &stats, torch::Tensor &target_logit, torch::Tensor &s,
+                   torch::Tensor &c, torch::Tensor &ws, torch::Tensor &row_loss, torch::Tensor &dx, torch::Tensor &dw,
+                   double alpha, bool accumulate, int64_t stage) {
+  const int R = x.size(0), C = x.size(1), V = w.size(0);
+  const int64_t lde = E.stride(0), lds = s.size(1);
+  const int tiles_v = (V + BLOCK - 1) / BLOCK;
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  T *xp = reinterpret_cast<T *>(x.data_ptr()), *wp = reinterpret_cast<T *>(w.data_ptr()), *ep = reinterpret_cast<T *>(E.data_ptr());
+  const int64_t *tp = targets.data_ptr<int64_t>();
+  float2 *stp = reinterpret_cast<float2 *>(stats.data_ptr<float>());
+
+  // 1. logits, E, statistics
+  target_logit.fill_(std::numeric_limits<float>::quiet_NaN());
+  {
+    const auto a_map = tk::host::matrix_map<T>(xp, R, C, C, BM, BK, 128);
+    const auto b_map = tk::host::matrix_map<T>(wp, V, C, C, BN, BK, 128);
+    const LogitsEpi<T> epi{ep, lde, stp, lds, target_logit.data_ptr<float>(), tp, R, V};
+    launch<T, Major::K, Major::K, false>(a_map, b_map, make_shape(R, V, C, 1), epi, stream);
+  }
+  if (stage == 1) return;
+  // 2. rows
+  rows_kernel<<<(R + 31) / 32, dim3(32, ROW_GROUPS), 0, stream>>>(stp, tiles_v, lds, target_logit.data_ptr<float>(), tp,
+                                                                  ignore_index, R, V, row_loss.data_ptr<float>(),
+                                                                  s.data_ptr<float>(), c.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (stage == 2) return;
+  // 3, 4. dx
+  {
+    ws.zero_();
+    const auto a_map = tk::host::matrix_map<T>(ep, R, V, lde, BM, BK, 128);
+    const auto b_map = tk::host::matrix_map<T>(wp, V, C, C, BK, BOX, 128);
+    Shape sh = make_shape(R, C, V, 1);
+    sh = make_shape(R, C, V, dx_splits(sh.tiles, sh.k_tiles));
+    const DxEpi<T> epi{s.data_ptr<float>(), lds, ws.data_ptr<float>(), R, C};
+    launch<T, Major::K, Major::MN, true>(a_map, b_map, sh, epi, stream);
+    const int64_t pairs = int64_t(R) * C / 2;
+    const int blocks = int(std::min<int64_t>((pairs + 255) / 256, 8 * sm_count()));
+    if (blocks > 0)
+      dx_finish_kernel<T><<<blocks, 256, 0, stream>>>(ws.data_ptr<float>(), c.data_ptr<float>(), tp, wp, R, C, V,
+                                                      reinterpret_cast<T *>(dx.data_ptr()));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  if (stage == 3) return;
+  // 5. dW
+  {
+    const auto a_map = tk::host::matrix_map<T>(ep, R, V, lde, BK, BOX, 128);
+    const auto b_map = tk::host::matrix_map<T>(xp, R, C, C, BK, BOX, 128);
+    const DwEpi<T> epi{s.data_ptr<float>(), lds, c.data_ptr<float>(), tp, reinterpret_cast<T *>(dw.data_ptr()),
+                       V, C, R, float(alpha), accumulate};
+    launch<T, Major::MN, Major::MN, true>(a_map, b_map, make_shape(V, C, R, 1), epi, stream);
+  }
+}
+
+// One chunk of the fused classifier (see the top of this file). x (R, C), w (V, C) contiguous 16-bit of one dtype,
+// targets (R,) int64; scratch: E (>= R, lde >= V, lde % 8 == 0) of x's dtype, stats (tiles, lds, 2) fp32, s (tiles,
+// lds) fp32 ZEROED once (lds >= R rounded up to 64: the dW GEMM reads whole 64-token slices), target_logit (R,), c
+// (R,), ws (R, C) fp32; out: row_loss (R,), dx (R, C); dw (V, C) += alpha * G^T x (= when accumulate is false).
+// stage < 5 stops after that launch (timing).
+void chunk(const torch::Tensor &x, const torch::Tensor &w, const torch::Tensor &targets, int64_t ignore_index,
+           torch::Tensor E, torch::Tensor stats, torch::Tensor target_logit, torch::Tensor s, torch::Tensor c,
+           torch::Tensor ws, torch::Tensor row_loss, torch::Tensor dx, torch::Tensor dw, double alpha, bool accumulate,
+           int64_t stage) {
+  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && w.is_contiguous() && x.scalar_type() == w.scalar_type() &&
+              x.size(1) == w.size(1) && x.size(1) % 8 == 0, "x (R, C), w (V, C) contiguous, one 16-bit dtype, C % 8 == 0");
+  const int64_t R = x.size(0), V = w.size(0);
+  TORCH_CHECK(E.stride(1) == 1 && E.stride(0) % 8 == 0 && E.stride(0) >= V && E.size(0) >= R, "E (>= R, lde % 8 == 0)");
+  TORCH_CHECK(s.size(1) >= (R + 63) / 64 * 64 && s.size(0) == (V + BLOCK - 1) / BLOCK && stats.size(1) == s.size(1),
+              "s, stats: (tiles, lds >= R rounded up to 64)");
+  TORCH_CHECK(targets.scalar_type() == at::kLong && targets.is_contiguous() && targets.size(0) == R, "targets (R,) int64");
+  if (R == 0) return;
+  if (x.scalar_type() == at::kBFloat16)
+    chunk_forward<bf16>(x, w, targets, ignore_index, E, stats, target_logit, s, c, ws, row_loss, dx, dw, alpha, accumulate, stage);
+  else if (x.scalar_type() == at::kHalf)
+    chunk_forward<half>(x, w, targets, ignore_index, E, stats, target_logit, s, c, ws, row_loss, dx, dw, alpha, accumulate, stage);
+  else
+    TORCH_CHECK(false, "bf16 or fp16");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("chunk", &chunk, "one chunk of the fused classifier (dev/hopper/classifier_fused.cu)");
+}
