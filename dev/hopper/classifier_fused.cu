@@ -3,27 +3,32 @@
 // the GEMMs around it? Checked and timed by dev/hopper/check_classifier_fused.py beside the family's chunk loop.
 //
 // Per chunk of R tokens (x_c (R, C), targets t, weight W (V, C), bf16 or fp16), five launches:
-//   1. logits_kernel   L = x_c W^T (persistent TMA + wgmma GEMM, 128 x 256 tiles), whose epilogue, per row and
-//                      256-column tile j, rounds the logits to T as the reference does, takes the tile's row max m_j,
+//   1. logits          L = x_c W^T (persistent TMA + wgmma GEMM, 128 x 128 tiles), whose epilogue, per row and
+//                      128-column tile j, rounds the logits to T as the reference does, takes the tile's row max m_j,
 //                      stores E = exp(l - m_j) in T (0 at the target's column, and in the pad columns up to the
 //                      row stride), and writes (m_j, sum_j = sum exp(l - m_j)) and the target's logit l_t.
 //   2. rows_kernel     per row: lse from the (m_j, sum_j), loss = lse - l_t, s_j = exp(m_j - lse) (<= 1, 0 for an
 //                      ignored row) and c = exp(l_t - lse) - 1 = the target's gradient, in fp32.
 //      So G = softmax - onehot = s_j E (off the target) and c (at it): the two gradient GEMMs only multiply.
-//   3. dx_kernel       ws += (s E) W: A = E K-major through registers (ldmatrix), each fragment register times the
+//   3. dx              ws += (s E) W: A = E K-major through registers (ldmatrix), each fragment register times the
 //                      bf16x2 / half2 pair (s_j(row), s_j(row)), wgmma with A from registers; B = W MN-major. K = V
 //                      is split so that the 48 tiles of (2048, 768) fill the GPU: fp32 atomic adds into ws.
 //   4. dx_finish_kernel dx = T(ws + c W[t]) (the target's term in fp32).
-//   5. dw_kernel       dW (+)= alpha (G^T x_c): A = E^T, i.e. E read MN-major (ldmatrix.trans), each register times
-//                      the pair (s_j(k), s_j(k + 1)) of its two tokens (the 128-row M tile lies in one 256-column
-//                      block j); where a token's target falls in the fragment (a warp-uniform test per K slice, rare)
+//   5. dW              dW (+)= alpha (G^T x_c): A = E^T, i.e. E read MN-major (ldmatrix.trans), each register times
+//                      the pair (s_j(k), s_j(k + 1)) of its two tokens (the 128-row M tile is one 128-column block
+//                      j); where a token's target falls in the fragment (a warp-uniform test per K slice, rare)
 //                      its element is set to c; B = x_c MN-major; the bf16 / fp16 dW read and written from registers
 //                      (beta = 1 from the second chunk, as the family's addmm does).
-// The GEMMs share one persistent kernel (gemm_kernel: a producer warpgroup with one TMA thread, a 4-stage ring of
-// 128 x 64 A and 256 x 64 B slices, two consumer warpgroups of 64 rows each; the RS mainloops alternate two fragment
+// The GEMMs share one persistent kernel (gemm_kernel: a producer warpgroup with one TMA thread, a ring of 128 x 64 A
+// and BN x 64 B slices (BN = 256: 4 stages, dx and dW; BN = 128: 6 stages, the logits), two consumer warpgroups of
+// 64 rows each; the RS mainloops alternate two fragment
 // sets by slice parity and pin the retired one, as dev/hopper/gemm_ascale.cu does), with the epilogue and the A
-// transform as a struct. Simplifications against the family's GEMM (to be measured first): no cluster pairs, no
-// deferred epilogues (the tensor pipe idles while a tile's epilogue runs), epilogues from registers.
+// transform as a struct. The logits' epilogue is deferred (C >= 256): a finished tile's row maxima are taken at once,
+// its exponentials, sums and stores run in 4 pieces between the next tile's first 4 slices (the MLP GEMM's plain-store
+// scheme), and its tiles go m-fastest (see tile_of). Why 128 x 128: with 128 x 256 tiles the pending tile (64 words)
+// beside the accumulator (128) spilled 440-970 bytes a thread (ptxas -v), deferred or not, since the accumulator stays
+// live for the next tile's wgmmas. Simplifications against the family's GEMM (to be measured
+// first): no cluster pairs, the other epilogues not deferred (dx: ~157 slices a unit; dW: 32), stores from registers.
 //
 // Requirements: C % 8 == 0 (16-byte rows), V <= 65536 * 256, any R and V. E's row stride is V rounded up to 8.
 #include <algorithm>
@@ -47,32 +52,42 @@ namespace {
 using bf16 = __nv_bfloat16;
 using half = __half;
 
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
+constexpr int BM = 128, BK = 64;
 constexpr int BOX = 64, BOX_BYTES = BOX * BOX * 2;   // MN-major boxes: [64 K rows x 64 M / N columns]
-constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + alignment slack
-constexpr int BLOCK = BN;                                // the softmax statistics' column block: the logits tile
+constexpr int A_BYTES = BM * BK * 2;
+constexpr int BLOCK = 128;  // the softmax statistics' column block: the logits GEMM's tile width (see LogitsEpi)
+// the ring of a GEMM with BN-wide tiles: 4 stages of 48 KB (BN = 256) or 6 of 32 KB (BN = 128)
+template <int BN>
+struct ring {
+  static constexpr int STAGES = BN == 256 ? 4 : 6, STAGE_BYTES = A_BYTES + BN * BK * 2;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + alignment slack
+};
 constexpr float LOG2E = 1.4426950408889634f;
 
 enum class Major { K, MN };
 
 struct Shape {
-  int M, N, K, tiles_n, tiles, k_tiles, splits;
+  int M, N, K, bn, tiles_m, tiles_n, tiles, k_tiles, splits;
+  bool m_fastest;  // tile order: consecutive units share B's tile (the logits: W is 77 MB, x_c 3 MB) or A's
 };
 struct Tile {
   int m0, n0, k_begin, k_end;  // K range in slices of BK
 };
 
-Shape make_shape(int M, int N, int K, int splits) {
-  Shape s{M, N, K, (N + BN - 1) / BN, 0, (K + BK - 1) / BK, 1};
-  s.tiles = ((M + BM - 1) / BM) * s.tiles_n;
+Shape make_shape(int M, int N, int K, int bn, int splits, bool m_fastest = false) {
+  Shape s{M, N, K, bn, (M + BM - 1) / BM, (N + bn - 1) / bn, 0, (K + BK - 1) / BK, 1, m_fastest};
+  s.tiles = s.tiles_m * s.tiles_n;
   s.splits = std::max(1, std::min(splits, s.k_tiles));
   return s;
 }
 
+// Unit u: split-major, then tiles n-fastest (neighbouring CTAs read the same A rows) or m-fastest (the same B rows).
+// The logits GEMM goes m-fastest: n-fastest, the 132 CTAs of a wave would sweep W's 197 tiles (77 MB, more than the
+// L2) once per 128-row block of the chunk, 16 times a chunk from DRAM; m-fastest they share ~8 W tiles at a time.
 __device__ __forceinline__ Tile tile_of(const Shape &s, int u) {
   const int t = u % s.tiles, split = u / s.tiles;
-  return {(t / s.tiles_n) * BM, (t % s.tiles_n) * BN, split * s.k_tiles / s.splits, (split + 1) * s.k_tiles / s.splits};
+  const int tm = s.m_fastest ? t % s.tiles_m : t / s.tiles_n, tn = s.m_fastest ? t / s.tiles_m : t % s.tiles_n;
+  return {tm * BM, tn * s.bn, split * s.k_tiles / s.splits, (split + 1) * s.k_tiles / s.splits};
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -150,6 +165,7 @@ __global__ void __launch_bounds__(384, 1)
 gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, const Shape s,
             const Epi epi) {
   static_assert(A_REGS || AM == Major::K, "an MN-major A goes through registers");
+  constexpr int BN = Epi::BN, STAGES = ring<BN>::STAGES, STAGE_BYTES = ring<BN>::STAGE_BYTES;
   extern __shared__ char smem_raw[];
   char *base = smem_raw + ((1024 - (tk::smem_u32(smem_raw) & 1023)) & 1023);
   __shared__ tk::barrier full[STAGES], empty[STAGES];
@@ -226,9 +242,26 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
     g++;
   };
 
+  typename Epi::pending pend;  // a deferred epilogue's finished tile (Epi::PIECES > 0)
+  bool has_pending = false;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Tile w = tile_of(s, u);
     int kt = w.k_begin;
+    if constexpr (Epi::PIECES > 0) {
+      // the previous tile's epilogue in PIECES pieces, each right after one of this tile's first slices was issued, so
+      // that it runs while that slice's wgmmas do (the launcher defers only with >= PIECES slices a unit)
+      static_assert(Epi::PIECES % 2 == 0, "pieces come in pairs (the fragment sets alternate)");
+      if (has_pending) {
+#pragma unroll
+        for (int p = 0; p < Epi::PIECES; p += 2) {
+          slice(w, kt + p, f0, f1);
+          epi.piece(pend, p);
+          slice(w, kt + p + 1, f1, f0);
+          epi.piece(pend, p + 1);
+        }
+        kt += Epi::PIECES;
+      }
+    }
     for (; kt + 1 < w.k_end; kt += 2) {
       slice(w, kt, f0, f1);
       slice(w, kt + 1, f1, f0);
@@ -243,15 +276,37 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
       }
     }
     if (me == 0) tk::arrive(empty[(g - 1) % STAGES]);
-    epi.finish(acc, w, consumer);
+    epi.finish(acc, w, consumer, pend);
+    has_pending = true;
+  }
+  if constexpr (Epi::PIECES > 0) {
+    if (has_pending) {
+#pragma unroll
+      for (int p = 0; p < Epi::PIECES; p++) epi.piece(pend, p);
+    }
   }
 }
 
 // ------------------------------------------------------------------------------------------------
 // 1. the logits' epilogue: E, the (max, sum) statistics, the target's logit
 
-template <typename T>
+// The finished tile is rounded to T (the logits' precision in the reference), its row maxima taken and the rounded
+// values packed two a word (exact: they are T already) into a pending tile of 64 words; PIECES pieces of 8 words (32
+// columns of both rows) then compute exp(l - m), the row sums and the target's logit, and store E. DEFERRED: the
+// pieces run between the next tile's first 8 slices (as the MLP GEMM's plain store does); else right away.
+template <typename T, bool DEFERRED>
 struct LogitsEpi {
+  static constexpr int BN = BLOCK;  // 128 x 128 tiles: the pending tile (32 words) fits beside the accumulator (64)
+  static constexpr int N_PIECES = 4, PIECE_WORDS = BN / 4 / N_PIECES;
+  static constexpr int PIECES = DEFERRED ? N_PIECES : 0;  // what the kernel interleaves
+  struct pending {
+    uint32_t word[BN / 4];  // accumulator pair i / 2: (v[i], v[i + 1]) rounded to T, -inf past V
+    float mx[2], sum[2];    // rows r0, r0 + 8: the tile's row max, the running sum of exp(l - max)
+    int t[2];               // their targets (-1: none)
+    int r0, n0;
+  };
+  using acc_t = tk::wg::accumulator<BN>;
+
   T *E;                    // (M, lde): exp(l - m_j) in T, 0 at the target and in the pad columns V .. lde - 1
   int64_t lde;
   float2 *stats;           // (tiles_n, lds): (m_j, sum_j) per 256-column block j and row
@@ -260,47 +315,62 @@ struct LogitsEpi {
   const int64_t *targets;  // (M,)
   int M, V;
 
-  template <typename F> __device__ void transform(F &, const Tile &, int, int) const {}
-
-  __device__ void finish(tk::wg::accumulator<BN> &acc, const Tile &w, int consumer) const {
-    const int r0 = w.m0 + consumer * 64 + acc.row(0), r1 = r0 + 8;
-    const int64_t t0 = r0 < M ? targets[r0] : -1, t1 = r1 < M ? targets[r1] : -1;
+  __device__ __forceinline__ void finish(acc_t &acc, const Tile &w, int consumer, pending &pd) const {
+    pd.r0 = w.m0 + consumer * 64 + acc.row(0);
+    pd.n0 = w.n0;
+    pd.t[0] = pd.r0 < M ? int(targets[pd.r0]) : -1;  // an ignore_index or out-of-range target matches no column
+    pd.t[1] = pd.r0 + 8 < M ? int(targets[pd.r0 + 8]) : -1;
     float mx0 = tk::neg_infty(), mx1 = tk::neg_infty();
 #pragma unroll
-    for (int i = 0; i < acc.REGS; i++) {  // the logits as the reference has them: rounded to T; -inf past V
+    for (int i = 0; i < acc.REGS; i += 2) {
       const int col = w.n0 + acc.col(i);
-      acc.v[i] = col < V ? round_to<T>(acc.v[i]) : tk::neg_infty();
-      if (i & 2) mx1 = fmaxf(mx1, acc.v[i]);
-      else mx0 = fmaxf(mx0, acc.v[i]);
+      const float l0 = col < V ? round_to<T>(acc.v[i]) : tk::neg_infty();
+      const float l1 = col + 1 < V ? round_to<T>(acc.v[i + 1]) : tk::neg_infty();
+      if (i & 2) mx1 = fmaxf(mx1, fmaxf(l0, l1));
+      else mx0 = fmaxf(mx0, fmaxf(l0, l1));
+      pd.word[i / 2] = tk::wg::pack2<T>(l0, l1);
     }
 #pragma unroll
     for (int o = 1; o <= 2; o <<= 1) {  // the 4 threads of a quad hold a row's 256 columns
       mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
     }
-    float sum0 = 0.f, sum1 = 0.f;
+    pd.mx[0] = mx0, pd.mx[1] = mx1;
+    pd.sum[0] = pd.sum[1] = 0.f;
+    if constexpr (!DEFERRED) {
 #pragma unroll
-    for (int i = 0; i < acc.REGS; i += 2) {
-      const bool lower = i & 2;
-      const int row = lower ? r1 : r0, col = w.n0 + acc.col(i);
-      const int64_t t = lower ? t1 : t0;
-      const float m = lower ? mx1 : mx0;
-      float e0 = tk::fast_exp2((acc.v[i] - m) * LOG2E), e1 = tk::fast_exp2((acc.v[i + 1] - m) * LOG2E);
-      if (lower) sum1 += e0 + e1;
-      else sum0 += e0 + e1;
-      if (col == t) target_logit[row] = acc.v[i], e0 = 0.f;
-      if (col + 1 == t) target_logit[row] = acc.v[i + 1], e1 = 0.f;
-      if (row < M && col < lde) *reinterpret_cast<uint32_t *>(E + int64_t(row) * lde + col) = tk::wg::pack2<T>(e0, e1);
+      for (int p = 0; p < N_PIECES; p++) piece(pd, p);
     }
+  }
+
+  // words 8p .. 8p + 7: columns 32p .. 32p + 31 of the thread's two rows; the last piece writes the statistics
+  __device__ __forceinline__ void piece(pending &pd, const int p) const {
+    const int c0 = pd.n0 + acc_t::col(0);  // this thread's first column; word wi's is c0 + 8 (wi / 2)
+    T *rows[2] = {E + int64_t(pd.r0) * lde + c0, E + int64_t(pd.r0 + 8) * lde + c0};
+    const bool in[2] = {pd.r0 < M, pd.r0 + 8 < M};
 #pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {
-      sum0 += __shfl_xor_sync(0xffffffffu, sum0, o);
-      sum1 += __shfl_xor_sync(0xffffffffu, sum1, o);
+    for (int k = 0; k < PIECE_WORDS; k++) {
+      const int wi = PIECE_WORDS * p + k, h = wi & 1, dc = 8 * (wi / 2), col = c0 + dc;
+      const float2 l = unpack2<T>(pd.word[wi]);
+      const float mb = pd.mx[h] * LOG2E;
+      float e0 = tk::fast_exp2(fmaf(l.x, LOG2E, -mb)), e1 = tk::fast_exp2(fmaf(l.y, LOG2E, -mb));
+      pd.sum[h] += e0 + e1;
+      if (col == pd.t[h]) target_logit[pd.r0 + 8 * h] = l.x, e0 = 0.f;
+      if (col + 1 == pd.t[h]) target_logit[pd.r0 + 8 * h] = l.y, e1 = 0.f;
+      if (in[h] && col < lde) *reinterpret_cast<uint32_t *>(rows[h] + dc) = tk::wg::pack2<T>(e0, e1);
     }
-    if ((threadIdx.x & 3) == 0) {
-      float2 *st = stats + int64_t(w.n0 / BN) * lds;
-      if (r0 < M) st[r0] = make_float2(mx0, sum0);
-      if (r1 < M) st[r1] = make_float2(mx1, sum1);
+    if (p == N_PIECES - 1) {
+      float sum0 = pd.sum[0], sum1 = pd.sum[1];
+#pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) {
+        sum0 += __shfl_xor_sync(0xffffffffu, sum0, o);
+        sum1 += __shfl_xor_sync(0xffffffffu, sum1, o);
+      }
+      if ((threadIdx.x & 3) == 0) {
+        float2 *st = stats + int64_t(pd.n0 / BN) * lds;
+        if (pd.r0 < M) st[pd.r0] = make_float2(pd.mx[0], sum0);
+        if (pd.r0 + 8 < M) st[pd.r0 + 8] = make_float2(pd.mx[1], sum1);
+      }
     }
   }
 };
@@ -357,12 +427,14 @@ rows_kernel(const float2 *__restrict__ stats, int tiles_n, int64_t lds, const fl
 
 template <typename T>
 struct DxEpi {
+  static constexpr int BN = 256, PIECES = 0;
+  struct pending {};
   const float *s;  // (tiles of V, lds)
   int64_t lds;
   float *ws;       // (M, N) fp32, zeroed
   int M, N;
 
-  __device__ void transform(frags<T> &f, const Tile &w, int kt, int consumer) const {
+  __device__ __forceinline__ void transform(frags<T> &f, const Tile &w, int kt, int consumer) const {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
     const int r = w.m0 + consumer * 64 + 16 * warp + lane / 4;
     const float *sj = s + int64_t(kt * BK / BLOCK) * lds;
@@ -377,7 +449,7 @@ struct DxEpi {
     }
   }
 
-  __device__ void finish(tk::wg::accumulator<BN> &acc, const Tile &w, int consumer) const {
+  __device__ __forceinline__ void finish(tk::wg::accumulator<BN> &acc, const Tile &w, int consumer, pending &) const {
 #pragma unroll
     for (int i = 0; i < acc.REGS; i += 2) {
       const int row = w.m0 + consumer * 64 + acc.row(i), col = w.n0 + acc.col(i);
@@ -412,6 +484,8 @@ __global__ void dx_finish_kernel(const float *__restrict__ ws, const float *__re
 
 template <typename T>
 struct DwEpi {
+  static constexpr int BN = 256, PIECES = 0;
+  struct pending {};
   const float *s;          // (tiles of V, lds), zero past the chunk's rows
   int64_t lds;
   const float *c;          // (K,)
@@ -421,7 +495,7 @@ struct DwEpi {
   float alpha;
   bool accumulate;
 
-  __device__ void transform(frags<T> &f, const Tile &w, int kt, int consumer) const {
+  __device__ __forceinline__ void transform(frags<T> &f, const Tile &w, int kt, int consumer) const {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, t2 = 2 * (lane & 3);
     const float *sk = s + int64_t(w.m0 / BLOCK) * lds + kt * BK;  // this slice's 64 tokens in the M tile's block
 #pragma unroll
@@ -454,7 +528,7 @@ struct DwEpi {
     }
   }
 
-  __device__ void finish(tk::wg::accumulator<BN> &acc, const Tile &w, int consumer) const {
+  __device__ __forceinline__ void finish(tk::wg::accumulator<BN> &acc, const Tile &w, int consumer, pending &) const {
 #pragma unroll
     for (int i = 0; i < acc.REGS; i += 2) {
       const int row = w.m0 + consumer * 64 + acc.row(i), col = w.n0 + acc.col(i);
@@ -483,9 +557,10 @@ int sm_count() {
 template <typename T, Major AM, Major BMJ, bool A_REGS, typename Epi>
 void launch(const CUtensorMap &a_map, const CUtensorMap &b_map, const Shape &s, const Epi &epi, cudaStream_t stream) {
   auto kernel = gemm_kernel<T, AM, BMJ, A_REGS, Epi>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
+  constexpr int smem = ring<Epi::BN>::SMEM_BYTES;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int grid = std::min(sm_count(), s.tiles * s.splits);
-  if (grid > 0) kernel<<<grid, 384, SMEM_BYTES, stream>>>(a_map, b_map, s, epi);
+  if (grid > 0) kernel<<<grid, 384, smem, stream>>>(a_map, b_map, s, epi);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -521,9 +596,16 @@ void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::
   target_logit.fill_(std::numeric_limits<float>::quiet_NaN());
   {
     const auto a_map = tk::host::matrix_map<T>(xp, R, C, C, BM, BK, 128);
-    const auto b_map = tk::host::matrix_map<T>(wp, V, C, C, BN, BK, 128);
-    const LogitsEpi<T> epi{ep, lde, stp, lds, target_logit.data_ptr<float>(), tp, R, V};
-    launch<T, Major::K, Major::K, false>(a_map, b_map, make_shape(R, V, C, 1), epi, stream);
+    const auto b_map = tk::host::matrix_map<T>(wp, V, C, C, BLOCK, BK, 128);
+    const Shape sh = make_shape(R, V, C, BLOCK, 1, true);
+    // the deferred epilogue needs a unit of >= 8 slices (C >= 512)
+    if (sh.k_tiles >= LogitsEpi<T, true>::PIECES) {
+      const LogitsEpi<T, true> epi{ep, lde, stp, lds, target_logit.data_ptr<float>(), tp, R, V};
+      launch<T, Major::K, Major::K, false>(a_map, b_map, sh, epi, stream);
+    } else {
+      const LogitsEpi<T, false> epi{ep, lde, stp, lds, target_logit.data_ptr<float>(), tp, R, V};
+      launch<T, Major::K, Major::K, false>(a_map, b_map, sh, epi, stream);
+    }
   }
   if (stage == 1) return;
   // 2. rows
@@ -537,8 +619,8 @@ void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::
     ws.zero_();
     const auto a_map = tk::host::matrix_map<T>(ep, R, V, lde, BM, BK, 128);
     const auto b_map = tk::host::matrix_map<T>(wp, V, C, C, BK, BOX, 128);
-    Shape sh = make_shape(R, C, V, 1);
-    sh = make_shape(R, C, V, dx_splits(sh.tiles, sh.k_tiles));
+    Shape sh = make_shape(R, C, V, DxEpi<T>::BN, 1);
+    sh = make_shape(R, C, V, DxEpi<T>::BN, dx_splits(sh.tiles, sh.k_tiles));
     const DxEpi<T> epi{s.data_ptr<float>(), lds, ws.data_ptr<float>(), R, C};
     launch<T, Major::K, Major::MN, true>(a_map, b_map, sh, epi, stream);
     const int64_t pairs = int64_t(R) * C / 2;
@@ -555,7 +637,7 @@ void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::
     const auto b_map = tk::host::matrix_map<T>(xp, R, C, C, BK, BOX, 128);
     const DwEpi<T> epi{s.data_ptr<float>(), lds, c.data_ptr<float>(), tp, reinterpret_cast<T *>(dw.data_ptr()),
                        V, C, R, float(alpha), accumulate};
-    launch<T, Major::MN, Major::MN, true>(a_map, b_map, make_shape(V, C, R, 1), epi, stream);
+    launch<T, Major::MN, Major::MN, true>(a_map, b_map, make_shape(V, C, R, DwEpi<T>::BN, 1), epi, stream);
   }
 }
 
