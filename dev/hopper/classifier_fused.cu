@@ -214,11 +214,11 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
     tk::wait(full[st], (g / STAGES) & 1);
     const char *a = base + st * STAGE_BYTES + consumer * (64 * BK * 2), *b = base + st * STAGE_BYTES + A_BYTES;
     const bool first = kt == w.k_begin;
-    tk::wg::mma_fence(acc.v);
     const uint64_t db = BMJ == Major::K ? tk::wg::desc_k128(b) : tk::wg::desc_mn128(b, BOX_BYTES);
     auto db_k = [&](int k) { return BMJ == Major::K ? tk::wg::desc_advance_k(db, k) : tk::wg::desc_advance_k_mn(db, k); };
     if constexpr (!A_REGS) {
       const uint64_t da = tk::wg::desc_k128(a);
+      tk::wg::mma_fence(acc.v);
 #pragma unroll
       for (int k = 0; k < BK / 16; k++)
         tk::wg::wgmma_ss<T, BN, BMJ == Major::MN>(acc.v, tk::wg::desc_advance_k(da, k), db_k(k), !first || k > 0);
@@ -229,6 +229,7 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
         else load_a_fragment_mn<T>(f[k], a, k);
       }
       epi.transform(f, w, kt, consumer);
+      tk::wg::mma_fence(acc.v);  // after the fragments' last writes: the fence orders them before the wgmmas
 #pragma unroll
       for (int k = 0; k < BK / 16; k++) tk::wg::wgmma_rs<T, BN, BMJ == Major::MN>(acc.v, f[k].r, db_k(k), !first || k > 0);
     }
