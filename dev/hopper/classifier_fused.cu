@@ -23,7 +23,7 @@
 // and BN x 64 B slices (BN = 256: 4 stages, dx and dW; BN = 128: 6 stages, the logits), two consumer warpgroups of
 // 64 rows each; the RS mainloops alternate two fragment
 // sets by slice parity and pin the retired one, as dev/hopper/gemm_ascale.cu does), with the epilogue and the A
-// transform as a struct. The logits' epilogue is deferred (C >= 256): a finished tile's row maxima are taken at once,
+// transform as a struct. The logits' epilogue is deferred (C > 192, 4 slices): a finished tile's row maxima are taken at once,
 // its exponentials, sums and stores run in 4 pieces between the next tile's first 4 slices (the MLP GEMM's plain-store
 // scheme), and its tiles go m-fastest (see tile_of). Why 128 x 128: with 128 x 256 tiles the pending tile (64 words)
 // beside the accumulator (128) spilled 440-970 bytes a thread (ptxas -v), deferred or not, since the accumulator stays
@@ -158,7 +158,7 @@ __device__ __forceinline__ void load_a_fragment_mn(tk::wg::a_fragment<T> &frag, 
 
 // ------------------------------------------------------------------------------------------------
 // the persistent GEMM: C[M x N] = sum_k A(m, k) B(n, k); Epi says what happens to A on its way (A_REGS) and to
-// each finished 64 x 256 accumulator
+// each finished 64 x BN accumulator
 
 template <typename T, Major AM, Major BMJ, bool A_REGS, typename Epi>
 __global__ void __launch_bounds__(384, 1)
@@ -292,9 +292,9 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
 // 1. the logits' epilogue: E, the (max, sum) statistics, the target's logit
 
 // The finished tile is rounded to T (the logits' precision in the reference), its row maxima taken and the rounded
-// values packed two a word (exact: they are T already) into a pending tile of 64 words; PIECES pieces of 8 words (32
+// values packed two a word (exact: they are T already) into a pending tile of 32 words; PIECES pieces of 8 words (32
 // columns of both rows) then compute exp(l - m), the row sums and the target's logit, and store E. DEFERRED: the
-// pieces run between the next tile's first 8 slices (as the MLP GEMM's plain store does); else right away.
+// pieces run between the next tile's first 4 slices (as the MLP GEMM's plain store does); else right away.
 template <typename T, bool DEFERRED>
 struct LogitsEpi {
   static constexpr int BN = BLOCK;  // 128 x 128 tiles: the pending tile (32 words) fits beside the accumulator (64)
@@ -310,7 +310,7 @@ struct LogitsEpi {
 
   T *E;                    // (M, lde): exp(l - m_j) in T, 0 at the target and in the pad columns V .. lde - 1
   int64_t lde;
-  float2 *stats;           // (tiles_n, lds): (m_j, sum_j) per 256-column block j and row
+  float2 *stats;           // (tiles_n, lds): (m_j, sum_j) per 128-column block j and row
   int64_t lds;
   float *target_logit;     // (M,): l_t, NaN where no tile holds the target (pre-filled)
   const int64_t *targets;  // (M,)
@@ -332,7 +332,7 @@ struct LogitsEpi {
       pd.word[i / 2] = tk::wg::pack2<T>(l0, l1);
     }
 #pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {  // the 4 threads of a quad hold a row's 256 columns
+    for (int o = 1; o <= 2; o <<= 1) {  // the 4 threads of a quad hold a row's 128 columns
       mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
     }
@@ -424,7 +424,7 @@ rows_kernel(const float2 *__restrict__ stats, int tiles_n, int64_t lds, const fl
 }
 
 // ------------------------------------------------------------------------------------------------
-// 3. dx's GEMM: A = E scaled per row and 256-column block by s; fp32 atomics into ws
+// 3. dx's GEMM: A = E scaled per row and 128-column block by s; fp32 atomics into ws
 
 template <typename T>
 struct DxEpi {
@@ -487,7 +487,7 @@ template <typename T>
 struct DwEpi {
   static constexpr int BN = 256, PIECES = 0;
   struct pending {};
-  const float *s;          // (tiles of V, lds), zero past the chunk's rows
+  const float *s;          // (tiles of V, lds); past the chunk's rows finite (E's rows there read as 0)
   int64_t lds;
   const float *c;          // (K,)
   const int64_t *targets;  // (K,)
@@ -599,7 +599,7 @@ void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::
     const auto a_map = tk::host::matrix_map<T>(xp, R, C, C, BM, BK, 128);
     const auto b_map = tk::host::matrix_map<T>(wp, V, C, C, BLOCK, BK, 128);
     const Shape sh = make_shape(R, V, C, BLOCK, 1, true);
-    // the deferred epilogue needs a unit of >= 8 slices (C >= 512)
+    // the deferred epilogue needs units of >= PIECES (4) slices
     if (sh.k_tiles >= LogitsEpi<T, true>::PIECES) {
       const LogitsEpi<T, true> epi{ep, lde, stp, lds, target_logit.data_ptr<float>(), tp, R, V};
       launch<T, Major::K, Major::K, false>(a_map, b_map, sh, epi, stream);
@@ -644,7 +644,7 @@ void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::
 
 // One chunk of the fused classifier (see the top of this file). x (R, C), w (V, C) contiguous 16-bit of one dtype,
 // targets (R,) int64; scratch: E (>= R, lde >= V, lde % 8 == 0) of x's dtype, stats (tiles, lds, 2) fp32, s (tiles,
-// lds) fp32 ZEROED once (lds >= R rounded up to 64: the dW GEMM reads whole 64-token slices), target_logit (R,), c
+// lds) fp32, finite (lds a multiple of 64, >= R: the dW GEMM reads whole 64-token slices), target_logit (R,), c
 // (R,), ws (R, C) fp32; out: row_loss (R,), dx (R, C); dw (V, C) += alpha * G^T x (= when accumulate is false).
 // stage < 5 stops after that launch (timing).
 void chunk(const torch::Tensor &x, const torch::Tensor &w, const torch::Tensor &targets, int64_t ignore_index,
@@ -653,10 +653,18 @@ void chunk(const torch::Tensor &x, const torch::Tensor &w, const torch::Tensor &
            int64_t stage) {
   TORCH_CHECK(x.is_cuda() && x.is_contiguous() && w.is_contiguous() && x.scalar_type() == w.scalar_type() &&
               x.size(1) == w.size(1) && x.size(1) % 8 == 0, "x (R, C), w (V, C) contiguous, one 16-bit dtype, C % 8 == 0");
-  const int64_t R = x.size(0), V = w.size(0);
-  TORCH_CHECK(E.stride(1) == 1 && E.stride(0) % 8 == 0 && E.stride(0) >= V && E.size(0) >= R, "E (>= R, lde % 8 == 0)");
-  TORCH_CHECK(s.size(1) >= (R + 63) / 64 * 64 && s.size(0) == (V + BLOCK - 1) / BLOCK && stats.size(1) == s.size(1),
-              "s, stats: (tiles, lds >= R rounded up to 64)");
+  const int64_t R = x.size(0), C = x.size(1), V = w.size(0), tiles = (V + BLOCK - 1) / BLOCK;
+  TORCH_CHECK(E.stride(1) == 1 && E.stride(0) % 8 == 0 && E.stride(0) >= V && E.size(1) == E.stride(0) && E.size(0) >= R &&
+              E.scalar_type() == x.scalar_type(), "E (>= R, lde) contiguous, lde % 8 == 0, lde >= V, x's dtype");
+  const int64_t lds = s.size(1);
+  TORCH_CHECK(lds % 64 == 0 && lds >= R && s.is_contiguous() && s.size(0) == tiles && stats.is_contiguous() &&
+              stats.size(0) == tiles && stats.size(1) == lds && stats.size(2) == 2, "s (tiles, lds), stats (tiles, lds, 2): "
+              "contiguous, lds a multiple of 64 and >= R");
+  for (const torch::Tensor *t : {&target_logit, &c, &row_loss})
+    TORCH_CHECK(t->is_contiguous() && t->numel() >= R && t->scalar_type() == at::kFloat, "target_logit, c, row_loss: fp32 (>= R,)");
+  TORCH_CHECK(ws.is_contiguous() && ws.size(0) == R && ws.size(1) == C && dx.is_contiguous() && dx.size(0) == R &&
+              dx.size(1) == C && dw.is_contiguous() && dw.size(0) == V && dw.size(1) == C &&
+              dx.scalar_type() == x.scalar_type() && dw.scalar_type() == x.scalar_type(), "ws (R, C) fp32, dx (R, C), dw (V, C)");
   TORCH_CHECK(targets.scalar_type() == at::kLong && targets.is_contiguous() && targets.size(0) == R, "targets (R,) int64");
   if (R == 0) return;
   if (x.scalar_type() == at::kBFloat16)

@@ -89,10 +89,10 @@ struct Consumer {
   // One K slice: A from shared memory (MODE 0) or from the fragment set f (MODE 1, 2), B from shared memory; the
   // group is committed, not waited for.
   __device__ void issue(const char *a_tile, const char *b_tile, int m0, int kt, bool first, frags &f) {
-    tk::wg::mma_fence(acc.v);
     const uint64_t db = tk::wg::desc_k128(b_tile);
     if constexpr (MODE == 0) {
       const uint64_t da = tk::wg::desc_k128(a_tile + consumer * 64 * BK * 2);
+      tk::wg::mma_fence(acc.v);
 #pragma unroll
       for (int k = 0; k < BK / 16; k++)
         tk::wg::wgmma_ss<bf16, BN>(acc.v, tk::wg::desc_advance_k(da, k), tk::wg::desc_advance_k(db, k), !first || k > 0);
@@ -122,6 +122,7 @@ struct Consumer {
           for (int k = 0; k < BK / 16; k++) scale_fragment(f[k], lo, hi, lo, hi);
         }
       }
+      tk::wg::mma_fence(acc.v);  // after the fragments' last writes (PTX: wgmma.fence between them and the wgmma)
 #pragma unroll
       for (int k = 0; k < BK / 16; k++)
         tk::wg::wgmma_rs<bf16, BN, false>(acc.v, f[k].r, tk::wg::desc_advance_k(db, k), !first || k > 0);
