@@ -18,7 +18,8 @@
 //                      the pair (s_j(k), s_j(k + 1)) of its two tokens (the 128-row M tile is one 128-column block
 //                      j); where a token's target falls in the fragment (a warp-uniform test per K slice, rare)
 //                      its element is set to c; B = x_c MN-major; the bf16 / fp16 dW read and written from registers
-//                      (beta = 1 from the second chunk, as the family's addmm does).
+//                      (beta = 1 from the second chunk, as the family's addmm does; the producer prefetches the
+//                      tile's old dW into L2 as it starts the tile, so the epilogue's reads do not wait for DRAM).
 // The GEMMs share one persistent kernel (gemm_kernel: a producer warpgroup with one TMA thread, a ring of 128 x 64 A
 // and BN x 64 B slices (BN = 256: 4 stages, dx and dW; BN = 128: 6 stages, the logits), two consumer warpgroups of
 // 64 rows each; the RS mainloops alternate two fragment
@@ -163,7 +164,7 @@ __device__ __forceinline__ void load_a_fragment_mn(tk::wg::a_fragment<T> &frag, 
 template <typename T, Major AM, Major BMJ, bool A_REGS, typename Epi>
 __global__ void __launch_bounds__(384, 1)
 gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, const Shape s,
-            const Epi epi) {
+            const __grid_constant__ Epi epi) {
   static_assert(A_REGS || AM == Major::K, "an MN-major A goes through registers");
   constexpr int BN = Epi::BN, STAGES = ring<BN>::STAGES, STAGE_BYTES = ring<BN>::STAGE_BYTES;
   extern __shared__ char smem_raw[];
@@ -185,6 +186,7 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
       int g = 0;
       for (int u = blockIdx.x; u < units; u += gridDim.x) {
         const Tile w = tile_of(s, u);
+        epi.producer_start(w);
         for (int kt = w.k_begin; kt < w.k_end; kt++, g++) {
           const int st = g % STAGES;
           tk::wait(empty[st], ((g / STAGES) & 1) ^ 1);
@@ -307,6 +309,7 @@ struct LogitsEpi {
     int r0, n0;
   };
   using acc_t = tk::wg::accumulator<BN>;
+  __device__ __forceinline__ void producer_start(const Tile &) const {}
 
   T *E;                    // (M, lde): exp(l - m_j) in T, 0 at the target and in the pad columns V .. lde - 1
   int64_t lde;
@@ -430,6 +433,7 @@ template <typename T>
 struct DxEpi {
   static constexpr int BN = 256, PIECES = 0;
   struct pending {};
+  __device__ __forceinline__ void producer_start(const Tile &) const {}
   const float *s;  // (tiles of V, lds)
   int64_t lds;
   float *ws;       // (M, N) fp32, zeroed
@@ -487,6 +491,7 @@ template <typename T>
 struct DwEpi {
   static constexpr int BN = 256, PIECES = 0;
   struct pending {};
+  CUtensorMap dw_map;      // dW in 128 x 256 boxes, unswizzled: the tile the epilogue reads back, prefetched to L2
   const float *s;          // (tiles of V, lds); past the chunk's rows finite (E's rows there read as 0)
   int64_t lds;
   const float *c;          // (K,)
@@ -495,6 +500,11 @@ struct DwEpi {
   int M, N, K;
   float alpha;
   bool accumulate;
+
+  // the producer, as it starts a tile: its slice of the old dW into L2 (DRAM latency off the epilogue's reads)
+  __device__ __forceinline__ void producer_start(const Tile &w) const {
+    if (accumulate) tk::tma::prefetch_l2(dw_map, w.n0, w.m0);
+  }
 
   __device__ __forceinline__ void transform(frags<T> &f, const Tile &w, int kt, int consumer) const {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, t2 = 2 * (lane & 3);
@@ -636,8 +646,9 @@ void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::
   {
     const auto a_map = tk::host::matrix_map<T>(ep, R, V, lde, BK, BOX, 128);
     const auto b_map = tk::host::matrix_map<T>(xp, R, C, C, BK, BOX, 128);
-    const DwEpi<T> epi{s.data_ptr<float>(), lds, c.data_ptr<float>(), tp, reinterpret_cast<T *>(dw.data_ptr()),
-                       V, C, R, float(alpha), accumulate};
+    T *dwp = reinterpret_cast<T *>(dw.data_ptr());
+    const DwEpi<T> epi{tk::host::matrix_map<T>(dwp, V, C, C, BM, DwEpi<T>::BN, 0), s.data_ptr<float>(), lds,
+                       c.data_ptr<float>(), tp, dwp, V, C, R, float(alpha), accumulate};
     launch<T, Major::MN, Major::MN, true>(a_map, b_map, make_shape(V, C, R, DwEpi<T>::BN, 1), epi, stream);
   }
 }

@@ -7,6 +7,8 @@
 //                                          bit mask `ctas` (thread/cluster.cuh), at dst's offset in each
 //   store_async(map, src, col, row)        shared src -> box at (col, row); out-of-bounds parts dropped
 //   store_add_async(map, src, col, row)    the same, adding into global memory (fp32: reduce-add)
+//   prefetch_l2(map, col, row)             the box at (col, row) into L2 only (no shared memory, no completion to
+//                                          wait for): e.g. an output tile an epilogue will read back
 //   load_async(dst, map, bar, c0, c1, c2, c3)   the same for a rank-4 map (e.g. (D, T, H, B) of an
 //   store_async(map, src, c0, c1, c2, c3)       attention operand, any strides): each dimension is
 //                                               bounds-checked on its own, so a box never reads or
@@ -89,6 +91,14 @@ __device__ __forceinline__ void store_async(const CUtensorMap &map, const void *
                : "memory");
 #else
   __trap();
+#endif
+}
+
+__device__ __forceinline__ void prefetch_l2(const CUtensorMap &map, int col, int row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n"
+               ::"l"(reinterpret_cast<uint64_t>(&map)), "r"(col), "r"(row)
+               : "memory");
 #endif
 }
 
