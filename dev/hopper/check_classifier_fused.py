@@ -58,7 +58,7 @@ class Scratch:
         self.ws = torch.empty(rows, C, **f32)
 
 
-def fused_forward(ext, x, w, targets, ignore_index=-1, rows=None, stage=5):
+def fused_forward(ext, x, w, targets, ignore_index=-1, rows=None, stage=5, options=0):
     """(loss, dx, dw, scales) like torch.ops.tk.linear_cross_entropy_fwd, on the fused chunk kernels."""
     N, C = x.shape
     V = w.shape[0]
@@ -72,7 +72,7 @@ def fused_forward(ext, x, w, targets, ignore_index=-1, rows=None, stage=5):
     for i, (xc, tc, lc, dxc) in enumerate(zip(x.split(rows), targets.split(rows), row_loss.split(rows), dx.split(rows))):
         r = xc.shape[0]
         ext.chunk(xc, w, tc, ignore_index, sc.E, sc.stats, sc.target_logit, sc.s, sc.c, sc.ws[:r], lc, dxc, dw,
-                  1.0 / n_chunks, i > 0, stage)
+                  1.0 / n_chunks, i > 0, stage, options)
     scales = torch.stack([1.0 / count, n_chunks / count])
     return row_loss.sum() / count, dx, dw, scales, n_chunks
 
@@ -138,18 +138,21 @@ def check(ext, small=False):
     if small:  # compute-sanitizer: a few small cases, one with several chunks
         cases = [(7, 64, 65, None), (300, 128, 1000, None), (700, 64, 515, 256)]
     for dtype in (torch.bfloat16, torch.float16):
-        for N, C, V, rows in cases:
+        for case, (N, C, V, rows) in enumerate(cases):
             x = torch.randn(N, C, device="cuda", dtype=dtype)
             w = (torch.randn(V, C, device="cuda") * C ** -0.5 * 2).to(dtype)
             targets = torch.randint(0, V, (N,), device="cuda")
             targets[torch.rand(N, device="cuda") < 0.1] = -1
             if N > 8:
                 targets[: N // 8] = 3  # a frequent token: many targets in one vocabulary row
-            loss, dx, dw, scales, n_chunks = fused_forward(ext, x, w, targets, -1, rows)
+            # the experiment options change the order and timing of the logits epilogue, not its results: the cases
+            # cycle through them (1: the epilogue right after its tile, 2: tiles n-fastest, 3: both)
+            options = case % 4
+            loss, dx, dw, scales, n_chunks = fused_forward(ext, x, w, targets, -1, rows, options=options)
             torch.cuda.synchronize()
             rl, rdx, rdw = reference(x, w, targets, -1, n_chunks)
             errs = dict(loss=abs(loss.item() - rl.item()) / abs(rl.item()), dx=rel(dx, rdx), dw=rel(dw, rdw))
-            line = f"  {str(dtype)[6:]:8s} N={N} C={C} V={V} chunks={n_chunks}: " + "  ".join(
+            line = f"  {str(dtype)[6:]:8s} N={N} C={C} V={V} chunks={n_chunks} options={options}: " + "  ".join(
                 f"{k} {v:.2e}" for k, v in errs.items())
             if rows is None:  # the family op chunks the same way: its errors beside ours
                 fl, fdx, fdw, _ = torch.ops.tk.linear_cross_entropy_fwd(x, w, targets, -1)
@@ -192,7 +195,9 @@ def timing(ext):
         t = {}
         for stage in (1, 2, 3, 5):  # stage 3 runs dx's two launches, stage 5 adds dW
             t[stage] = do_bench(lambda: ext.chunk(xc, w, tc, -1, sc.E, sc.stats, sc.target_logit, sc.s, sc.c, sc.ws, lc,
-                                                  dxc, dw, 0.125, True, stage), return_mode="median")
+                                                  dxc, dw, 0.125, True, stage, 0), return_mode="median")
+        t_opt = {o: do_bench(lambda: ext.chunk(xc, w, tc, -1, sc.E, sc.stats, sc.target_logit, sc.s, sc.c, sc.ws, lc,
+                                               dxc, dw, 0.125, True, 1, o), return_mode="median") for o in (1, 2, 3)}
         names = ["logits+E", "rows", "dx+finish", "dW"]
         parts = [t[1], t[2] - t[1], t[3] - t[2], t[5] - t[3]]
         lg = torch.empty(rows, V, device="cuda", dtype=torch.bfloat16)
@@ -204,6 +209,11 @@ def timing(ext):
         print(f"   one {rows}-row chunk, ms: " + "  ".join(f"{n} {p:.3f}" for n, p in zip(names, parts)) +
               f" (sum {t[5]:.3f})   | family: cuBLAS logits {t_mm:.3f}  softmax {t_sm:.3f}  cuBLAS dx {t_dx:.3f}  "
               f"dW {t_dw:.3f} (sum {t_mm + t_sm + t_dx + t_dw:.3f})", flush=True)
+        flop = 2 * rows * C * V
+        print(f"   logits+E TFLOP/s: deferred m-fastest {flop / t[1] / 1e9:.0f}, immediate {flop / t_opt[1] / 1e9:.0f}, "
+              f"n-fastest {flop / t_opt[2] / 1e9:.0f}, both {flop / t_opt[3] / 1e9:.0f}; cuBLAS logits {flop / t_mm / 1e9:.0f}; "
+              f"dx+finish {flop / parts[2] / 1e9:.0f} (cuBLAS {flop / t_dx / 1e9:.0f}), dW {flop / parts[3] / 1e9:.0f} "
+              f"(cuBLAS addmm {flop / t_dw / 1e9:.0f})", flush=True)
 
 
 def check_emulation():

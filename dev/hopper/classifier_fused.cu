@@ -590,11 +590,13 @@ int dx_splits(int tiles, int k_tiles) {
   return best;
 }
 
+constexpr int64_t IMMEDIATE = 1, N_FASTEST = 2;  // chunk()'s options
+
 template <typename T>
 void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::Tensor &targets, int64_t ignore_index,
                    torch::Tensor &E, torch::Tensor &stats, torch::Tensor &target_logit, torch::Tensor &s,
                    torch::Tensor &c, torch::Tensor &ws, torch::Tensor &row_loss, torch::Tensor &dx, torch::Tensor &dw,
-                   double alpha, bool accumulate, int64_t stage) {
+                   double alpha, bool accumulate, int64_t stage, int64_t options) {
   const int R = x.size(0), C = x.size(1), V = w.size(0);
   const int64_t lde = E.stride(0), lds = s.size(1);
   const int tiles_v = (V + BLOCK - 1) / BLOCK;
@@ -608,9 +610,9 @@ void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::
   {
     const auto a_map = tk::host::matrix_map<T>(xp, R, C, C, BM, BK, 128);
     const auto b_map = tk::host::matrix_map<T>(wp, V, C, C, BLOCK, BK, 128);
-    const Shape sh = make_shape(R, V, C, BLOCK, 1, true);
+    const Shape sh = make_shape(R, V, C, BLOCK, 1, !(options & N_FASTEST));
     // the deferred epilogue needs units of >= PIECES (4) slices
-    if (sh.k_tiles >= LogitsEpi<T, true>::PIECES) {
+    if (sh.k_tiles >= LogitsEpi<T, true>::PIECES && !(options & IMMEDIATE)) {
       const LogitsEpi<T, true> epi{ep, lde, stp, lds, target_logit.data_ptr<float>(), tp, R, V};
       launch<T, Major::K, Major::K, false>(a_map, b_map, sh, epi, stream);
     } else {
@@ -657,11 +659,12 @@ void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::
 // targets (R,) int64; scratch: E (>= R, lde >= V, lde % 8 == 0) of x's dtype, stats (tiles, lds, 2) fp32, s (tiles,
 // lds) fp32, finite (lds a multiple of 64, >= R: the dW GEMM reads whole 64-token slices), target_logit (R,), c
 // (R,), ws (R, C) fp32; out: row_loss (R,), dx (R, C); dw (V, C) += alpha * G^T x (= when accumulate is false).
-// stage < 5 stops after that launch (timing).
+// stage < 5 stops after that launch (timing). options (experiments, bits): IMMEDIATE runs the logits epilogue right
+// after its tile instead of deferring it; N_FASTEST walks the logits tiles n-fastest.
 void chunk(const torch::Tensor &x, const torch::Tensor &w, const torch::Tensor &targets, int64_t ignore_index,
            torch::Tensor E, torch::Tensor stats, torch::Tensor target_logit, torch::Tensor s, torch::Tensor c,
            torch::Tensor ws, torch::Tensor row_loss, torch::Tensor dx, torch::Tensor dw, double alpha, bool accumulate,
-           int64_t stage) {
+           int64_t stage, int64_t options) {
   TORCH_CHECK(x.is_cuda() && x.is_contiguous() && w.is_contiguous() && x.scalar_type() == w.scalar_type() &&
               x.size(1) == w.size(1) && x.size(1) % 8 == 0, "x (R, C), w (V, C) contiguous, one 16-bit dtype, C % 8 == 0");
   const int64_t R = x.size(0), C = x.size(1), V = w.size(0), tiles = (V + BLOCK - 1) / BLOCK;
@@ -679,9 +682,11 @@ void chunk(const torch::Tensor &x, const torch::Tensor &w, const torch::Tensor &
   TORCH_CHECK(targets.scalar_type() == at::kLong && targets.is_contiguous() && targets.size(0) == R, "targets (R,) int64");
   if (R == 0) return;
   if (x.scalar_type() == at::kBFloat16)
-    chunk_forward<bf16>(x, w, targets, ignore_index, E, stats, target_logit, s, c, ws, row_loss, dx, dw, alpha, accumulate, stage);
+    chunk_forward<bf16>(x, w, targets, ignore_index, E, stats, target_logit, s, c, ws, row_loss, dx, dw, alpha, accumulate, stage,
+                        options);
   else if (x.scalar_type() == at::kHalf)
-    chunk_forward<half>(x, w, targets, ignore_index, E, stats, target_logit, s, c, ws, row_loss, dx, dw, alpha, accumulate, stage);
+    chunk_forward<half>(x, w, targets, ignore_index, E, stats, target_logit, s, c, ws, row_loss, dx, dw, alpha, accumulate, stage,
+                        options);
   else
     TORCH_CHECK(false, "bf16 or fp16");
 }
