@@ -148,6 +148,104 @@ static_assert(tk::pipeline::kernel<Toy>::SHARED_BYTES == STAGES_ * 8192 + 16384 
 """
 
 
+# PAIRED_SLOTS: a GEMM-like consumer whose wgmmas take A from registers (ldmatrix of its 64 rows of the slot's
+# 128B-swizzled A tile), filled per slot into the register set of the slot's parity: the set the previous slot's
+# wgmmas read stays untouched until retire() has waited for them.
+TOY_PAIRED = r"""
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include "pipeline/producer_consumer.cuh"
+#include "thread/tma.cuh"
+#include "warp/memory/shared_to_register.cuh"
+#include "warpgroup/mma.cuh"
+
+struct alignas(1024) AB { char a[128 * 64 * 2]; char b[128 * 64 * 2]; };
+struct G { const CUtensorMap &a_map, &b_map; int tiles, k_tiles; float *out; };
+using Slot = tk::pipeline::slot<AB>;
+struct Walk {
+  int item, items;
+  __device__ Walk(const G &g) : item(blockIdx.x), items(g.tiles) {}
+  __device__ bool next(int &w) { if (item >= items) return false; w = item; item += gridDim.x; return true; }
+};
+struct Consumer {
+  static constexpr bool PAIRED_SLOTS = @PAIRED@;
+  const G &g;
+  int id;
+  tk::wg::accumulator<128> acc;
+  tk::wg::a_fragment<__nv_bfloat16> f[2][4];  // a register set per slot parity
+  __device__ Consumer(const G &g, const tk::pipeline::consumer_ctx<> &ctx) : g(g), id(ctx.id) {}
+  template <int PARITY>
+  __device__ void compute(const Slot &s, int i) {
+    const char *a = s.tiles.a + id * 64 * 128;
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      tk::ldmatrix_x4(f[PARITY][k].r, tk::smem_u32(a + tk::wg::swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))));
+    tk::wg::mma_fence(acc.v);
+    const uint64_t db = tk::wg::desc_k128(s.tiles.b);
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      tk::wg::wgmma_rs<__nv_bfloat16, 128>(acc.v, f[PARITY][k].r, tk::wg::desc_advance_k(db, k), i > 0 || k > 0);
+    tk::wg::mma_commit();
+  }
+  __device__ void retire() {
+    tk::wg::mma_wait<1>(acc.v);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {  // both sets live up to here: the one just issued, and the one it retired
+      tk::wg::pin_registers(f[0][k].r);
+      tk::wg::pin_registers(f[1][k].r);
+    }
+  }
+  __device__ void drain() { tk::wg::mma_wait<0>(acc.v); }
+  __device__ void finish(const int &w) {
+#pragma unroll
+    for (int j = 0; j < acc.REGS; j++) g.out[(w * 2 + id) * 8192 + j * 128 + tk::wg::warpgroup_thread()] = acc.v[j];
+  }
+};
+struct Toy {
+  using globals = G;
+  using stage = AB;
+  using work = int;
+  using scheduler = Walk;
+  using consumer = Consumer;
+  static constexpr int STAGES = STAGES_, CONSUMERS = 2, PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+  __device__ static int iterations(const G &g, const int &) { return g.k_tiles; }
+  __device__ static void load(const Slot &s, const G &g, const int &w, int i) {
+    tk::tma::load_async(s.tiles.a, g.a_map, s.full(), i * 64, w * 128);
+    tk::tma::load_async(s.tiles.b, g.b_map, s.full(), i * 64, 0);
+  }
+};
+__global__ void __launch_bounds__(tk::pipeline::kernel<Toy>::THREADS, 1)
+toy(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b, int tiles, int k_tiles, float *out) {
+  tk::pipeline::kernel<Toy>::run(G{a, b, tiles, k_tiles, out});
+}
+"""
+
+
+def test_paired_slots_compile_clean(tmp_path):
+    ptx = _compiles_clean(tmp_path, TOY_PAIRED.replace("@PAIRED@", "true"))
+    # the slot loop unrolled by two: each parity's compute is its own code (4 register-A wgmmas each), plus the odd
+    # tail slot's (even parity)
+    assert ptx.count("wgmma.mma_async") == 3 * 4, ptx.count("wgmma.mma_async")
+
+
+def test_paired_slots_need_the_parity_template(tmp_path):
+    toy = TOY_PAIRED.replace("@PAIRED@", "true").replace("  template <int PARITY>\n  __device__ void compute(const Slot &s, int i) {",
+                                                          "  static constexpr int PARITY = 0;\n  __device__ void compute(const Slot &s, int i) {")
+    assert "static constexpr int PARITY = 0;" in toy, "the toy changed: update this test"
+    r = _compile(tmp_path, pieces=0, toy=toy)
+    assert r.returncode != 0
+    assert "a consumer with PAIRED_SLOTS needs template <int PARITY> void compute" in r.stderr, r.stderr[-4000:]
+
+
+def test_paired_slots_refuse_peel_first(tmp_path):
+    toy = TOY_PAIRED.replace("@PAIRED@", "true").replace("static constexpr bool PAIRED_SLOTS = true;",
+                                                        "static constexpr bool PAIRED_SLOTS = true, PEEL_FIRST = true;")
+    r = _compile(tmp_path, pieces=0, toy=toy)
+    assert r.returncode != 0
+    assert "PAIRED_SLOTS with DEFERRED_PIECES, PEEL_FIRST or compute with the previous slot" in r.stderr, r.stderr[-4000:]
+
+
 # The toy with two per-item buffers (ITEM_STAGES = 2: the next item's buffer loads while this item runs), the
 # consumer taking its item's buffer in start(w, buffer) and still reading it in drain() (ITEM_IN_DRAIN: the template
 # frees the buffer after drain), as the attention forward (Q) and the persistent backward (K / V) do.

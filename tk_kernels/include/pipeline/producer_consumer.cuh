@@ -111,6 +111,14 @@
 //                                told i > 0) and a consumer whose first slot differs (attention: no P V
 //                                yet) branches on i at compile time only. ptxas serialises wgmmas whose
 //                                accumulators cross a runtime branch (C7518 / C7515). Not with DEFERRED_PIECES.
+//     consumer::PAIRED_SLOTS     true: the slot loop is unrolled by two and the slot's parity is a compile-time
+//                                argument: template <int PARITY> void compute(const slot &, int i), PARITY = i % 2.
+//                                For a consumer whose wgmmas read registers it fills per slot (A from registers): it
+//                                keeps two register sets and fills set PARITY, so that slot i's loads never overwrite
+//                                the set slot i - 1's wgmmas read, still in flight until retire(). ptxas does not
+//                                guard that hazard: a rolled loop with one set compiles without a warning, its next
+//                                ldmatrix writing the in-flight HGMMA's registers (dev/README, session 26). Not with
+//                                DEFERRED_PIECES, PEEL_FIRST or compute with the previous slot.
 //
 // Slot i of an item is ring slot g % STAGES of the CTA-wide slot count g, used for the (g / STAGES)-th
 // time: its full barrier completes phase (g / STAGES) & 1. Barriers: full[s][f] one arrival (the
@@ -242,6 +250,10 @@ template <typename C> constexpr bool item_in_drain() {
   if constexpr (requires { C::ITEM_IN_DRAIN; }) return bool(C::ITEM_IN_DRAIN);
   else return false;
 }
+template <typename C> constexpr bool paired_slots() {
+  if constexpr (requires { C::PAIRED_SLOTS; }) return bool(C::PAIRED_SLOTS);
+  else return false;
+}
 template <typename C> constexpr bool unroll_pieces() {
   if constexpr (requires { C::UNROLL_PIECES; }) return bool(C::UNROLL_PIECES);
   else return false;
@@ -297,6 +309,7 @@ struct kernel {
   static constexpr int PIECES = detail::deferred_pieces<consumer>();
   static constexpr bool UNROLL = detail::unroll_pieces<consumer>();
   static constexpr bool PEEL = detail::peel_first<consumer>();
+  static constexpr bool PAIRED = detail::paired_slots<consumer>();
   static constexpr bool SELF_PACED = detail::self_paced<consumer>();
   static constexpr bool ITEM_IN_DRAIN = detail::item_in_drain<consumer>();
   static constexpr bool DYN = detail::dynamic<typename P::scheduler>();
@@ -343,8 +356,12 @@ struct kernel {
   static_assert(requires(const slot_t &s, const globals &g, const work &w) { P::load(s, g, w, 0); },
                 "pipeline: P needs static void load(const slot &, const globals &, const work &, int i)");
   static constexpr bool WITH_PREV = requires(consumer &c, const slot_t &s) { c.compute(s, s, 0); };
-  static_assert(WITH_PREV || requires(consumer &c, const slot_t &s) { c.compute(s, 0); },
+  static_assert(PAIRED || WITH_PREV || requires(consumer &c, const slot_t &s) { c.compute(s, 0); },
                 "pipeline: P::consumer needs void compute(const slot &, int i) or compute(const slot &, const slot &prev, int i)");
+  static_assert(!PAIRED || requires(consumer &c, const slot_t &s) { c.template compute<0>(s, 0); c.template compute<1>(s, 1); },
+                "pipeline: a consumer with PAIRED_SLOTS needs template <int PARITY> void compute(const slot &, int i)");
+  static_assert(!PAIRED || (PIECES == 0 && !PEEL && !WITH_PREV),
+                "pipeline: PAIRED_SLOTS with DEFERRED_PIECES, PEEL_FIRST or compute with the previous slot is not supported");
   static_assert(PIECES == 0 || requires(consumer &c) { c.deferred(0); },
                 "pipeline: a consumer with DEFERRED_PIECES needs void deferred(int piece)");
   static_assert(!HAS_ITEM || requires(const item_slot<item_stage> &s, const globals &g, const work &w) {
@@ -501,12 +518,16 @@ struct kernel {
                                            HAS_ITEM && ITEM_STAGES == 1 ? item_at(base, 0) : nullptr});
     // slot n of the CTA: wait until it has landed, hand it to the consumer; then let it retire all but
     // the newest slot and free the one before (not the previous item's last: drain freed that)
-    auto issue = [&](int n, int i) {
+    // (PAIRED: parity is std::integral_constant<int, i % 2>)
+    auto issue = [&](int n, int i, auto parity) {
       const slot_t s = slot_at(ring, full, empty, n);
       if constexpr (!SELF_PACED) wait(s.full(0), s.parity);
-      if constexpr (WITH_PREV) c.compute(s, i > 0 ? slot_at(ring, full, empty, n - 1) : s, i);
+      if constexpr (PAIRED) c.template compute<decltype(parity)::value>(s, i);
+      else if constexpr (WITH_PREV) c.compute(s, i > 0 ? slot_at(ring, full, empty, n - 1) : s, i);
       else c.compute(s, i);
     };
+    constexpr std::integral_constant<int, 0> even{};
+    constexpr std::integral_constant<int, 1> odd{};
     auto retire = [&](int n, int i) {
       detail::retire(c);
       if constexpr (!SELF_PACED) {
@@ -545,7 +566,7 @@ struct kernel {
         const int step = max(1, iters / PIECES);  // slots per piece (the last run takes the rest)
         auto piece_run = [&](int piece) {
           const bool more = i < iters;
-          if (more) issue(n, i);
+          if (more) issue(n, i, even);
           // A rolled piece loop (long pieces) retires the slot before the piece rather than after it, so the producer
           // can load into that slot while the piece runs (measured with the MLP GEMM's GELU epilogues when they were
           // pieces on a 3-stage ring, session 21, H100: GELU GEMM 171 -> 169 us, GELU' 187.5 -> 186.5 us at (16384,
@@ -560,7 +581,7 @@ struct kernel {
           }
           for (int j = 1; j < step && i < iters; j++, i++, n++) {
             __builtin_assume(i > 0);  // (not the item's first slot: lets the consumer's i == 0 fold)
-            issue(n, i);
+            issue(n, i, even);
             retire(n, i);
           }
         };
@@ -573,14 +594,28 @@ struct kernel {
         }
       }
       if constexpr (PEEL) {
-        issue(n, 0);
+        issue(n, 0, even);
         retire(n, 0);
         i++, n++;
       }
-      for (; i < iters; i++, n++) {
-        if constexpr (PEEL) __builtin_assume(i > 0);
-        issue(n, i);
-        retire(n, i);
+      if constexpr (PAIRED) {  // slots in pairs: the parity of slot i is known at compile time (i starts at 0)
+        for (; i + 1 < iters; i += 2, n += 2) {
+          issue(n, i, even);
+          retire(n, i);
+          issue(n + 1, i + 1, odd);
+          retire(n + 1, i + 1);
+        }
+        if (i < iters) {
+          issue(n, i, even);
+          retire(n, i);
+          i++, n++;
+        }
+      } else {
+        for (; i < iters; i++, n++) {
+          if constexpr (PEEL) __builtin_assume(i > 0);
+          issue(n, i, even);
+          retire(n, i);
+        }
       }
       if constexpr (HAS_ITEM && !ONE && !ITEM_IN_DRAIN) {
         if (leader) arrive(item_bar[ITEM_STAGES + it % ITEM_STAGES]);
