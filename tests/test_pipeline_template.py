@@ -156,7 +156,6 @@ TOY_PAIRED = r"""
 #include <cuda_bf16.h>
 #include "pipeline/producer_consumer.cuh"
 #include "thread/tma.cuh"
-#include "warp/memory/shared_to_register.cuh"
 #include "warpgroup/mma.cuh"
 
 struct alignas(1024) AB { char a[128 * 64 * 2]; char b[128 * 64 * 2]; };
@@ -176,11 +175,8 @@ struct Consumer {
   __device__ Consumer(const G &g, const tk::pipeline::consumer_ctx<> &ctx) : g(g), id(ctx.id) {}
   template <int PARITY>
   __device__ void compute(const Slot &s, int i) {
-    const char *a = s.tiles.a + id * 64 * 128;
-    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
 #pragma unroll
-    for (int k = 0; k < 4; k++)
-      tk::ldmatrix_x4(f[PARITY][k].r, tk::smem_u32(a + tk::wg::swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))));
+    for (int k = 0; k < 4; k++) tk::wg::load_a_fragment(f[PARITY][k], s.tiles.a + id * 64 * 128, k);
     tk::wg::mma_fence(acc.v);
     const uint64_t db = tk::wg::desc_k128(s.tiles.b);
 #pragma unroll

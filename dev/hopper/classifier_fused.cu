@@ -44,7 +44,6 @@
 #include "host/tensor_map.cuh"
 #include "thread/mbarrier.cuh"
 #include "thread/tma.cuh"
-#include "warp/memory/shared_to_register.cuh"
 #include "warpgroup/mma.cuh"
 #include "warpgroup/sync.cuh"
 
@@ -138,24 +137,9 @@ __device__ __forceinline__ uint32_t with_half(uint32_t w, int hi, float v) {
 // ------------------------------------------------------------------------------------------------
 // A fragments through registers (the layout of tk::wg::a_fragment: r[0] rows 0-7 x k 0-7 of the warp's 16 rows,
 // r[1] rows 8-15 x k 0-7, r[2] rows 0-7 x k 8-15, r[3] rows 8-15 x k 8-15; lane l holds row l / 4 (+ 8) and
-// k 2 (l % 4), + 1 of each)
+// k 2 (l % 4), + 1 of each), loaded by tk::wg::load_a_fragment (K-major tile) / load_a_fragment_mn (MN-major box)
 
 template <typename T> using frags = tk::wg::a_fragment<T>[BK / 16];
-
-// k16 step k of this warp's 16 rows of a warpgroup's [64 rows x 64 k] K-major, 128B-swizzled tile
-template <typename T>
-__device__ __forceinline__ void load_a_fragment(tk::wg::a_fragment<T> &frag, const char *tile, int k) {
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  tk::ldmatrix_x4(frag.r, tk::smem_u32(tile + tk::wg::swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))));
-}
-
-// the same fragment from a [64 k rows x 64 m columns] MN-major box: ldmatrix.trans of its four 8 x 8 blocks
-template <typename T>
-__device__ __forceinline__ void load_a_fragment_mn(tk::wg::a_fragment<T> &frag, const char *box, int k) {
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, j = lane >> 3;
-  const int k_row = 16 * k + (lane & 7) + 8 * (j >> 1), m_col = 16 * warp + 8 * (j & 1);
-  tk::ldmatrix_x4_trans(frag.r, tk::smem_u32(box + tk::wg::swizzle128_offset(k_row, m_col)));
-}
 
 // ------------------------------------------------------------------------------------------------
 // the persistent GEMM: C[M x N] = sum_k A(m, k) B(n, k); Epi says what happens to A on its way (A_REGS) and to
@@ -227,8 +211,8 @@ gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ C
     } else {
 #pragma unroll
       for (int k = 0; k < BK / 16; k++) {  // the consumer's 64 rows: 64 K-major rows, or its [64 k x 64 m] box
-        if constexpr (AM == Major::K) load_a_fragment<T>(f[k], a, k);
-        else load_a_fragment_mn<T>(f[k], a, k);
+        if constexpr (AM == Major::K) tk::wg::load_a_fragment(f[k], a, k);
+        else tk::wg::load_a_fragment_mn(f[k], a, k);
       }
       epi.transform(f, w, kt, consumer);
       tk::wg::mma_fence(acc.v);  // after the fragments' last writes: the fence orders them before the wgmmas

@@ -5,7 +5,7 @@
 // C[M x N] = A'[M x K] B[N x K]^T, bf16 in, fp32 accumulate, bf16 out, with three consumer mainloops:
 //   MODE 0  wgmma with A and B from shared memory (SS): the baseline, dev/hopper/gemm.cu's version 2
 //   MODE 1  A from registers (RS): per K slice, 4 ldmatrix.x4 of the consumer's 64 rows of the swizzled A tile
-//           (load_a_fragment, the inverse of the DSL's store_a_fragment), then 4 wgmma_rs
+//           (tk::wg::load_a_fragment, the inverse of store_a_fragment), then 4 wgmma_rs
 //   MODE 2  MODE 1 with A' = bf16(A * s[row][k / 256]): one bf16x2 multiply per fragment register before the
 //           wgmma (registers 0 / 2 hold row g, 1 / 3 row g + 8 of the warp's 16 rows; s read per slice)
 //   MODE 3  the classifier's dW form: A stored MN-major (given as A^T, (K, M)), loaded as two [64 K x 64 M] boxes,
@@ -25,7 +25,6 @@
 #include "host/tensor_map.cuh"
 #include "thread/mbarrier.cuh"
 #include "thread/tma.cuh"
-#include "warp/memory/shared_to_register.cuh"
 #include "warpgroup/mma.cuh"
 #include "warpgroup/sync.cuh"
 
@@ -41,24 +40,6 @@ struct layout {
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + alignment slack
 };
-
-// Columns 16k .. 16k + 15 of this warp's 16 rows of a warpgroup's 64-row, 128B-swizzled 16-bit tile into the A
-// fragment of wgmma_rs: the inverse of tk::wg::store_a_fragment (lane l addresses row l % 16, column 16k + 8 (l / 16);
-// registers: rows 0-7 / 8-15 x columns 0-7, then 8-15).
-__device__ __forceinline__ void load_a_fragment(tk::wg::a_fragment<bf16> &frag, const char *tile, int k) {
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  tk::ldmatrix_x4(frag.r, tk::smem_u32(tile + tk::wg::swizzle128_offset(16 * warp + (lane & 15),
-                                                                         16 * k + 8 * (lane >> 4))));
-}
-
-// The same fragment from a warpgroup's MN-major box ([64 K rows x 64 M columns], 128B-swizzled): ldmatrix.trans of
-// the four 8 x 8 blocks (k 0-7 / 8-15) x (m 0-7 / 8-15) of this warp's 16 M columns, in register order (m 0-7, k 0-7),
-// (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15).
-__device__ __forceinline__ void load_a_fragment_mn(tk::wg::a_fragment<bf16> &frag, const char *box, int k) {
-  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, j = lane >> 3;
-  const int k_row = 16 * k + (lane & 7) + 8 * (j >> 1), m_col = 16 * warp + 8 * (j & 1);
-  tk::ldmatrix_x4_trans(frag.r, tk::smem_u32(box + tk::wg::swizzle128_offset(k_row, m_col)));
-}
 
 __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t s) {
   __nv_bfloat162 x, y;
@@ -103,7 +84,7 @@ struct Consumer {
         const float *sk = scale + int64_t(m0 / SCALE_COLS) * K + kt * BK;  // s[m / 256][k] of this slice's 64 k
 #pragma unroll
         for (int k = 0; k < BK / 16; k++) {
-          load_a_fragment_mn(f[k], a, k);
+          tk::wg::load_a_fragment_mn(f[k], a, k);
           const float2 lo = *reinterpret_cast<const float2 *>(sk + 16 * k + 2 * t);      // k = 16 k + 2 t, + 1
           const float2 hi = *reinterpret_cast<const float2 *>(sk + 16 * k + 8 + 2 * t);  // k + 8
           const uint32_t slo = tk::wg::pack2<bf16>(lo.x, lo.y), shi = tk::wg::pack2<bf16>(hi.x, hi.y);
@@ -111,7 +92,7 @@ struct Consumer {
         }
       } else {
 #pragma unroll
-        for (int k = 0; k < BK / 16; k++) load_a_fragment(f[k], a, k);
+        for (int k = 0; k < BK / 16; k++) tk::wg::load_a_fragment(f[k], a, k);
         if constexpr (MODE == 2) {
           const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
           const int r = m0 + consumer * 64 + 16 * warp + lane / 4, col = kt * BK / SCALE_COLS, cols = K / SCALE_COLS;

@@ -25,6 +25,8 @@
 //                                [rows x 64] tile (to stage an accumulator for a TMA store)
 //   store_a_fragment(tile, frag, k)  frag (columns 16k.. of the warpgroup's 64 rows) into the 128B-swizzled
 //                                [64 x 64] 16-bit shared tile at tile: one stmatrix.x4 per warp (sm_90)
+//   load_a_fragment(frag, tile, k)     its inverse (ldmatrix.x4): wgmma_rs's A from a K-major shared tile
+//   load_a_fragment_mn(frag, box, k)   the same A fragment from an MN-major [64 k x 64 m] box (ldmatrix.x4.trans)
 //
 // Use: fence -> N x wgmma_ss over the k16 slices -> commit; wait<0> (or <1> to keep one group in
 // flight) before reading the accumulator or overwriting the operand tiles.
@@ -35,6 +37,7 @@
 #include "../common/util.cuh"
 #include "wgmma_ops.cuh"
 #include "../warp/memory/register_to_shared.cuh"
+#include "../warp/memory/shared_to_register.cuh"
 
 namespace tk::wg {
 
@@ -205,6 +208,24 @@ template <typename T>
 __device__ __forceinline__ void store_a_fragment(char *tile, const a_fragment<T> &frag, int k) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   stmatrix_x4(smem_u32(tile + swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))), frag.r);
+}
+
+// store_a_fragment's inverse: frag = columns 16k .. 16k + 15 of this warp's 16 rows of a warpgroup's 128B-swizzled
+// [64 x 64] 16-bit tile (one ldmatrix.x4 a warp): the A operand of wgmma_rs read from a K-major shared tile.
+template <typename T>
+__device__ __forceinline__ void load_a_fragment(a_fragment<T> &frag, const char *tile, int k) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  ldmatrix_x4(frag.r, smem_u32(tile + swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))));
+}
+
+// The same fragment (A[m][k], m = this warp's 16 rows, k = 16k .. 16k + 15) from an MN-major tile: a 128B-swizzled
+// [64 k rows x 64 m columns] box, as TMA loads a (K, M) matrix, read by ldmatrix.x4.trans. Lanes 8j .. 8j + 7 address
+// the rows k = 16k + 8 (j / 2) + 0..7 at m = 16 warp + 8 (j % 2), so the four transposed 8 x 8 blocks land in the
+// register order above (m 0-7 / 8-15 x k 0-7, then k 8-15).
+template <typename T>
+__device__ __forceinline__ void load_a_fragment_mn(a_fragment<T> &frag, const char *box, int k) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, j = lane >> 3;
+  ldmatrix_x4_trans(frag.r, smem_u32(box + swizzle128_offset(16 * k + (lane & 7) + 8 * (j >> 1), 16 * warp + 8 * (j & 1))));
 }
 
 }  // namespace tk::wg
