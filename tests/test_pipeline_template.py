@@ -192,7 +192,14 @@ struct Consumer {
       tk::wg::pin_registers(f[1][k].r);
     }
   }
-  __device__ void drain() { tk::wg::mma_wait<0>(acc.v); }
+  __device__ void drain() {
+    tk::wg::mma_wait<0>(acc.v);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {  // the last slot's set is read until this wait: live to here
+      tk::wg::pin_registers(f[0][k].r);
+      tk::wg::pin_registers(f[1][k].r);
+    }
+  }
   __device__ void finish(const int &w) {
 #pragma unroll
     for (int j = 0; j < acc.REGS; j++) g.out[(w * 2 + id) * 8192 + j * 128 + tk::wg::warpgroup_thread()] = acc.v[j];

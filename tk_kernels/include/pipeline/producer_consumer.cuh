@@ -117,8 +117,10 @@
 //                                keeps two register sets and fills set PARITY, so that slot i's loads never overwrite
 //                                the set slot i - 1's wgmmas read, still in flight until retire(). ptxas does not
 //                                guard that hazard: a rolled loop with one set compiles without a warning, its next
-//                                ldmatrix writing the in-flight HGMMA's registers (dev/README, session 26). Not with
-//                                DEFERRED_PIECES, PEEL_FIRST or compute with the previous slot.
+//                                ldmatrix writing the in-flight HGMMA's registers (dev/README, session 26). The
+//                                consumer keeps both sets live (pin_registers) after retire()'s wait and after
+//                                drain()'s, or the compiler may reuse the last slot's before its wgmmas are done. Not
+//                                with DEFERRED_PIECES, PEEL_FIRST or compute with the previous slot.
 //
 // Slot i of an item is ring slot g % STAGES of the CTA-wide slot count g, used for the (g / STAGES)-th
 // time: its full barrier completes phase (g / STAGES) & 1. Barriers: full[s][f] one arrival (the
