@@ -127,6 +127,9 @@ template <> __device__ __forceinline__ uint32_t mul2<half>(uint32_t a, uint32_t 
   return a;
 }
 
+// a target as a column index: -1 (no column) outside [0, V), so that no int64 target wraps onto a column
+__device__ __forceinline__ int column_of(int64_t t, int V) { return t >= 0 && t < V ? int(t) : -1; }
+
 // the pair w with its half `hi` (0: low, 1: high) replaced by v rounded to T
 template <typename T>
 __device__ __forceinline__ uint32_t with_half(uint32_t w, int hi, float v) {
@@ -306,8 +309,8 @@ struct LogitsEpi {
   __device__ __forceinline__ void finish(acc_t &acc, const Tile &w, int consumer, pending &pd) const {
     pd.r0 = w.m0 + consumer * 64 + acc.row(0);
     pd.n0 = w.n0;
-    pd.t[0] = pd.r0 < M ? int(targets[pd.r0]) : -1;  // an ignore_index or out-of-range target matches no column
-    pd.t[1] = pd.r0 + 8 < M ? int(targets[pd.r0 + 8]) : -1;
+    pd.t[0] = pd.r0 < M ? column_of(targets[pd.r0], V) : -1;  // an ignore_index or out-of-range target: no column
+    pd.t[1] = pd.r0 + 8 < M ? column_of(targets[pd.r0 + 8], V) : -1;
     float mx0 = tk::neg_infty(), mx1 = tk::neg_infty();
 #pragma unroll
     for (int i = 0; i < acc.REGS; i += 2) {
@@ -505,7 +508,8 @@ struct DwEpi {
     }
     // the slice's tokens whose target lies in this warp's 16 vocabulary rows: their element is the target's gradient
     const int v0 = w.m0 + consumer * 64 + 16 * warp, k0 = kt * BK;
-    const int ta = k0 + lane < K ? int(targets[k0 + lane]) : -1, tb = k0 + 32 + lane < K ? int(targets[k0 + 32 + lane]) : -1;
+    const int ta = k0 + lane < K ? column_of(targets[k0 + lane], M) : -1;
+    const int tb = k0 + 32 + lane < K ? column_of(targets[k0 + 32 + lane], M) : -1;
     if (!tk::warp_any(unsigned(ta - v0) < 16u || unsigned(tb - v0) < 16u)) return;
     const int g = lane >> 2;
 #pragma unroll
