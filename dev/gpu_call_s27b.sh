@@ -11,7 +11,7 @@
 #   2. bench_classifier in the patched tree and on main (issue 10's table: ours vs eager vs torch.compile at
 #      N = 16384, C = 768 / 1024, V = 50304, with the extra peak memory);
 #   3. if the tests passed: GPT-2's step alternated, main / patched (train_abab).
-export MAX_JOBS=8 VARIANTS=".vcf" VARIANT_JOBS=8 VARIANT_BUILD_ARGS="--family classifier"
+export MAX_JOBS=8 VARIANTS=".vcf" VARIANT_JOBS=8 VARIANT_BUILD_ARGS=" "  # every family: the cache key holds the tree's path
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 (cd .vcf && step cls_tests 240 python -m pytest -m gpu -q --maxfail=5 -p no:cacheprovider tests/classifier)
