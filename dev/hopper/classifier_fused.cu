@@ -41,6 +41,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "host/splits.cuh"
 #include "host/tensor_map.cuh"
 #include "thread/mbarrier.cuh"
 #include "thread/tma.cuh"
@@ -563,21 +564,6 @@ void launch(const CUtensorMap &a_map, const CUtensorMap &b_map, const Shape &s, 
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// K splits for dx: the fewest that give >= 90% of whole waves, at least 4 slices a unit
-int dx_splits(int tiles, int k_tiles) {
-  const int sms = sm_count();
-  if (tiles >= sms) return 1;
-  int best = 1;
-  double best_fill = 0.0;
-  for (int splits = 1; splits <= 16 && splits * 4 <= k_tiles; splits++) {
-    const int units = tiles * splits, waves = (units + sms - 1) / sms;
-    const double fill = double(units) / (double(waves) * sms);
-    if (fill >= 0.9) return splits;
-    if (fill > best_fill) best = splits, best_fill = fill;
-  }
-  return best;
-}
-
 constexpr int64_t IMMEDIATE = 1, N_FASTEST = 2;  // chunk()'s options
 
 template <typename T>
@@ -621,7 +607,7 @@ void chunk_forward(const torch::Tensor &x, const torch::Tensor &w, const torch::
     const auto a_map = tk::host::matrix_map<T>(ep, R, V, lde, BM, BK, 128);
     const auto b_map = tk::host::matrix_map<T>(wp, V, C, C, BK, BOX, 128);
     Shape sh = make_shape(R, C, V, DxEpi<T>::BN, 1);
-    sh = make_shape(R, C, V, DxEpi<T>::BN, dx_splits(sh.tiles, sh.k_tiles));
+    sh = make_shape(R, C, V, DxEpi<T>::BN, tk::host::wave_filling_splits(sh.tiles, sh.k_tiles, sm_count()));
     const DxEpi<T> epi{s.data_ptr<float>(), lds, ws.data_ptr<float>(), R, C};
     launch<T, Major::K, Major::MN, true>(a_map, b_map, sh, epi, stream);
     const int64_t pairs = int64_t(R) * C / 2;
