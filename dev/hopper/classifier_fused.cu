@@ -41,6 +41,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "common/base_types.cuh"
 #include "host/splits.cuh"
 #include "host/tensor_map.cuh"
 #include "thread/mbarrier.cuh"
@@ -94,38 +95,10 @@ __device__ __forceinline__ Tile tile_of(const Shape &s, int u) {
 // ------------------------------------------------------------------------------------------------
 // 16-bit pairs
 
-template <typename T> __device__ __forceinline__ float round_to(float x);
-template <> __device__ __forceinline__ float round_to<bf16>(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-template <> __device__ __forceinline__ float round_to<half>(float x) { return __half2float(__float2half_rn(x)); }
-
-template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
-template <> __device__ __forceinline__ float2 unpack2<bf16>(uint32_t w) {
-  __nv_bfloat162 v;
-  memcpy(&v, &w, 4);
-  return __bfloat1622float2(v);
-}
-template <> __device__ __forceinline__ float2 unpack2<half>(uint32_t w) {
-  __half2 v;
-  memcpy(&v, &w, 4);
-  return __half22float2(v);
-}
-
-template <typename T> __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b);
-template <> __device__ __forceinline__ uint32_t mul2<bf16>(uint32_t a, uint32_t b) {
-  __nv_bfloat162 x, y;
-  memcpy(&x, &a, 4);
-  memcpy(&y, &b, 4);
-  x = __hmul2(x, y);
-  memcpy(&a, &x, 4);
-  return a;
-}
-template <> __device__ __forceinline__ uint32_t mul2<half>(uint32_t a, uint32_t b) {
-  __half2 x, y;
-  memcpy(&x, &a, 4);
-  memcpy(&y, &b, 4);
-  x = __hmul2(x, y);
-  memcpy(&a, &x, 4);
-  return a;
+template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w) { return tk::convert_pair<float2>(tk::from_u32<T>(w)); }
+// the product of two pairs, rounded to T (one HMUL2)
+template <typename T> __device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
+  return tk::as_u32<T>(__hmul2(tk::from_u32<T>(a), tk::from_u32<T>(b)));
 }
 
 // a target as a column index: -1 (no column) outside [0, V), so that no int64 target wraps onto a column
@@ -316,8 +289,8 @@ struct LogitsEpi {
 #pragma unroll
     for (int i = 0; i < acc.REGS; i += 2) {
       const int col = w.n0 + acc.col(i);
-      const float l0 = col < V ? round_to<T>(acc.v[i]) : tk::neg_infty();
-      const float l1 = col + 1 < V ? round_to<T>(acc.v[i + 1]) : tk::neg_infty();
+      const float l0 = col < V ? tk::to_float(tk::from_float<T>(acc.v[i])) : tk::neg_infty();
+      const float l1 = col + 1 < V ? tk::to_float(tk::from_float<T>(acc.v[i + 1])) : tk::neg_infty();
       if (i & 2) mx1 = fmaxf(mx1, fmaxf(l0, l1));
       else mx0 = fmaxf(mx0, fmaxf(l0, l1));
       pd.word[i / 2] = tk::wg::pack2<T>(l0, l1);
