@@ -27,6 +27,16 @@ def test_block_is_inserted_then_replaced(tmp_path):
     assert "### attention: " in block and "FAILED" in block
     assert (tmp_path / "plots" / "bench_train.png").stat().st_size > 0
     assert "![bench_train](plots/bench_train.png)" in block
+    # --merge: re-running one benchmark keeps the other's section as it was, its own env line included
+    train_part = block.split("<!-- bench:train -->")[1]
+    rc = run_all.main(["--benches", "attention", "--merge", "--out", str(tmp_path / "out1"), "--results", str(results)])
+    assert rc == 1
+    text = results.read_text()
+    assert text.count(run_all.BEGIN) == 1 and text.count("<!-- bench:") == 2 and "## old section, kept" in text
+    merged = text.split(run_all.BEGIN)[1].split(run_all.END)[0]
+    assert merged.index("<!-- bench:attention -->") < merged.index("<!-- bench:train -->")  # BENCHES order
+    assert merged.split("<!-- bench:train -->")[1].split("\n![")[0].rstrip() == train_part.split("\n![")[0].rstrip()
+    assert "--merge" in merged and "![bench_train](plots/bench_train.png)" in merged
     rc = run_all.main(["--benches", "train", "--train-args", "--device=cpu --tiny --kernels torch",
                        "--out", str(tmp_path / "out2"), "--results", str(results)])
     assert rc == 0
