@@ -33,4 +33,5 @@ grep -E "^== |rewrote" $O/runall.log
 cp bench/RESULTS.md $O/RESULTS.md
 tar -czf $O/run_all.tgz -C bench/out run_all
 (cd bench && tar -czf $O/plots.tgz plots 2>/dev/null)
+(cd $O && tar -czf logs.tgz *.log && rm -f *.log)  # the device returns at most 8 files
 echo "all done at $((SECONDS - t0)) s"

@@ -22,4 +22,5 @@ step runall_train 200 $RA --benches train --merge --timeout 190 --train-args "--
 grep -E "^== |rewrote" $O/runall.log $O/runall_train.log
 cp bench/RESULTS.md $O/RESULTS.md
 tar -czf $O/run_all.tgz -C bench/out run_all
+(cd $O && tar -czf logs.tgz *.log && rm -f *.log)  # the device returns at most 8 files
 echo "all done at $((SECONDS - t0)) s"
