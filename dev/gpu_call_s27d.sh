@@ -3,22 +3,22 @@
 # gpu_call_s27c.sh's two parts in one call, in order of value, each step under its own time limit:
 #   1. issue 9: the backward-only causal Philox skip (.vdsb = main + dev/patches/attention_dropout_causal_skip_bwd.patch;
 #      prep as in gpu_call_s27c.sh), its Hopper dropout GPU tests, the dropout overhead alternated with main;
-#   2. dev/classifier_shapes_gemm.py (the MLP family GEMM at the classifier's shapes);
-#   3. run_all: attention (CUDA graphs; tk, cuDNN, flash), dropout, mlp, classifier, layernorm; then
-#      run_all --merge: train (gpt2; torch / tk under CUDA graphs, profiled).
-# Carry [".gpu_data", ".vdsb"]. ~9.5 min.
-export MAX_JOBS=8 VARIANTS=".vdsb" VARIANT_JOBS=8 VARIANT_BUILD_ARGS="--family attention"
+#   2. run_all: train (gpt2; torch / tk under CUDA graphs, profiled), then --merge: mlp, attention (CUDA graphs;
+#      tk, cuDNN, flash);
+#   3. dev/classifier_shapes_gemm.py (the MLP family GEMM at the classifier's shapes).
+# Carry [".gpu_data", ".vdsb"]. 7.5 min at most (LIMIT=450: what device time was left had to cover the start too).
+export LIMIT=450 MAX_JOBS=8 VARIANTS=".vdsb" VARIANT_JOBS=8 VARIANT_BUILD_ARGS="--family attention"
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 (cd .vdsb && step drop_tests 60 python -m pytest -m gpu -q -x -p no:cacheprovider tests/attention/test_attention_dropout_gpu.py -k "hopper or same_mask")
 tail -1 $O/drop_tests.log
 ab() { step $1 30 python bench/bench_attention_dropout.py --graphs --impls tk; grep -E "^[0-9]|overhead" $O/$1.log | head -4; }
 ab drop_a; (cd .vdsb && ab drop_b); ab drop_c; (cd .vdsb && ab drop_d)
+RA="python bench/run_all.py --out $PWD/bench/out/run_all"
+step runall_train 150 $RA --benches train --timeout 145 --train-args "--models gpt2 --compile graphs --top 40"
+step runall 150 $RA --benches mlp,attention --merge --attention-args "--graphs --impls tk,cudnn,flash" --timeout 100
 step shapes 50 python dev/classifier_shapes_gemm.py
 grep -E "logits|dx|dW" $O/shapes.log
-RA="python bench/run_all.py --out $PWD/bench/out/run_all"
-step runall 300 $RA --benches attention,dropout,mlp,classifier,layernorm --attention-args "--graphs --impls tk,cudnn,flash" --timeout 120
-step runall_train 200 $RA --benches train --merge --timeout 190 --train-args "--models gpt2 --compile graphs --top 40"
 grep -E "^== |rewrote" $O/runall.log $O/runall_train.log
 cp bench/RESULTS.md $O/RESULTS.md
 tar -czf $O/run_all.tgz -C bench/out run_all
