@@ -3,11 +3,11 @@
 # gpu_call_s27c.sh's two parts in one call, in order of value, each step under its own time limit:
 #   1. issue 9: the backward-only causal Philox skip (.vdsb = main + dev/patches/attention_dropout_causal_skip_bwd.patch;
 #      prep as in gpu_call_s27c.sh), its Hopper dropout GPU tests, the dropout overhead alternated with main;
-#   2. run_all: train (gpt2; torch / tk under CUDA graphs, profiled), then --merge: mlp, attention (CUDA graphs;
-#      tk, cuDNN, flash);
-#   3. dev/classifier_shapes_gemm.py (the MLP family GEMM at the classifier's shapes).
+#   2. run_all: train (gpt2; torch / tk under CUDA graphs, profiled), then --merge: mlp;
+#   3. dev/classifier_shapes_gemm.py (the MLP family GEMM at the classifier's shapes);
+#   4. run_all --merge: attention (CUDA graphs; tk, cuDNN, flash), if time is left (LIMIT, default 450 s).
 # Carry [".gpu_data", ".vdsb"]. 7.5 min at most (LIMIT=450: what device time was left had to cover the start too).
-export LIMIT=450 MAX_JOBS=8 VARIANTS=".vdsb" VARIANT_JOBS=8 VARIANT_BUILD_ARGS="--family attention"
+export LIMIT=${LIMIT:-450} MAX_JOBS=8 VARIANTS=".vdsb" VARIANT_JOBS=8 VARIANT_BUILD_ARGS="--family attention"
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 (cd .vdsb && step drop_tests 60 python -m pytest -m gpu -q -x -p no:cacheprovider tests/attention/test_attention_dropout_gpu.py -k "hopper or same_mask")
@@ -16,10 +16,11 @@ ab() { step $1 30 python bench/bench_attention_dropout.py --graphs --impls tk; g
 ab drop_a; (cd .vdsb && ab drop_b); ab drop_c; (cd .vdsb && ab drop_d)
 RA="python bench/run_all.py --out $PWD/bench/out/run_all"
 step runall_train 150 $RA --benches train --timeout 145 --train-args "--models gpt2 --compile graphs --top 40"
-step runall 150 $RA --benches mlp,attention --merge --attention-args "--graphs --impls tk,cudnn,flash" --timeout 100
+step runall 80 $RA --benches mlp --merge --timeout 75
 step shapes 50 python dev/classifier_shapes_gemm.py
 grep -E "logits|dx|dW" $O/shapes.log
-grep -E "^== |rewrote" $O/runall.log $O/runall_train.log
+step runall_attn 120 $RA --benches attention --merge --attention-args "--graphs --impls tk,cudnn,flash" --timeout 115
+grep -E "^== |rewrote" $O/runall*.log
 cp bench/RESULTS.md $O/RESULTS.md
 tar -czf $O/run_all.tgz -C bench/out run_all
 (cd $O && tar -czf logs.tgz *.log && rm -f *.log)  # the device returns at most 8 files
