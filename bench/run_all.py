@@ -21,8 +21,8 @@ be split over several sessions of a time-limited machine.
 
 import argparse
 import datetime
-import re
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -171,10 +171,10 @@ def main(argv=None) -> int:
     runs = [run_bench(n, out, shlex.split(getattr(args, f"{n}_args")), args.timeout, env) for n in names]
     sections.update({r["name"]: bench_section(r) for r in runs})
     plots_dir = os.path.join(os.path.dirname(os.path.abspath(args.results)), "plots")
-    for f in sorted(os.listdir(out)):
-        if f.endswith(".png"):
+    for png in (png for r in runs for png in plot_names(r["name"])):  # this run's plots only, never a stale one
+        if os.path.isfile(os.path.join(out, png)):
             os.makedirs(plots_dir, exist_ok=True)
-            shutil.copyfile(os.path.join(out, f), os.path.join(plots_dir, f))
+            shutil.copyfile(os.path.join(out, png), os.path.join(plots_dir, png))
     plots = [png for n in BENCHES if n in sections for png in plot_names(n)
              if os.path.isfile(os.path.join(plots_dir, png))]
     command = shlex.join(["python", "bench/run_all.py", *(sys.argv[1:] if argv is None else argv)])

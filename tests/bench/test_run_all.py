@@ -29,6 +29,8 @@ def test_block_is_inserted_then_replaced(tmp_path):
     assert "![bench_train](plots/bench_train.png)" in block
     # --merge: re-running one benchmark keeps the other's section as it was, its own env line included
     train_part = block.split("<!-- bench:train -->")[1]
+    (tmp_path / "out1").mkdir()
+    (tmp_path / "out1" / "bench_layernorm.png").write_bytes(b"stale")  # another benchmark's old plot: not copied
     rc = run_all.main(["--benches", "attention", "--merge", "--out", str(tmp_path / "out1"), "--results", str(results)])
     assert rc == 1
     text = results.read_text()
@@ -37,6 +39,7 @@ def test_block_is_inserted_then_replaced(tmp_path):
     assert merged.index("<!-- bench:attention -->") < merged.index("<!-- bench:train -->")  # BENCHES order
     assert merged.split("<!-- bench:train -->")[1].split("\n![")[0].rstrip() == train_part.split("\n![")[0].rstrip()
     assert "--merge" in merged and "![bench_train](plots/bench_train.png)" in merged
+    assert not (tmp_path / "plots" / "bench_layernorm.png").exists() and "bench_layernorm" not in merged
     rc = run_all.main(["--benches", "train", "--train-args", "--device=cpu --tiny --kernels torch",
                        "--out", str(tmp_path / "out2"), "--results", str(results)])
     assert rc == 0
