@@ -39,6 +39,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "host/splits.cuh"
 #include "host/tensor_map.cuh"
 #include "thread/bulk.cuh"
 #include "thread/mbarrier.cuh"
@@ -435,17 +436,7 @@ cudaError_t dispatch(const GemmParams &p, const Shape &s, cudaStream_t stream, c
 
 int gemm_splits(int M, int N, int K, int sms) {
   const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), k_tiles = (K + BK - 1) / BK;
-  if (tiles >= sms) return 1;
-  // the fewest splits whose units fill >= 90% of the waves they take, keeping >= 4 K slices per unit
-  int best = 1;
-  double best_fill = 0.0;
-  for (int splits = 1; splits <= 16 && splits * 4 <= k_tiles; splits++) {
-    const int units = tiles * splits, waves = (units + sms - 1) / sms;
-    const double fill = double(units) / (double(waves) * sms);
-    if (fill >= 0.9) return splits;
-    if (fill > best_fill) best = splits, best_fill = fill;
-  }
-  return best;
+  return tk::host::wave_filling_splits(tiles, k_tiles, sms);
 }
 
 cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
