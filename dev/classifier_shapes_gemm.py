@@ -18,17 +18,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from dev.proj_bench import rel, us  # noqa: E402  (the same do_bench medians and relative L2 as the projections')
 from tk_kernels.families.mlp import ops  # noqa: E402
-from triton.testing import do_bench  # noqa: E402
-
-
-def us(fn):
-    return do_bench(fn, warmup=50, rep=300, return_mode="median") * 1e3
-
-
-def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm()).item()
 
 
 def row(name, flop, t_ref, t_tk, diff):
