@@ -10,7 +10,9 @@
 # dev/softmax_xent_ab.py in each tree, alternated; then run_all train (gpt2, torch / tk, CUDA graphs, --top 40) here.
 # Carry [".gpu_data", ".vmerged", ".vpair", ".vstage"]. Prep: each = git archive HEAD + dev/patches/softmax_xent_
 # {merged,pair,pair_staged}.patch.
+#   SHORT=1: the classifier trees alone (only that family built, no train section; ~5 min).
 export MAX_JOBS=10 VARIANTS=".vmerged" VARIANT_JOBS=2 VARIANT_BUILD_ARGS="--family classifier"
+[ -n "$SHORT" ] && export MAX_JOBS=4 BUILD_ARGS="--family classifier"
 export LIMIT=${LIMIT:-540}
 mkdir -p ${OUT:-out}; export TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions
 for v in .vpair .vstage; do (cd $v && MAX_JOBS=2 python -m tk_kernels.build --family classifier > ${OUT:-out}/build$v.log 2>&1) & done
@@ -24,7 +26,7 @@ T=tests/classifier/test_classifier_gpu.py
 sx() { (cd $1 && step sx_$2 30 python dev/softmax_xent_ab.py); echo "-- $2"; grep -E "^kernel|^op" $O/sx_$2.log; }
 sx . base1; sx .vmerged merged1; sx .vpair pair1; sx .vstage stage1
 sx . base2; sx .vmerged merged2; sx .vpair pair2; sx .vstage stage2
-step runall_train 130 python bench/run_all.py --out $PWD/bench/out/run_all --benches train --timeout 125 \
+[ -z "$SHORT" ] && step runall_train 130 python bench/run_all.py --out $PWD/bench/out/run_all --benches train --timeout 125 \
    --train-args "--models gpt2 --compile graphs --top 40"
 grep -E "^== |rewrote" $O/runall*.log
 cp bench/RESULTS.md $O/RESULTS.md
