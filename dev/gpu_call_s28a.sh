@@ -22,9 +22,9 @@ source dev/gpu_call_lib.sh
 wait; tail -qn1 $O/build.v*.log
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 T=tests/classifier/test_classifier_gpu.py
-[ -z "$TINY" ] && (cd .vmerged && step cls_tests 60 python -m pytest -m gpu -q -x -p no:cacheprovider $T); tail -2 $O/cls_tests.log
+[ -z "$TINY" ] && { (cd .vmerged && step cls_tests 60 python -m pytest -m gpu -q -x -p no:cacheprovider $T); tail -2 $O/cls_tests.log; }
 (cd .vpair && step cls_tests_pair 60 python -m pytest -m gpu -q -x -p no:cacheprovider $T); tail -2 $O/cls_tests_pair.log
-[ -z "$TINY" ] && (cd .vstage && step cls_tests_stage 50 python -m pytest -m gpu -q -p no:cacheprovider $T -k "not softmax_kernel_vs_float64"); tail -2 $O/cls_tests_stage.log
+[ -z "$TINY" ] && { (cd .vstage && step cls_tests_stage 50 python -m pytest -m gpu -q -p no:cacheprovider $T -k "not softmax_kernel_vs_float64"); tail -2 $O/cls_tests_stage.log; }
 sx() { (cd $1 && step sx_$2 30 python dev/softmax_xent_ab.py); echo "-- $2"; grep -E "^kernel|^op" $O/sx_$2.log; }
 if [ -n "$TINY" ]; then sx . base1; sx .vpair pair1; sx . base2; sx .vpair pair2; else
 sx . base1; sx .vmerged merged1; sx .vpair pair1; sx .vstage stage1
