@@ -232,8 +232,30 @@ int check_k_prefix(const dropout_key &d, int bh, int key0, int q0) {
   }
   return bad;
 }
+// The backward's causal skip (hopper_backward.cu passes the warp's first key): every bit is dropout_keep's except in
+// the skipped query groups, whose bits are 0 and whose elements are all causally masked (key > query). *skipped
+// counts the skipped elements, so that the caller can see that diagonal blocks skip some.
+int check_k_prefix_causal(const dropout_key &d, int bh, int key0, int q0, int *skipped) {
+  int bad = 0;
+  for (int lane = 0; lane < 32; lane++) {
+    const int g = lane / 4, t = lane % 4;
+    keep_bits<tk::rt<float, 16, 64>> b;
+    dropout_bits_k_prefix_lane(b, d, dropout_prefix_k(d, bh, key0 + g), q0, d.threshold << 16, lane, key0);
+    for (int i = 0; i < 32; i++) {
+      const int key = key0 + g + ((i & 2) ? 8 : 0), q = q0 + 8 * (i / 4) + 2 * t + (i & 1);
+      const bool skip = key0 > q0 + 32 * (i / 16) + 31, bit = ((b.w[0] >> i) & 1) != 0;
+      if (skip) {
+        (*skipped)++;
+        if (bit || key <= q) bad++;
+      } else if (bit != dropout_keep(d, bh, q, key)) {
+        bad++;
+      }
+    }
+  }
+  return bad;
+}
 int main() {
-  int bad = 0, n = 0;
+  int bad = 0, n = 0, skipped = 0;
   for (unsigned thr : {6554u, 13107u, 32768u, 58982u})
     for (unsigned long long off : {0ull, 12ull, (1ull << 32) + 4})
       for (int bh : {0, 7, 100000}) {
@@ -259,10 +281,13 @@ int main() {
           // warp, 64-query blocks)
           bad += check_wg(d, bh, 64 * m + 128 * (bh % 3), 128 * m + 256 * (bh % 7));
           bad += check_k_prefix(d, bh, r16, 64 * m + 128 * (bh % 5));
-          n += 13;
+          // the backward's causal skip on the diagonal: warps of 16 keys against their 64-query block
+          for (int dk = 0; dk < 64; dk += 16) bad += check_k_prefix_causal(d, bh, 64 * m + dk, 64 * m, &skipped);
+          n += 16;
         }
       }
-  printf("checked %d tiles, %d wrong bits\n", n, bad);
+  if (skipped == 0) bad++;  // the diagonal blocks above must skip some groups
+  printf("checked %d tiles, %d skipped elements, %d wrong bits\n", n, skipped, bad);
   return bad != 0;
 }
 '''

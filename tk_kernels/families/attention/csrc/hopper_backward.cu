@@ -467,8 +467,9 @@ struct HbConsumer {
       const int lane = me & 31;
       const int bh_ = hb_persistent(D) ? w.bh : hb_drop.bh;
       keep_bits<rt<float, 16, 64>> kb;
-      dropout_bits_k_prefix_lane(kb, d, dropout_prefix_k(d, bh_, key0 + 16 * (me >> 5) + (lane >> 2)), m0,
-                                 d.threshold << 16, lane);
+      const int wkey = key0 + 16 * (me >> 5);  // causal: the query groups wholly before the warp's keys are skipped
+      dropout_bits_k_prefix_lane(kb, d, dropout_prefix_k(d, bh_, wkey + (lane >> 2)), m0, d.threshold << 16, lane,
+                                 CAUSAL ? wkey : INT_MIN);
       return kb.w[0];
     } else {
       return 0u;
