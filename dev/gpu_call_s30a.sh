@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The next session's first call: dev/patches/layernorm_delta_bias.patch (the c_proj biases added in the following
+# add + LayerNorm kernel; issue 12) to merge once its LayerNorm GPU tests have run (sessions 29's calls ran the
+# dropout file, the model tests and the sanitizers on it, not tests/layernorm/test_layernorm_gpu.py):
+#   1. .vbias's GPU tests: all of tests/layernorm (no -x), then the classifier's 50 steps / compiled GPT step and
+#      tests/train/test_cuda_graphs_gpu.py;
+#   2. GPT-2's step (bench_train --compile graphs), torch and tk here, tk in .vbias, alternated (train_abab);
+#   3. compute-sanitizer memcheck / racecheck on the kernels with delta_bias (dev/ln_delta_bias_check.py).
+# Prep: rm -rf .vbias && mkdir .vbias && git archive HEAD | tar -x -C .vbias && (cd .vbias && patch -p1 <
+#   ../dev/patches/layernorm_delta_bias.patch). Carry [".gpu_data", ".vbias"]. LIMIT (default 540 s).
+# Merge (git apply the patch, rm it) if every test passes and the step is not slower.
+export MAX_JOBS=8 VARIANTS=".vbias" VARIANT_JOBS=8 VARIANT_BUILD_ARGS=" " LIMIT=${LIMIT:-540}
+source dev/gpu_call_lib.sh
+nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
+(cd .vbias && step ln_tests 200 python -m pytest -m gpu -q -p no:cacheprovider tests/layernorm); tail -3 $O/ln_tests.log
+(cd .vbias && step model_tests 110 python -m pytest -m gpu -q -p no:cacheprovider tests/train/test_cuda_graphs_gpu.py \
+   tests/classifier/test_classifier_gpu.py -k "50_training_steps or compiled_gpt or reduce_overhead"); tail -2 $O/model_tests.log
+train_abab .vbias
+(cd $O && tar -czf train.tgz train_? && rm -rf train_?)
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+for tool in memcheck racecheck; do
+  (cd .vbias && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step san_$tool 40 $CS --tool $tool --error-exitcode 9 python dev/ln_delta_bias_check.py)
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^ran" $O/san_$tool.log
+done
+(cd $O && tar -czf logs.tgz *.log && rm -f *.log)  # the device returns at most 8 files
+echo "all done at $((SECONDS - t0)) s"
