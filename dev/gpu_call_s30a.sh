@@ -9,6 +9,8 @@
 # Prep: rm -rf .vbias && mkdir .vbias && git archive HEAD | tar -x -C .vbias && (cd .vbias && patch -p1 <
 #   ../dev/patches/layernorm_delta_bias.patch). Carry [".gpu_data", ".vbias"]. LIMIT (default 540 s).
 # Merge (git apply the patch, rm it) if every test passes and the step is not slower.
+#   4. (only on an H200, and with .vpair carried: git archive HEAD + dev/patches/softmax_xent_pair_helper.patch) the
+#      CTA-pair softmax kernel beside main's (dev/softmax_xent_ab.py, alternated; the H100 showed no gain, s29a).
 export MAX_JOBS=8 VARIANTS=".vbias" VARIANT_JOBS=8 VARIANT_BUILD_ARGS=" " LIMIT=${LIMIT:-540}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
@@ -22,5 +24,10 @@ for tool in memcheck racecheck; do
   (cd .vbias && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step san_$tool 40 $CS --tool $tool --error-exitcode 9 python dev/ln_delta_bias_check.py)
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^ran" $O/san_$tool.log
 done
+if [ -d .vpair ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  (cd .vpair && MAX_JOBS=8 python -m tk_kernels.build --family classifier > $O/build.vpair.log 2>&1)
+  sx() { (cd $1 && step sx_$2 30 python dev/softmax_xent_ab.py); echo "-- $2"; grep -E "^kernel rows=2048|^op" $O/sx_$2.log; }
+  sx . base1; sx .vpair pair1; sx . base2; sx .vpair pair2
+fi
 (cd $O && tar -czf logs.tgz *.log && rm -f *.log)  # the device returns at most 8 files
 echo "all done at $((SECONDS - t0)) s"
