@@ -4,6 +4,7 @@
 #   step NAME SECONDS CMD...   run CMD under timeout with its output in $O/NAME.log, then say rc and time
 #   san, epi   (session 21 on) the MLP GEMM epilogues' sanitizer runs and timings in a tree: see their comments below
 #   train_abab TREE   (session 24) GPT-2's step here and in TREE, alternated: see its comment below
+#   sanitize TREE SECS CMD...   (session 29) compute-sanitizer memcheck and racecheck on CMD in TREE
 #   BUILD_ARGS (set before sourcing): arguments of the one build, e.g. "--family attention" (default: all families)
 #   VARIANTS, VARIANT_JOBS (set before sourcing): trees beside the working tree (e.g. ".variant .variant2", patched
 #              copies) whose attention family builds at the same time, VARIANT_JOBS compile jobs each (default 3),
@@ -47,6 +48,16 @@ san() {
     (cd "$tree" && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$(rem "${SAN_SECS:-150}")" "$cs" --tool "$tool" --error-exitcode 9 python \
        dev/mlp_epilogue_ncu.py --ncu --small --sums > "$O/san_${tool}_$tag.log" 2>&1
      echo "== $tool $tag rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/san_${tool}_$tag.log")") &
+  done
+}
+# sanitize TREE SECS CMD...   compute-sanitizer memcheck, then racecheck, on CMD run in TREE (each under SECS s,
+#                        PyTorch's caching allocator off): $O/san_memcheck.log, $O/san_racecheck.log, their summaries
+sanitize() {
+  local tree=$1 secs=$2 tool cs; shift 2
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in memcheck racecheck; do
+    (cd "$tree" && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step "san_$tool" "$secs" "$cs" --tool "$tool" --error-exitcode 9 "$@")
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^ran" "$O/san_$tool.log"
   done
 }
 # epi TREE TAG           the four MLP GEMMs alone in TREE (dev/mlp_epilogue_ncu.py, do_bench medians): $O/epi_TAG.log
