@@ -12,8 +12,10 @@ model's kernel plan (GPT.plan_kernels; see tk_kernels/dispatch.py), and so does
 the loss (lm_head + cross-entropy, our fused chunked kernel: with targets under
 kernels=tk/auto, forward returns None for the logits). When the plan runs our
 LayerNorm kernel, each residual add is fused into the LayerNorm that follows it,
-together with the residual dropout before it (Block.forward_fused); else the
-blocks are nanoGPT's (Block.forward). The MLP
+together with the residual dropout before it and the bias of the c_proj whose
+output is added (Block.forward_fused: the kernel's backward then gives that bias's
+gradient from the column sums it keeps anyway); else the blocks are nanoGPT's
+(Block.forward). The MLP
 goes through the dispatch too (dispatch.mlp): our Hopper GEMM with the GELU in its
 epilogues while training, PyTorch's in eval and on other GPUs (dispatch.FAMILIES says why),
 and so do the attention's projections c_attn and c_proj (dispatch.linear: the same GEMM
@@ -86,7 +88,8 @@ class CausalSelfAttention(nn.Module):
         self.dropout = config.dropout
         self.layer = layer
 
-    def forward(self, x, plan: dispatch.Plan, cache: KVCache | None = None, resid_dropout: bool = True):
+    def forward(self, x, plan: dispatch.Plan, cache: KVCache | None = None, resid_dropout: bool = True,
+                proj_bias: bool = True):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         H = self.n_head
         # (B, T, 3C): q, k, v of all heads side by side (while training on the TK MLP's GEMM: dispatch.linear)
@@ -108,8 +111,9 @@ class CausalSelfAttention(nn.Module):
                 # lengths, so decode steps use PyTorch's SDPA in every kernels mode.
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=False)
         y = y.transpose(1, 2).reshape(B, T, C)  # re-assemble all head outputs side by side
-        y = dispatch.linear(plan, self.c_proj, y, training=self.training)
-        # resid_dropout=False: the caller applies the dropout itself (Block.forward_fused: in the LayerNorm kernel)
+        y = dispatch.linear(plan, self.c_proj, y, training=self.training, bias=proj_bias)
+        # resid_dropout=False / proj_bias=False: the caller applies the dropout / adds c_proj's bias itself
+        # (Block.forward_fused: in the LayerNorm kernel)
         return self.resid_dropout(y) if resid_dropout else y
 
 
@@ -121,12 +125,13 @@ class MLP(nn.Module):
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, plan: dispatch.Plan, dropout: bool = True):
+    def forward(self, x, plan: dispatch.Plan, dropout: bool = True, proj_bias: bool = True):
         # c_proj(gelu(c_fc(x))) (exact GELU): nanoGPT's module under kernels=torch (reference.mlp), our
         # GEMM with the GELU fused in where the plan chose it
-        x = dispatch.mlp(plan, x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight, self.c_proj.bias,
-                         training=self.training)
-        # dropout=False: the caller applies the dropout itself (Block.forward_fused: in the next LayerNorm kernel)
+        x = dispatch.mlp(plan, x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight,
+                         self.c_proj.bias if proj_bias else None, training=self.training)
+        # dropout=False / proj_bias=False: the caller applies the dropout / adds c_proj's bias itself
+        # (Block.forward_fused: in the next LayerNorm kernel)
         return self.dropout(x) if dropout else x
 
 
@@ -144,17 +149,22 @@ class Block(nn.Module):
         x = x + self.mlp(self.ln_2(x), plan)
         return x
 
-    def forward_fused(self, x, delta, plan: dispatch.Plan, cache: KVCache | None = None):
+    def forward_fused(self, x, delta, delta_bias, plan: dispatch.Plan, cache: KVCache | None = None):
         """The same block with each residual add fused into the LayerNorm after it: the residual
-        stream is x + dropout(delta), where delta (None for the first block) is the previous block's
-        MLP output, not yet dropped out nor added. Returns (x, delta) of the same kind for the next
-        block. The residual dropout (resid_dropout, the MLP's dropout) runs inside the fused add
-        (dropout_p while training), not as separate nn.Dropout calls."""
+        stream is x + dropout(delta + delta_bias), where delta (None for the first block) is the
+        previous block's MLP output before its c_proj bias, delta_bias that bias (None without
+        biases), neither dropped out nor added yet. Returns (x, delta, delta_bias) of the same kind
+        for the next block. The residual dropout (resid_dropout, the MLP's dropout) runs inside the
+        fused add (dropout_p while training), not as separate nn.Dropout calls; so do the c_proj
+        biases, whose gradients the LayerNorm kernel's backward sums with its own (no separate
+        column-sum pass over each c_proj's output gradient)."""
         p = self.attn.dropout if self.training else 0.0
-        x, h = dispatch.add_layer_norm(plan, x, delta, self.ln_1.weight, self.ln_1.bias, dropout_p=p)
-        y = self.attn(h, plan, cache, resid_dropout=False)
-        x, h = dispatch.add_layer_norm(plan, x, y, self.ln_2.weight, self.ln_2.bias, dropout_p=p)
-        return x, self.mlp(h, plan, dropout=False)
+        x, h = dispatch.add_layer_norm(plan, x, delta, self.ln_1.weight, self.ln_1.bias, dropout_p=p,
+                                       delta_bias=delta_bias)
+        y = self.attn(h, plan, cache, resid_dropout=False, proj_bias=False)
+        x, h = dispatch.add_layer_norm(plan, x, y, self.ln_2.weight, self.ln_2.bias, dropout_p=p,
+                                       delta_bias=self.attn.c_proj.bias)
+        return x, self.mlp(h, plan, dropout=False, proj_bias=False), self.mlp.c_proj.bias
 
 
 @dataclass
@@ -318,12 +328,12 @@ class GPT(nn.Module):
                 x = block(x, plan, cache)
             x = self.transformer.ln_f(x)
         else:  # our LayerNorm kernel, each residual add fused into the LayerNorm after it
-            delta = None
+            delta = delta_bias = None
             for block in self.transformer.h:
-                x, delta = block.forward_fused(x, delta, plan, cache)
+                x, delta, delta_bias = block.forward_fused(x, delta, delta_bias, plan, cache)
             ln_f = self.transformer.ln_f
             p = self.config.dropout if self.training else 0.0  # the last MLP's dropout
-            x = dispatch.add_layer_norm(plan, x, delta, ln_f.weight, ln_f.bias, dropout_p=p)[1]
+            x = dispatch.add_layer_norm(plan, x, delta, ln_f.weight, ln_f.bias, dropout_p=p, delta_bias=delta_bias)[1]
         if cache is not None:
             cache.pos += t
 

@@ -81,7 +81,7 @@ def check_shape(N, C, p) -> dict:
     x, d, w, b, dy, ds = (t.detach() for t in inputs(N, C, seed=N + C))
     out = {}
     y, s, mean, rstd, rng = torch.ops.tk.dropout_add_layer_norm_fwd(x, d, w, b, 1e-5, D_DT, p)
-    dx, ddelta, dw, db = torch.ops.tk.dropout_add_layer_norm_bwd(dy, ds, s, mean, rstd, w, True, D_DT, p, rng)
+    dx, ddelta, dw, db, _ = torch.ops.tk.dropout_add_layer_norm_bwd(dy, ds, s, mean, rstd, w, True, D_DT, p, rng)
     keep = ops.dropout_mask(rng, N, C, p).bool()
     kept = keep.double().mean().item()
     sigma = math.sqrt(p * (1 - p) / keep.numel())

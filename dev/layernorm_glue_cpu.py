@@ -222,7 +222,7 @@ def time_paths(ext) -> None:
         def backward(ctx, dy, ds, dmean, drstd):
             s, mean, rstd, weight = ctx.saved_tensors
             k = ops._kernel_ready
-            dx, dd, dw, db = ext.backward(k(dy), k(ds), k(s), mean, rstd, k(weight), True, ctx.delta_dtype)
+            dx, dd, dw, db, _ = ext.backward(k(dy), k(ds), k(s), mean, rstd, k(weight), True, ctx.delta_dtype)
             return dx, dd, dw, db, None, None
 
     class Bare(torch.autograd.Function):

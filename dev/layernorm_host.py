@@ -83,7 +83,7 @@ class PythonFunction(torch.autograd.Function):
         if dy is None:
             return ds, None if ds is None else ds.to(ctx.delta_dtype), None, None, None, None
         k = ops._kernel_ready
-        dx, ddelta, dw, db = ext.backward(k(dy), None if ds is None else k(ds), k(s), mean, rstd, k(weight),
+        dx, ddelta, dw, db, _ = ext.backward(k(dy), None if ds is None else k(ds), k(s), mean, rstd, k(weight),
                                           ctx.has_bias, ctx.delta_dtype if split else None)
         ddelta = None if not ctx.has_delta else (ddelta if split else dx)
         return dx, ddelta, dw, db if ctx.has_bias else None, None, None

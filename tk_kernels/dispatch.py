@@ -491,28 +491,31 @@ def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | No
     return reference.mlp(x, w_fc, b_fc, w_proj, b_proj)
 
 
-def linear(plan: Plan, layer: torch.nn.Linear, x: torch.Tensor, training: bool = True) -> torch.Tensor:
+def linear(plan: Plan, layer: torch.nn.Linear, x: torch.Tensor, training: bool = True,
+           bias: bool = True) -> torch.Tensor:
     """layer(x) for an nn.Linear layer (the attention's projections) and x (..., K). While training with the plan's
     TK MLP (the same GEMM, the same train-only choice: kernels=tk, and kernels=auto where it runs) on the family's
     linear op (tk_linear): x goes to the autocast dtype first, as F.linear would cast it, and the op casts the
     layer's weights itself (saving the cast for its backward) and returns their gradients in their dtype (the
     weight's fp32 out of its GEMM); the module's forward hooks do not run there. Otherwise layer(x) itself, hooks
     and all. Inputs the op cannot take: kernels=tk raises TKUnsupportedError, kernels=auto warns once and calls
-    layer(x)."""
+    layer(x). bias=False: x W^T without the layer's bias (the caller adds it: Block.forward_fused), on our GEMM
+    or as F.linear(x, layer.weight) (no forward hooks)."""
     choice = plan.choices["mlp"]
     op = choice.family.tk_linear
+    b = layer.bias if bias else None
     if op is not None and (choice.train_tk if training else choice.tk):
         weight = layer.weight
         x2, reason = _gemm_rows(plan, x, weight)
         if reason is None:
-            return op(x2, weight, layer.bias).view(*x.shape[:-1], weight.shape[0])
+            return op(x2, weight, b).view(*x.shape[:-1], weight.shape[0])
         _fall_back(plan, "mlp", reason)
-    return layer(x)
+    return layer(x) if bias else torch.nn.functional.linear(x, layer.weight)
 
 
 def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,
-                   bias: torch.Tensor | None, eps: float = 1e-5, *,
-                   dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+                   bias: torch.Tensor | None, eps: float = 1e-5, *, dropout_p: float = 0.0,
+                   delta_bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, y): s = x + delta (x itself if delta is None), y = LayerNorm(s) over the last dim, on the
     implementation the plan chose. The reference is exactly `s = x + delta; F.layer_norm(s, ...)`;
     the TK kernel computes the same s and returns y in the plan's dtype (under autocast the
@@ -520,7 +523,9 @@ def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weig
     dropout_p > 0 (training; pass 0.0 in eval): s = x + F.dropout(delta, dropout_p), the residual
     dropout of the sublayer whose output delta is, inside the TK kernel (its mask drawn from PyTorch's
     CUDA generator) or as F.dropout on the reference path; with delta None there is nothing to drop.
-    dropout_p == 0 calls exactly what the op without dropout calls."""
+    dropout_p == 0 calls exactly what the op without dropout calls. delta_bias (with a delta; the bias of
+    the Linear whose output delta is, left out there): delta + delta_bias in delta's dtype in delta's
+    place, its gradient from the TK backward kernel's column sums."""
     choice = plan.choices["layer_norm"]
     drop = delta is not None and dropout_p > 0.0
     if choice.tk:
@@ -528,15 +533,17 @@ def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weig
             reason = (f"the plan is for {plan.device}, the inputs are on {x.device} (make a plan for "
                       "them: dispatch.plan or GPT.plan_kernels)")
         else:
-            reason = layernorm_ops.tensor_reason(x, delta, weight, bias, plan.dtype)
+            reason = layernorm_ops.tensor_reason(x, delta, weight, bias, plan.dtype, delta_bias)
             if reason is None and drop:
                 reason = layernorm_ops.dropout_reason(dropout_p)
         if reason is None:
+            kw = {} if delta_bias is None else {"delta_bias": delta_bias}
             if drop:
-                return choice.family.tk(x, delta, weight, bias, eps, plan.dtype, dropout_p)
-            return choice.family.tk(x, delta, weight, bias, eps, plan.dtype)
+                return choice.family.tk(x, delta, weight, bias, eps, plan.dtype, dropout_p, **kw)
+            return choice.family.tk(x, delta, weight, bias, eps, plan.dtype, **kw)
         _fall_back(plan, "layer_norm", reason)
-    return reference.add_layer_norm(x, delta, weight, bias, eps, dropout_p)  # (drops only with a delta and p > 0)
+    # (drops only with a delta and p > 0)
+    return reference.add_layer_norm(x, delta, weight, bias, eps, dropout_p, delta_bias=delta_bias)
 
 
 def layer_norm(plan: Plan, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,

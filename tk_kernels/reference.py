@@ -44,12 +44,15 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, targets: torch.T
 
 
 def add_layer_norm(x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,
-                   bias: torch.Tensor | None, eps: float = 1e-5,
-                   dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+                   bias: torch.Tensor | None, eps: float = 1e-5, dropout_p: float = 0.0,
+                   delta_bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, layer_norm(s)) with s = x + delta (torch's type promotion), or s = x if delta is None:
     the residual add of a transformer block fused with the next LayerNorm. dropout_p > 0 (training):
     s = x + F.dropout(delta, dropout_p), nanoGPT's residual dropout before the add (nothing to drop
-    without delta)."""
+    without delta). delta_bias (the bias of the Linear whose output delta is, not added there):
+    delta + delta_bias in delta's dtype, as the Linear would have returned it, in delta's place."""
+    if delta_bias is not None:
+        delta = (delta + delta_bias).to(delta.dtype)
     if delta is not None and dropout_p > 0.0:
         delta = F.dropout(delta, dropout_p)
     s = x if delta is None else x + delta

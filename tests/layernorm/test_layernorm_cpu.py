@@ -119,18 +119,21 @@ def test_fake_forward_shapes(shape, x_dtype, d_dtype, out_dtype):
     assert mean.shape == rstd.shape == shape[:-1] and mean.dtype == rstd.dtype == F32
 
 
-@pytest.mark.parametrize("delta_dtype,has_bias", [(BF16, True), (F32, False), (None, True)])
-def test_fake_backward_shapes(delta_dtype, has_bias):
+@pytest.mark.parametrize("delta_dtype,has_bias,has_delta_bias", [(BF16, True, False), (F32, False, False),
+                                                                 (None, True, False), (BF16, False, True)])
+def test_fake_backward_shapes(delta_dtype, has_bias, has_delta_bias):
     with FakeTensorMode():
         s = torch.empty(6, 5, 96, device="cuda")
         dy = torch.empty(6, 5, 96, dtype=BF16, device="cuda")
         mean = torch.empty(6, 5, device="cuda")
         w = torch.empty(96, device="cuda")
-        dx, dd, dw, db = torch.ops.tk.add_layer_norm_bwd(dy, s, s, mean, mean, w, has_bias, delta_dtype)
+        dx, dd, dw, db, ddb = torch.ops.tk.add_layer_norm_bwd(dy, s, s, mean, mean, w, has_bias, delta_dtype,
+                                                              has_delta_bias)
     assert dx.shape == s.shape and dx.dtype == F32
     assert dd.shape == ((6, 5, 96) if delta_dtype == BF16 else (0,))
     assert dd.dtype == (BF16 if delta_dtype == BF16 else F32)
     assert dw.shape == (96,) and db.shape == ((96,) if has_bias else (0,))
+    assert ddb.shape == ((96,) if has_delta_bias else (0,)) and ddb.dtype == F32
 
 
 def test_autograd_backward_glue(monkeypatch):
@@ -139,29 +142,37 @@ def test_autograd_backward_glue(monkeypatch):
     one; the saved tensors are the sum (or x without delta)."""
     calls = []
 
-    def fake_bwd(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype):
-        calls.append((ds is not None, has_bias, delta_dtype))
+    def fake_bwd(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, has_delta_bias):
+        calls.append((ds is not None, has_bias, delta_dtype, has_delta_bias))
         dx = torch.full(s.shape, 2.0)
         dd = dx.to(delta_dtype) if delta_dtype is not None else s.new_empty((0,))
-        return dx, dd, torch.ones_like(weight), torch.ones_like(weight) if has_bias else weight.new_empty((0,))
+        empty = weight.new_empty((0,))
+        return (dx, dd, torch.ones_like(weight), torch.ones_like(weight) if has_bias else empty,
+                torch.full_like(weight, 3.0) if has_delta_bias else empty)
 
     monkeypatch.setattr(torch.ops.tk, "add_layer_norm_bwd", fake_bwd, raising=False)
     s, dy, ds = torch.randn(3, 64), torch.randn(3, 64, dtype=BF16), torch.randn(3, 64)
     mean, w = torch.randn(3), torch.randn(64)
 
-    def ctx(has_delta, has_bias, delta_dtype):
+    def ctx(has_delta, has_bias, delta_dtype, has_delta_bias=False):
         return types.SimpleNamespace(saved_tensors=(s, mean, mean, w), has_delta=has_delta, has_bias=has_bias,
-                                     delta_dtype=delta_dtype)
+                                     delta_dtype=delta_dtype, has_delta_bias=has_delta_bias)
 
     g = ln._backward(ctx(True, True, BF16), dy, ds, None, None)  # fp32 residual, bf16 delta
-    assert g[0].dtype == F32 and g[1].dtype == BF16 and g[3] is not None and g[4:] == (None, None)
+    assert len(g) == 7 and g[0].dtype == F32 and g[1].dtype == BF16 and g[3] is not None and g[4:] == (None,) * 3
     g = ln._backward(ctx(True, False, F32), dy, ds, None, None)  # same dtype: one tensor for both
     assert g[1] is g[0] and g[3] is None
     g = ln._backward(ctx(False, True, None), dy, torch.zeros(0), None, None)  # plain LayerNorm
     assert g[1] is None and g[0].shape == s.shape
-    assert calls == [(True, True, BF16), (True, False, None), (False, True, None)]
+    g = ln._backward(ctx(True, False, BF16, True), dy, ds, None, None)  # delta_bias: its gradient is the 7th
+    assert torch.equal(g[6], torch.full_like(w, 3.0)) and g[3] is None
+    assert calls == [(True, True, BF16, False), (True, False, None, False), (False, True, None, False),
+                     (True, False, BF16, True)]
     g = ln._backward(ctx(True, True, BF16), None, ds, None, None)  # y unused: the residual gradient only
-    assert g[0] is ds and g[1].dtype == BF16 and g[2] is None
+    assert g[0] is ds and g[1].dtype == BF16 and g[2] is None and g[6] is None
+    g = ln._backward(ctx(True, True, BF16, True), None, ds, None, None)  # ... delta_bias's: ddelta's column sums
+    torch.testing.assert_close(g[6], ds.to(BF16).float().sum(0))
+    assert len(calls) == 4
 
 
 class Float64Ext:
@@ -170,15 +181,17 @@ class Float64Ext:
     def __init__(self):
         self.calls = []
 
-    def forward(self, x, delta, w, b, eps, out_dtype):
+    def forward(self, x, delta, w, b, eps, out_dtype, delta_bias=None):
         self.calls.append("forward")
+        if delta_bias is not None:
+            delta = (delta + delta_bias).to(delta.dtype)
         s = x if delta is None else x + delta
         s64 = s.double()
         mean, rstd = s64.mean(-1), torch.rsqrt(s64.var(-1, unbiased=False) + eps)
         y = (s64 - mean[..., None]) * rstd[..., None] * w.double() + (0.0 if b is None else b.double())
         return y.to(out_dtype), (x.new_empty((0,)) if delta is None else s), mean.float(), rstd.float()
 
-    def backward(self, dy, ds, s, mean, rstd, w, has_bias, delta_dtype):
+    def backward(self, dy, ds, s, mean, rstd, w, has_bias, delta_dtype, has_delta_bias=False):
         self.calls.append(("backward", ds is not None, has_bias, delta_dtype))
         C = s.shape[-1]
         xh = (s.double() - mean.double()[..., None]) * rstd.double()[..., None]
@@ -188,7 +201,9 @@ class Float64Ext:
         dw = (dy.double() * xh).reshape(-1, C).sum(0).float()
         db = dy.double().reshape(-1, C).sum(0).float() if has_bias else w.new_empty((0,))
         dd = dx.to(delta_dtype) if delta_dtype is not None else s.new_empty((0,))
-        return dx.to(s.dtype), dd, dw, db
+        stored = dd if delta_dtype is not None else dx.to(s.dtype)
+        ddb = stored.double().reshape(-1, C).sum(0).float() if has_delta_bias else w.new_empty((0,))
+        return dx.to(s.dtype), dd, dw, db, ddb
 
 
 @pytest.fixture
@@ -202,23 +217,30 @@ def float64_ext(monkeypatch):
     return ext
 
 
-@pytest.mark.parametrize("x_dt,d_dt,bias", [(F32, BF16, True), (F32, F32, False), (BF16, BF16, True),
-                                            (F32, None, True)])
-def test_custom_op_path_gradients(float64_ext, x_dt, d_dt, bias):
+@pytest.mark.parametrize("x_dt,d_dt,bias,delta_bias", [(F32, BF16, True, False), (F32, F32, False, False),
+                                                       (BF16, BF16, True, False), (F32, None, True, False),
+                                                       (F32, BF16, True, True), (F32, F32, False, True)])
+def test_custom_op_path_gradients(float64_ext, x_dt, d_dt, bias, delta_bias):
     """The custom ops with their registered autograd (what torch.compile traces) and a float64 stand-in
-    extension: s, y and the gradients of x, delta, weight, bias equal those of the reference op through
-    autograd; gradients keep their inputs' dtypes. (The eager C++ path is compared with this one bitwise
-    in test_layernorm_gpu.py.)"""
+    extension: s, y and the gradients of x, delta, weight, bias (and delta_bias) equal those of the reference
+    op through autograd; gradients keep their inputs' dtypes. (The eager C++ path is compared with this one
+    bitwise in test_layernorm_gpu.py.)"""
     torch.manual_seed(0)
     x, w = torch.randn(3, 5, 64).to(x_dt), 1 + 0.1 * torch.randn(64)
     d = None if d_dt is None else torch.randn(3, 5, 64).to(d_dt)
     b = 0.1 * torch.randn(64) if bias else None
-    leaves = [t.clone().requires_grad_() for t in (x, d, w, b) if t is not None]
-    refs = [t.clone().requires_grad_() for t in (x, d, w, b) if t is not None]
-    args = lambda ts: (ts[0], ts[1] if d is not None else None, ts[1 + (d is not None)],
-                       ts[2 + (d is not None)] if bias else None)
-    s, y = ln._custom_op_path(*args(leaves), 1e-5, BF16)
-    s_ref, y_ref = reference.add_layer_norm(*args(refs), 1e-5)
+    db = 0.3 * torch.randn(64) if delta_bias else None
+    leaves = [t.clone().requires_grad_() for t in (x, d, w, b, db) if t is not None]
+    refs = [t.clone().requires_grad_() for t in (x, d, w, b, db) if t is not None]
+
+    def args(ts):
+        it = iter(ts)
+        return [next(it) if t is not None else None for t in (x, d, w, b, db)]
+
+    xs, ds_, ws, bs, dbs = args(leaves)
+    s, y = ln._custom_op_path(xs, ds_, ws, bs, 1e-5, BF16, 0.0, dbs)
+    xr, dr, wr, br, dbr = args(refs)
+    s_ref, y_ref = reference.add_layer_norm(xr, dr, wr, br, 1e-5, delta_bias=dbr)
     assert y.dtype == BF16 and s.dtype == x_dt and torch.equal(s, s_ref)
     torch.testing.assert_close(y.float(), y_ref.float(), rtol=1e-2, atol=1e-2)
     gy, gs = torch.randn(y.shape).to(BF16), torch.randn(s.shape).to(x_dt)
@@ -234,6 +256,8 @@ def test_custom_op_path_gradients(float64_ext, x_dt, d_dt, bias):
         torch.testing.assert_close(ours.grad.float(), ref.grad.float(), rtol=tol, atol=tol)
     assert float64_ext.calls == ["forward",
                                  ("backward", d is not None, bias, d_dt if d_dt not in (None, x_dt) else None)]
+    if delta_bias:
+        assert leaves[-1].grad.dtype == F32 and leaves[-1].grad.shape == (64,)
 
 
 def test_custom_op_path_unused_outputs(float64_ext):
@@ -262,7 +286,7 @@ def test_eager_path_is_one_extension_call(monkeypatch):
     x, w = torch.randn(2, 64), torch.randn(64, dtype=BF16)
     assert ln.add_layer_norm_op(x, None, w, None, 1, BF16) == ("s", "y")
     assert len(calls) == 1 and calls[0][0] is x and calls[0][1] is None and calls[0][2] is w
-    assert calls[0][3:] == (None, 1.0, BF16) and type(calls[0][4]) is float
+    assert calls[0][3:] == (None, 1.0, BF16, None) and type(calls[0][4]) is float
 
 
 # -----------------------------------------------------------------------------
@@ -274,16 +298,16 @@ class StandIn:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, x, delta, weight, bias, eps, out_dtype):
+    def __call__(self, x, delta, weight, bias, eps, out_dtype, dropout_p=0.0, delta_bias=None):
         self.calls.append((x.dtype, None if delta is None else delta.dtype, out_dtype))
-        return reference.add_layer_norm(x, delta, weight, bias, eps)
+        return reference.add_layer_norm(x, delta, weight, bias, eps, dropout_p, delta_bias=delta_bias)
 
 
 @pytest.fixture
 def stand_in(monkeypatch):
     """layer_norm 'supports' CPU here (plan and per-call checks), attention has no TK kernel."""
     kernel = StandIn()
-    monkeypatch.setattr(ln, "tensor_reason", lambda x, delta, weight, bias, out_dtype:
+    monkeypatch.setattr(ln, "tensor_reason", lambda x, delta, weight, bias, out_dtype, delta_bias=None:
                         ln.width_reason(x.shape[-1]))
     with dispatch.override("attention", tk=None), dispatch.override("classifier", tk=None), \
             dispatch.override("mlp", tk=None), \

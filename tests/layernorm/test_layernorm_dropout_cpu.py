@@ -133,10 +133,10 @@ def test_fake_shapes():
         assert mean.shape == rstd.shape == (3, 5) and rng.shape == (2,) and rng.dtype == torch.int64
         dy = torch.empty(3, 5, 96, dtype=BF16, device="cuda")
         for delta_dtype, has_bias in ((BF16, True), (F32, False)):
-            dx, dd, dw, db = torch.ops.tk.dropout_add_layer_norm_bwd(dy, s, s, mean, rstd, w, has_bias, delta_dtype,
-                                                                     0.2, rng)
+            dx, dd, dw, db, ddb = torch.ops.tk.dropout_add_layer_norm_bwd(dy, s, s, mean, rstd, w, has_bias,
+                                                                          delta_dtype, 0.2, rng, has_bias)
             assert dx.shape == dd.shape == (3, 5, 96) and dx.dtype == F32 and dd.dtype == delta_dtype
-            assert dw.shape == (96,) and db.shape == ((96,) if has_bias else (0,))
+            assert dw.shape == (96,) and db.shape == ddb.shape == ((96,) if has_bias else (0,))
 
 
 class Float64DropoutExt:
@@ -147,8 +147,10 @@ class Float64DropoutExt:
         self.calls = []
         self.offset = 0
 
-    def forward_dropout(self, x, delta, w, b, eps, out_dtype, p):
+    def forward_dropout(self, x, delta, w, b, eps, out_dtype, p, delta_bias=None):
         self.calls.append("forward_dropout")
+        if delta_bias is not None:
+            delta = (delta + delta_bias).to(delta.dtype)
         rng = torch.tensor([1337, self.offset], dtype=torch.int64)
         self.offset += 4
         keep = self.dropout_mask(rng, x.numel() // x.shape[-1], x.shape[-1], p).view(x.shape).bool()
@@ -159,7 +161,7 @@ class Float64DropoutExt:
         y = (s64 - mean[..., None]) * rstd[..., None] * w.double() + (0.0 if b is None else b.double())
         return y.to(out_dtype), s, mean.float(), rstd.float(), rng
 
-    def backward_dropout(self, dy, ds, s, mean, rstd, w, has_bias, delta_dtype, p, rng):
+    def backward_dropout(self, dy, ds, s, mean, rstd, w, has_bias, delta_dtype, p, rng, has_delta_bias=False):
         self.calls.append(("backward_dropout", ds is not None, has_bias, delta_dtype))
         C = s.shape[-1]
         xh = (s.double() - mean.double()[..., None]) * rstd.double()[..., None]
@@ -169,7 +171,9 @@ class Float64DropoutExt:
         keep = self.dropout_mask(rng, s.numel() // C, C, p).view(s.shape).double()
         dw = (dy.double() * xh).reshape(-1, C).sum(0).float()
         db = dy.double().reshape(-1, C).sum(0).float() if has_bias else w.new_empty((0,))
-        return dx.to(s.dtype), (dx * keep * ln.keep_scale(p)).to(delta_dtype), dw, db
+        dd = (dx * keep * ln.keep_scale(p)).to(delta_dtype)
+        ddb = dd.double().reshape(-1, C).sum(0).float() if has_delta_bias else w.new_empty((0,))
+        return dx.to(s.dtype), dd, dw, db, ddb
 
     def dropout_mask(self, rng, rows, cols, p):
         return ref.keep_mask(int(rng[0]), int(rng[1]), rows, cols, p).to(torch.uint8)
@@ -188,7 +192,8 @@ def float64_ext(monkeypatch):
 
 @pytest.mark.parametrize("x_dt,d_dt,bias", [(F32, BF16, True), (F32, F32, False), (BF16, BF16, True),
                                             (F32, F16, False)])
-def test_custom_op_path_with_dropout(float64_ext, x_dt, d_dt, bias):
+@pytest.mark.parametrize("delta_bias", [False, True], ids=["", "delta_bias"])
+def test_custom_op_path_with_dropout(float64_ext, x_dt, d_dt, bias, delta_bias):
     """s = x + dropout(delta) with the call's mask (from its rng_state), y and the gradients of x, delta,
     weight, bias equal those of x + mask * delta * scale followed by the reference op, through autograd; the
     gradient of delta is its own tensor in delta's dtype; each call draws a new offset."""
@@ -197,12 +202,15 @@ def test_custom_op_path_with_dropout(float64_ext, x_dt, d_dt, bias):
     d = torch.randn(3, 5, 64).to(d_dt)
     b = 0.1 * torch.randn(64) if bias else None
     p = 0.3
-    leaves = [t.clone().requires_grad_() for t in (x, d, w, b) if t is not None]
-    s, y = ln._custom_op_path(*leaves[:3], leaves[3] if bias else None, 1e-5, BF16, p)
+    db = 0.3 * torch.randn(64) if delta_bias else None
+    leaves = [t.clone().requires_grad_() for t in (x, d, w, b, db) if t is not None]
+    s, y = ln._custom_op_path(*leaves[:3], leaves[3] if bias else None, 1e-5, BF16, p,
+                              leaves[-1] if delta_bias else None)
     keep = ref.keep_mask(1337, 0, 15, 64, p).view(3, 5, 64)
     assert float64_ext.offset == 4
-    refs = [t.clone().requires_grad_() for t in (x, d, w, b) if t is not None]
-    dropped = (refs[1].float() * keep * ln.keep_scale(p)).to(d_dt)
+    refs = [t.clone().requires_grad_() for t in (x, d, w, b, db) if t is not None]
+    biased = (refs[1] + refs[-1]).to(d_dt) if delta_bias else refs[1]
+    dropped = (biased.float() * keep * ln.keep_scale(p)).to(d_dt)
     s_ref, y_ref = reference.add_layer_norm(refs[0], dropped, refs[2], refs[3] if bias else None, 1e-5)
     assert s.dtype == x_dt and torch.equal(s, s_ref)
     assert y.dtype == BF16
@@ -210,9 +218,11 @@ def test_custom_op_path_with_dropout(float64_ext, x_dt, d_dt, bias):
     gy, gs = torch.randn(y.shape).to(BF16), torch.randn(s.shape).to(x_dt)
     torch.autograd.backward([y, s], [gy, gs])
     torch.autograd.backward([y_ref, s_ref], [gy.to(y_ref.dtype), gs])
-    for ours, r in zip(leaves, refs):
+    for i, (ours, r) in enumerate(zip(leaves, refs)):
         assert ours.grad is not None and ours.grad.dtype == ours.dtype
         tol = 2e-2 if BF16 in (ours.dtype, x_dt, d_dt) else 2e-3 if F16 in (ours.dtype, d_dt) else 1e-4
+        if delta_bias and i == len(leaves) - 1 and d_dt != F32:
+            tol = 2e-2  # column sums of 16-bit gradients rounded in different places: cancellation amplifies
         torch.testing.assert_close(ours.grad.float(), r.grad.float(), rtol=tol, atol=tol)
     assert not torch.equal(leaves[1].grad, leaves[0].grad.to(d_dt))  # the mask reached delta's gradient
     assert float64_ext.calls == ["forward_dropout", ("backward_dropout", True, bias, d_dt)]
@@ -236,12 +246,15 @@ def test_dropout_backward_glue_without_dy(monkeypatch):
     monkeypatch.setattr(ln, "dropout_mask", lambda rng, rows, cols, p: ref.keep_mask(5, 8, rows, cols, p).to(torch.uint8))
     s, mean, w = torch.randn(3, 64), torch.randn(3), torch.randn(64)
     ctx = types.SimpleNamespace(saved_tensors=(s, mean, mean, w, torch.tensor([5, 8])), has_bias=True,
-                                delta_dtype=BF16, dropout_p=0.2)
+                                delta_dtype=BF16, dropout_p=0.2, has_delta_bias=False)
     ds = torch.randn(3, 64)
     g = ln._dropout_backward(ctx, None, ds, None, None, None)
-    assert g[0] is ds and g[2:] == (None,) * 5
+    assert g[0] is ds and g[2:] == (None,) * 6
     assert torch.equal(g[1], (ds * ref.keep_mask(5, 8, 3, 64, 0.2) * 1.25).to(BF16))
-    assert ln._dropout_backward(ctx, None, None, None, None, None) == (None,) * 7
+    assert ln._dropout_backward(ctx, None, None, None, None, None) == (None,) * 8
+    ctx.has_delta_bias = True  # delta_bias's gradient: the column sums of the masked ddelta
+    g = ln._dropout_backward(ctx, None, ds, None, None, None)
+    torch.testing.assert_close(g[7], g[1].float().sum(0))
 
 
 def test_eager_path_routes_by_dropout_p(monkeypatch):
@@ -257,7 +270,8 @@ def test_eager_path_routes_by_dropout_p(monkeypatch):
     ln.add_layer_norm_op(x, None, w, None, 1e-5, BF16, 0.2)
     ln.add_layer_norm_op(x, x, w, None, 1e-5, BF16, 0.2)
     assert [c[0] for c in calls] == ["plain", "plain", "plain", "dropout"]
-    assert len(calls[0][1]) == len(calls[1][1]) == 6 and calls[3][1][-1] == 0.2 and type(calls[3][1][-1]) is float
+    assert len(calls[0][1]) == len(calls[1][1]) == 7 and calls[0][1][-1] is None  # (..., out_dtype, delta_bias)
+    assert calls[3][1][-2] == 0.2 and type(calls[3][1][-2]) is float and calls[3][1][-1] is None
 
 
 def test_public_api_checks_dropout_p():
@@ -292,15 +306,16 @@ class StandIn:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, x, delta, weight, bias, eps, out_dtype, *dropout):
+    def __call__(self, x, delta, weight, bias, eps, out_dtype, *dropout, delta_bias=None):
         self.calls.append((delta is not None, dropout[0] if dropout else None))
-        return reference.add_layer_norm(x, delta, weight, bias, eps, *dropout)
+        return reference.add_layer_norm(x, delta, weight, bias, eps, *dropout, delta_bias=delta_bias)
 
 
 @pytest.fixture
 def stand_in(monkeypatch):
     kernel = StandIn()
-    monkeypatch.setattr(ln, "tensor_reason", lambda x, delta, weight, bias, out_dtype: ln.width_reason(x.shape[-1]))
+    monkeypatch.setattr(ln, "tensor_reason", lambda x, delta, weight, bias, out_dtype, delta_bias=None:
+                        ln.width_reason(x.shape[-1]))
     with dispatch.override("attention", tk=None), dispatch.override("classifier", tk=None), \
             dispatch.override("mlp", tk=None), \
             dispatch.override("layer_norm", tk=kernel, unsupported=lambda device, dtype, dims: None, not_used=None):

@@ -112,8 +112,9 @@ def test_forward_and_backward_against_float64(rows, C, x_dt, d_dt, y_dt, bias):
     dy = randn((rows, C), g, y_dt)
     ds = randn((rows, C), g, x_dt, 0.5)
     poison(((rows, C), x_dt), ((rows, C), d_dt), ((C,), F32), ((C,) if bias else (0,), F32))
-    dx, ddelta, dw, db = torch.ops.tk.dropout_add_layer_norm_bwd(dy, ds, s, mean, rstd, w, bias, d_dt, p, rng)
+    dx, ddelta, dw, db, ddb = torch.ops.tk.dropout_add_layer_norm_bwd(dy, ds, s, mean, rstd, w, bias, d_dt, p, rng)
     torch.cuda.synchronize()
+    assert ddb.shape == (0,)
     r = reference(x, d, w, b, keep, p, dy, ds)
     assert s.dtype == x_dt and torch.equal(s, r["s"]), "s differs from x + F.dropout(delta) with the kernels' mask"
     assert y.dtype == y_dt and dx.dtype == x_dt and ddelta.dtype == d_dt
@@ -138,12 +139,56 @@ def test_three_dim_inputs_and_no_ds():
     assert y.shape == s.shape == x.shape and mean.shape == (4, 37)
     keep = mask_of(rng, x.shape, 0.2)
     dy = randn(x.shape, g, BF16)
-    dx, ddelta, dw, db = torch.ops.tk.dropout_add_layer_norm_bwd(dy, None, s, mean, rstd, w, True, BF16, 0.2, rng)
+    dx, ddelta, dw, db, _ = torch.ops.tk.dropout_add_layer_norm_bwd(dy, None, s, mean, rstd, w, True, BF16, 0.2, rng)
     r = reference(x, d, w, b, keep, 0.2, dy, None)
     assert torch.equal(s, r["s"])
     for name, ours, tol in (("y", y, TOL[BF16]), ("dx", dx, TOL[F32]), ("ddelta", ddelta, TOL[BF16]),
                             ("dw", dw, TOL[F32]), ("db", db, TOL[F32])):
         assert rel_err(ours, r[name]) <= tol, (name, rel_err(ours, r[name]), seed)
+
+
+@pytest.mark.parametrize("x_dt,d_dt,y_dt", [(F32, BF16, BF16), (BF16, BF16, BF16), (F32, F16, F16), (F32, F32, F32)],
+                         ids=["x32-d16b-y16b", "x16b-d16b-y16b", "x32-d16h-y16h", "x32-d32-y32"])
+@pytest.mark.parametrize("rows,C", [(7, 200), (1000, 768), (16384, 768), (333, 2048)])
+def test_delta_bias_with_dropout(rows, C, x_dt, d_dt, y_dt):
+    """delta_bias (a GEMM's bias added here) under the dropout: s = x + dropout(round_D(delta + delta_bias))
+    exactly, its gradient the column sums of ddelta (masked and scaled); the rest against float64."""
+    seed = new_seed()
+    p = 0.2
+    g, x, d, w, b = make_case((rows, C), x_dt, d_dt, True, seed)
+    dbias = randn((C,), g, F32, 0.3)
+    poison(((rows, C), y_dt), ((rows, C), x_dt), ((rows,), F32), ((rows,), F32), ((2,), torch.int64))
+    y, s, mean, rstd, rng = torch.ops.tk.dropout_add_layer_norm_fwd(x, d, w, b, 1e-5, y_dt, p, dbias)
+    keep = mask_of(rng, (rows, C), p)
+    dy, ds = randn((rows, C), g, y_dt), randn((rows, C), g, x_dt, 0.5)
+    poison(((rows, C), x_dt), ((rows, C), d_dt), ((C,), F32), ((C,), F32), ((C,), F32))
+    dx, ddelta, dw, db, ddb = torch.ops.tk.dropout_add_layer_norm_bwd(dy, ds, s, mean, rstd, w, True, d_dt, p, rng,
+                                                                      True)
+    torch.cuda.synchronize()
+    r = reference(x, (d + dbias).to(d_dt), w, b, keep, p, dy, ds)
+    assert torch.equal(s, r["s"]), "s differs from x + F.dropout(delta + delta_bias) with the kernels' mask"
+    errs = {"y": rel_err(y, r["y"]), "dx": rel_err(dx, r["dx"]), "ddelta": rel_err(ddelta, r["ddelta"]),
+            "dw": rel_err(dw, r["dw"]), "db": rel_err(db, r["db"]),
+            "ddelta_bias": rel_err(ddb, r["ddelta"].sum(0)),
+            "ddelta_bias_vs_stored": rel_err(ddb, ddelta.double().sum(0))}
+    print(f"[ln dropout+delta_bias rows={rows} C={C} {x_dt}/{d_dt}/{y_dt} seed={seed}] "
+          + " ".join(f"{k}={v:.2e}" for k, v in errs.items()))
+    tol = {"y": TOL[y_dt], "dx": TOL[x_dt], "ddelta": TOL[d_dt], "dw": TOL[F32], "db": TOL[F32],
+           "ddelta_bias": TOL[d_dt], "ddelta_bias_vs_stored": 1e-5}
+    bad = {k: v for k, v in errs.items() if not v <= tol[k]}
+    assert not bad, f"errors above tolerance {bad} (seed {seed})"
+    # eager (C++ autograd) and custom-op paths: the same kernels, the same gradients bitwise
+    outs = []
+    for path in (ln.add_layer_norm_op, ln._custom_op_path):
+        leaves = [t.detach().clone().requires_grad_() for t in (x, d, w, b, dbias)]
+        torch.manual_seed(seed)  # each path draws its mask from the generator: the same one
+        s2, y2 = path(*leaves[:4], 1e-5, y_dt, p, leaves[4])
+        torch.autograd.backward([y2, s2], [dy, ds])
+        outs.append((s2, y2, [t.grad for t in leaves]))
+    (s1, y1, g1), (s2, y2, g2) = outs
+    assert torch.equal(s1, s2) and torch.equal(y1, y2)
+    for i, (a, c) in enumerate(zip(g1, g2)):
+        assert a.dtype == c.dtype and torch.equal(a, c), f"gradient {i} (seed {seed})"
 
 
 # -----------------------------------------------------------------------------
@@ -294,6 +339,11 @@ def test_opcheck():
                           (dy, x, s, mean, rstd, w, True, BF16, 0.2, rng))
     torch.library.opcheck(torch.ops.tk.dropout_add_layer_norm_bwd.default,
                           (dy, None, s, mean, rstd, w, False, F32, 0.5, rng))
+    # with a delta_bias
+    torch.library.opcheck(torch.ops.tk.dropout_add_layer_norm_fwd.default, (x, d, w, b, 1e-5, BF16, 0.2, b),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    torch.library.opcheck(torch.ops.tk.dropout_add_layer_norm_bwd.default,
+                          (dy, x, s, mean, rstd, w, True, BF16, 0.2, rng, True))
 
 
 def test_compiled_matches_eager_bitwise():
@@ -345,7 +395,7 @@ def test_cuda_graph_replays_draw_fresh_masks():
     (y1, s1, r1, g1), (y2, s2, r2, g2) = replays
     assert rng_pair(r1) != rng_pair(r2), "the replays used the same (seed, offset)"
     assert not torch.equal(s1, s2)
-    for y, s, rng, (dx, ddelta, dw, db) in replays:  # each replay's outputs are exact for its own mask
+    for y, s, rng, (dx, ddelta, dw, db, _) in replays:  # each replay's outputs are exact for its own mask
         keep = mask_of(rng, (rows, C), p)
         r = reference(x, d, w, b, keep, p, dy, ds)
         assert torch.equal(s, r["s"])

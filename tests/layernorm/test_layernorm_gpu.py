@@ -104,9 +104,10 @@ def test_forward_and_backward_against_float64(rows, C, x_dt, d_dt, y_dt, bias):
     split = d is not None and d.dtype != x_dt
     poison(((rows, C), x_dt), ((rows, C) if split else (0,), d_dt or x_dt), ((C,), F32),
            ((C,) if bias else (0,), F32))
-    dx, ddelta, dw, db = torch.ops.tk.add_layer_norm_bwd(dy, ds, s if d is not None else x, mean, rstd, w,
-                                                         bias, d.dtype if split else None)
+    dx, ddelta, dw, db, ddb = torch.ops.tk.add_layer_norm_bwd(dy, ds, s if d is not None else x, mean, rstd, w,
+                                                              bias, d.dtype if split else None)
     torch.cuda.synchronize()
+    assert ddb.shape == (0,)
     s64 = s_torch.double().requires_grad_()
     w64 = w.double().requires_grad_()
     b64 = b.double().requires_grad_() if b is not None else None
@@ -186,7 +187,7 @@ def test_backward_widths_in_any_order():
         g, x, d, w, b = make_case(37, C, F32, BF16, True, seed)
         y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, d, w, b, 1e-5, BF16)
         dy = randn((37, C), g, BF16)
-        dx, _, dw, db = torch.ops.tk.add_layer_norm_bwd(dy, None, s, mean, rstd, w, True, None)
+        dx, _, dw, db, _ = torch.ops.tk.add_layer_norm_bwd(dy, None, s, mean, rstd, w, True, None)
         s64, w64, b64 = (t.double().requires_grad_() for t in (s, w, b))
         grads = torch.autograd.grad(F.layer_norm(s64, (C,), w64, b64, 1e-5), [s64, w64, b64], dy.double())
         for ours, ref, tol in zip((dx, dw, db), grads, (TOL[F32], TOL[F32], TOL[F32])):
@@ -198,8 +199,11 @@ def test_zero_rows():
     w = torch.randn(768, device="cuda")
     y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, x, w, w, 1e-5, BF16)
     assert y.shape == (0, 768) and mean.shape == (0,)
-    dx, _, dw, db = torch.ops.tk.add_layer_norm_bwd(y, None, s, mean, rstd, w, True, None)
+    dx, _, dw, db, _ = torch.ops.tk.add_layer_norm_bwd(y, None, s, mean, rstd, w, True, None)
     assert dx.shape == (0, 768) and torch.equal(dw, torch.zeros_like(w)) and torch.equal(db, torch.zeros_like(w))
+    y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, x, w, w, 1e-5, BF16, w)
+    _, _, _, _, ddb = torch.ops.tk.add_layer_norm_bwd(y, None, s, mean, rstd, w, True, None, True)
+    assert torch.equal(ddb, torch.zeros_like(w))
 
 
 def test_opcheck():
@@ -212,6 +216,147 @@ def test_opcheck():
     dy = torch.randn_like(y)
     torch.library.opcheck(torch.ops.tk.add_layer_norm_bwd.default, (dy, x, s, mean, rstd, w, True, BF16))
     torch.library.opcheck(torch.ops.tk.add_layer_norm_bwd.default, (dy, None, s, mean, rstd, w, False, None))
+    # with a delta_bias (the GEMM bias moved into the op)
+    torch.library.opcheck(torch.ops.tk.add_layer_norm_fwd.default, (x, d, w, b, 1e-5, BF16, b))
+    y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, d, w, b, 1e-5, BF16, b)
+    torch.library.opcheck(torch.ops.tk.add_layer_norm_bwd.default, (dy, x, s, mean, rstd, w, True, BF16, True))
+    torch.library.opcheck(torch.ops.tk.add_layer_norm_bwd.default, (dy, None, s, mean, rstd, w, False, None, True))
+
+
+# -----------------------------------------------------------------------------
+# delta_bias: a GEMM's bias added to delta here (model.py's c_proj biases), its gradient ddelta's column sums
+
+DB_DTYPES = [(F32, BF16, BF16), (BF16, BF16, BF16), (F32, F16, F16), (F16, F16, F16), (F32, F32, F32)]
+DB_IDS = ["x32-d16b-y16b", "x16b-d16b-y16b", "x32-d16h-y16h", "x16h-d16h-y16h", "x32-d32-y32"]
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("x_dt,d_dt,y_dt", DB_DTYPES, ids=DB_IDS)
+@pytest.mark.parametrize("C", [64, 200, 768, 2048, 8192])
+@pytest.mark.parametrize("rows", ROWS)
+def test_delta_bias_against_float64(rows, C, x_dt, d_dt, y_dt, bias):
+    """s = x + round_D(delta + delta_bias) exactly as torch computes it; y, mean, rstd and every gradient
+    (dx, ddelta, dweight, dbias, ddelta_bias) against float64, ddelta_bias = the column sums of ddelta."""
+    if rows * C > 16384 * 2048:
+        pytest.skip("keeps the float64 reference within a few GB")
+    seed = new_seed()
+    g, x, d, w, b = make_case(rows, C, x_dt, d_dt, bias, seed)
+    dbias = randn((C,), g, F32, 0.3)
+    eps = 1e-5
+    # forward: y, s, mean, rstd (the binding's allocation order)
+    poison(((rows, C), y_dt), ((rows, C), x_dt), ((rows,), F32), ((rows,), F32))
+    y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, d, w, b, eps, y_dt, dbias)
+    torch.cuda.synchronize()
+    s_torch = x + (d + dbias).to(d_dt)
+    assert s.dtype == x_dt and torch.equal(s, s_torch), "s differs from torch's x + (delta + delta_bias)"
+    y_ref, mean_ref, rstd_ref = ref_forward(s_torch, w, b, eps)
+    errs = {"y": rel_err(y, y_ref), "mean": rel_err(mean, mean_ref), "rstd": rel_err(rstd, rstd_ref)}
+
+    dy, ds = randn((rows, C), g, y_dt), randn((rows, C), g, x_dt, 0.5)
+    split = d_dt != x_dt
+    poison(((rows, C), x_dt), ((rows, C) if split else (0,), d_dt), ((C,), F32), ((C,) if bias else (0,), F32),
+           ((C,), F32))
+    dx, ddelta, dw, db, ddb = torch.ops.tk.add_layer_norm_bwd(dy, ds, s, mean, rstd, w, bias,
+                                                              d_dt if split else None, True)
+    torch.cuda.synchronize()
+    s64, w64 = s_torch.double().requires_grad_(), w.double().requires_grad_()
+    b64 = b.double().requires_grad_() if b is not None else None
+    y64 = F.layer_norm(s64, (C,), w64, b64, eps)
+    grads = torch.autograd.grad(y64, [t for t in (s64, w64, b64) if t is not None], dy.double())
+    dx_ref = grads[0] + ds.double()
+    errs.update(dx=rel_err(dx, dx_ref), dw=rel_err(dw, grads[1]), ddelta_bias=rel_err(ddb, dx_ref.sum(0)))
+    if bias:
+        errs["db"] = rel_err(db, grads[2])
+    if split:
+        errs["ddelta"] = rel_err(ddelta, dx_ref)
+    # exactly the column sums of ddelta as stored, up to fp32 summation order
+    stored = ddelta if split else dx
+    errs["ddelta_bias_vs_stored"] = rel_err(ddb, stored.double().sum(0))
+    print(f"[ln+delta_bias rows={rows} C={C} {x_dt}/{d_dt}/{y_dt} bias={bias} seed={seed}] "
+          + " ".join(f"{k}={v:.2e}" for k, v in errs.items()))
+    tol = {"y": TOL[y_dt], "mean": TOL[F32], "rstd": TOL[F32], "dx": TOL[x_dt], "dw": TOL[F32], "db": TOL[F32],
+           "ddelta": TOL[d_dt], "ddelta_bias": TOL[d_dt], "ddelta_bias_vs_stored": 1e-5}
+    bad = {k: v for k, v in errs.items() if not v <= tol[k]}  # NaN fails too
+    assert not bad, f"errors above tolerance {bad} (seed {seed})"
+
+
+def with_delta_bias(path):
+    """path (add_layer_norm_op or _custom_op_path) taking (x, delta, weight, bias, delta_bias, eps, out_dtype), for
+    run_path."""
+    return lambda x, d, w, b, db, eps, out_dtype: path(x, d, w, b, eps, out_dtype, 0.0, db)
+
+
+@pytest.mark.parametrize("requires", [(1, 1, 1, 1, 1), (0, 0, 0, 0, 1), (1, 0, 0, 0, 0), (0, 1, 1, 1, 0)],
+                         ids=lambda r: "rg" + "".join(map(str, r)))
+@pytest.mark.parametrize("x_dt,d_dt,y_dt", [(F32, BF16, BF16), (BF16, BF16, BF16), (F32, F32, F32)],
+                         ids=["autocast", "bf16", "f32"])
+def test_delta_bias_eager_path_equals_custom_op_path(x_dt, d_dt, y_dt, requires):
+    seed = new_seed()
+    (x, d, w, b), gy, gs = eager_case(1000, 768, x_dt, d_dt, y_dt, True, seed)
+    dbias = torch.randn(768, device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed))
+    inputs, req = (x, d, w, b, dbias), [bool(r) for r in requires]
+    eager = run_path(with_delta_bias(ln.add_layer_norm_op), inputs, req, y_dt, gy, gs)
+    assert "AddLayerNorm" in eager[1].grad_fn.name(), eager[1].grad_fn.name()
+    assert_same(eager, run_path(with_delta_bias(ln._custom_op_path), inputs, req, y_dt, gy, gs), f"(seed {seed})")
+    # s unused: no ds, the same kernels on both paths
+    eager = run_path(with_delta_bias(ln.add_layer_norm_op), inputs, [True] * 5, y_dt, gy, gs, use=("y",))
+    custom = run_path(with_delta_bias(ln._custom_op_path), inputs, [True] * 5, y_dt, gy, gs, use=("y",))
+    assert_same(eager, custom, f"y alone (seed {seed})")
+    # y unused: only the residual gradient flows (no kernel on the eager path), delta_bias's is ddelta's sums
+    _, _, (gx, gd, gw, gb, gdb) = run_path(with_delta_bias(ln.add_layer_norm_op), inputs, [True] * 5, y_dt, gy, gs,
+                                           use=("s",))
+    assert torch.equal(gx, gs) and torch.equal(gd, gs.to(d_dt)) and gw is None and gb is None
+    torch.testing.assert_close(gdb, gs.to(d_dt).double().sum(0).float(), rtol=1e-5, atol=1e-4)
+
+
+def test_delta_bias_public_api_autograd():
+    """tk_kernels.add_layer_norm(..., delta_bias=) through autograd against float64 (the roundings of delta +
+    delta_bias and of the sum taken as the kernels take them), a 16-bit delta_bias's gradient in its dtype; delta_bias's
+    gradient is the column sums of ddelta as stored."""
+    seed = new_seed()
+    g, x, d, w, b = make_case(333, 1024, F32, BF16, True, seed)
+    for db_dt in (F32, BF16):
+        dbias = randn((1024,), g, db_dt, 0.3)
+        leaves = [t.detach().clone().requires_grad_() for t in (x, d, w, b, dbias)]
+        s, y = tk_kernels.add_layer_norm(*leaves[:4], out_dtype=BF16, delta_bias=leaves[4])
+        gy, gs = randn(y.shape, g, BF16), randn(s.shape, g, F32)
+        torch.autograd.backward([y, s], [gy, gs])
+        refs = [t.detach().double().requires_grad_() for t in (x, d, w, b, dbias)]
+        dd = refs[1] + refs[4]
+        dd = dd + (dd.detach().to(BF16).double() - dd.detach())  # delta + delta_bias rounded to delta's dtype
+        s64 = refs[0] + dd
+        s64 = s64 + (s64.detach().float().double() - s64.detach())
+        y64 = F.layer_norm(s64, (1024,), refs[2], refs[3], 1e-5)
+        torch.autograd.backward([y64, s64], [gy.double(), gs.double()])
+        for i, (ours, ref) in enumerate(zip(leaves, refs)):
+            assert ours.grad is not None and ours.grad.dtype == ours.dtype, i
+            err = rel_err(ours.grad, ref.grad)
+            # delta_bias's gradient sums ddelta as stored (rounded to delta's dtype, as an unfused bias's would be):
+            # within delta's tolerance of float64, and within float32 summation of the stored ddelta
+            tol = TOL[BF16] if i == 4 else TOL[ours.dtype]
+            assert err <= tol, f"input {i}: grad error {err:.2e} (seed {seed})"
+        stored = rel_err(leaves[4].grad, leaves[1].grad.double().sum(0))
+        assert stored <= (1e-5 if db_dt == F32 else TOL[BF16]), f"delta_bias's grad vs stored ddelta {stored:.2e}"
+
+
+def test_delta_bias_errors():
+    x, w = torch.randn(8, 128, device="cuda"), torch.randn(128, device="cuda")
+    with pytest.raises(ValueError, match="delta_bias is given without delta"):
+        ln._checked(x, None, w, None, 1e-5, F32, 0.0, w)
+    with pytest.raises(ValueError, match=r"delta_bias must have shape \(128,\)"):
+        tk_kernels.add_layer_norm(x, x, w, delta_bias=torch.randn(64, device="cuda"))
+    with pytest.raises(RuntimeError, match="delta_bias needs delta"):
+        ln.add_layer_norm_op(x, None, w, None, 1e-5, F32, 0.0, w)
+
+
+def test_delta_bias_backward_is_reproducible():
+    seed = new_seed()
+    _, x, d, w, b = make_case(5000, 768, F32, BF16, True, seed)
+    y, s, mean, rstd = torch.ops.tk.add_layer_norm_fwd(x, d, w, b, 1e-5, BF16, b)
+    dy = torch.randn_like(y)
+    outs = [torch.ops.tk.add_layer_norm_bwd(dy, x, s, mean, rstd, w, True, BF16, True) for _ in range(2)]
+    for a, c in zip(*outs):
+        assert torch.equal(a, c)
 
 
 # -----------------------------------------------------------------------------

@@ -6,13 +6,16 @@ Residual add + LayerNorm on the tk_kernels CUDA kernels, as torch custom ops wit
     y = tk_kernels.layer_norm(x, weight, bias)
 
     s, y = tk_kernels.add_layer_norm(x, delta, weight, bias, dropout_p=0.2)  # s = x + F.dropout(delta, 0.2)
+    s, y = tk_kernels.add_layer_norm(x, delta, weight, bias, delta_bias=b)   # s = x + (delta + b)
 
 Four ops are registered (eager and torch.compile without graph breaks):
-    tk::add_layer_norm_fwd(x, delta?, weight, bias?, eps, out_dtype) -> (y, s, mean, rstd)
-    tk::add_layer_norm_bwd(dy, ds?, s, mean, rstd, weight, has_bias, delta_dtype?) -> (dx, ddelta, dweight, dbias)
-    tk::dropout_add_layer_norm_fwd(x, delta, weight, bias?, eps, out_dtype, dropout_p) -> (y, s, mean, rstd, rng_state)
-    tk::dropout_add_layer_norm_bwd(dy, ds?, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, rng_state)
-        -> (dx, ddelta, dweight, dbias)
+    tk::add_layer_norm_fwd(x, delta?, weight, bias?, eps, out_dtype, delta_bias?) -> (y, s, mean, rstd)
+    tk::add_layer_norm_bwd(dy, ds?, s, mean, rstd, weight, has_bias, delta_dtype?, has_delta_bias)
+        -> (dx, ddelta, dweight, dbias, ddelta_bias)
+    tk::dropout_add_layer_norm_fwd(x, delta, weight, bias?, eps, out_dtype, dropout_p, delta_bias?)
+        -> (y, s, mean, rstd, rng_state)
+    tk::dropout_add_layer_norm_bwd(dy, ds?, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, rng_state,
+                                   has_delta_bias) -> (dx, ddelta, dweight, dbias, ddelta_bias)
 x (the residual stream) and delta (the sublayer output) are (..., C) CUDA tensors; s = x + delta is
 computed in fp32 and stored in x's dtype (exactly torch's x + delta for the supported dtypes); y is
 LayerNorm(s) * weight + bias in out_dtype (the autocast dtype in mixed-precision training, so the
@@ -20,6 +23,12 @@ next GEMM reads it directly); mean and rstd are fp32 (...,). Without delta s is 
 y = LayerNorm(x). The backward writes dx once in x's dtype (the gradient of both x and delta), a
 second copy in delta's dtype only where that differs (fp32 residual, bf16 delta), and dweight /
 dbias from per-CTA partial sums (no second pass over the rows); it is bitwise reproducible.
+
+delta_bias (optional, (C,), needs delta): the bias of the GEMM whose output delta is, added here instead of in
+the GEMM's epilogue: delta + delta_bias is rounded to delta's dtype (what the epilogue would have stored) and
+replaces delta in the sum and under the dropout. Its gradient, the column sums of ddelta as stored, comes from
+the backward kernel's per-CTA partial sums beside dweight / dbias, so the GEMM's backward has no bias gradient to
+reduce (model.py moves the attention's and the MLP's c_proj biases here).
 In eager mode the public functions make one call of the extension's add_layer_norm, whose autograd
 is in C++ (csrc/bindings.cpp, AddLayerNorm: the same kernels, saved tensors and gradients as the
 custom ops' registered autograd below, with no Python in the forward or the backward); under
@@ -66,16 +75,19 @@ def _kernel_ready(t: Tensor) -> Tensor:
     return t if t.is_contiguous() and t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
 
 
+def _ready_or_none(t: Tensor | None) -> Tensor | None:
+    return None if t is None else _kernel_ready(t)
+
+
 @torch.library.custom_op("tk::add_layer_norm_fwd", mutates_args=(), device_types="cuda")
 def add_layer_norm_fwd(x: Tensor, delta: Tensor | None, weight: Tensor, bias: Tensor | None, eps: float,
-                       out_dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    delta = None if delta is None else _kernel_ready(delta)
-    bias = None if bias is None else _kernel_ready(bias)
-    return _ext().forward(_kernel_ready(x), delta, _kernel_ready(weight), bias, eps, out_dtype)
+                       out_dtype: torch.dtype, delta_bias: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _ext().forward(_kernel_ready(x), _ready_or_none(delta), _kernel_ready(weight), _ready_or_none(bias), eps,
+                          out_dtype, _ready_or_none(delta_bias))
 
 
 @add_layer_norm_fwd.register_fake
-def _add_layer_norm_fwd_fake(x, delta, weight, bias, eps, out_dtype):
+def _add_layer_norm_fwd_fake(x, delta, weight, bias, eps, out_dtype, delta_bias=None):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     y = x.new_empty(x.shape, dtype=out_dtype)
     s = x.new_empty(x.shape) if delta is not None else x.new_empty((0,))
@@ -85,25 +97,36 @@ def _add_layer_norm_fwd_fake(x, delta, weight, bias, eps, out_dtype):
 
 @torch.library.custom_op("tk::add_layer_norm_bwd", mutates_args=(), device_types="cuda")
 def add_layer_norm_bwd(dy: Tensor, ds: Tensor | None, s: Tensor, mean: Tensor, rstd: Tensor, weight: Tensor,
-                       has_bias: bool, delta_dtype: torch.dtype | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    ds = None if ds is None else _kernel_ready(ds)
-    return _ext().backward(_kernel_ready(dy), ds, _kernel_ready(s), mean.contiguous(), rstd.contiguous(),
-                           _kernel_ready(weight), has_bias, delta_dtype)
+                       has_bias: bool, delta_dtype: torch.dtype | None,
+                       has_delta_bias: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _ext().backward(_kernel_ready(dy), _ready_or_none(ds), _kernel_ready(s), mean.contiguous(),
+                           rstd.contiguous(), _kernel_ready(weight), has_bias, delta_dtype, has_delta_bias)
+
+
+def _param_grads_fake(weight, has_bias, has_delta_bias):
+    """(dweight, dbias, ddelta_bias) as the backward ops return them: fp32 (C,), or (0,) where not asked for (each
+    its own tensor: outputs must not alias each other)."""
+    return tuple(weight.new_empty(weight.shape if wanted else (0,)) for wanted in (True, has_bias, has_delta_bias))
 
 
 @add_layer_norm_bwd.register_fake
-def _add_layer_norm_bwd_fake(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype):
+def _add_layer_norm_bwd_fake(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, has_delta_bias=False):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     ddelta = s.new_empty(s.shape, dtype=delta_dtype) if delta_dtype not in (None, s.dtype) else s.new_empty((0,))
-    db = weight.new_empty(weight.shape) if has_bias else weight.new_empty((0,))
-    return torch.empty_like(s), ddelta, torch.empty_like(weight), db
+    return (torch.empty_like(s), ddelta) + _param_grads_fake(weight, has_bias, has_delta_bias)
+
+
+def _column_sums(ddelta: Tensor) -> Tensor:
+    """delta_bias's gradient where no kernel runs (y unused): ddelta's column sums in fp32."""
+    return ddelta.reshape(-1, ddelta.shape[-1]).sum(0, dtype=torch.float32)
 
 
 def _setup_context(ctx, inputs, output):
-    x, delta, weight, bias, eps, out_dtype = inputs
+    x, delta, weight, bias, eps, out_dtype, delta_bias = inputs
     y, s, mean, rstd = output
     ctx.save_for_backward(s if delta is not None else x, mean, rstd, weight)
     ctx.has_delta, ctx.has_bias = delta is not None, bias is not None
+    ctx.has_delta_bias = delta_bias is not None
     ctx.delta_dtype = delta.dtype if delta is not None else None
     ctx.mark_non_differentiable(mean, rstd)
     if delta is None:
@@ -120,14 +143,15 @@ def _backward(ctx, dy, ds, dmean, drstd):
     if dy is None:  # y unused: only the residual gradient flows
         dx = ds
         ddelta = None if ds is None or not ctx.has_delta else ds.to(ctx.delta_dtype)
-        return dx, ddelta, None, None, None, None
-    dx, ddelta, dw, db = torch.ops.tk.add_layer_norm_bwd(dy, ds, s, mean, rstd, weight, ctx.has_bias,
-                                                         ctx.delta_dtype if split else None)
+        ddb = _column_sums(ddelta) if ctx.has_delta_bias and ddelta is not None else None
+        return dx, ddelta, None, None, None, None, ddb
+    dx, ddelta, dw, db, ddb = torch.ops.tk.add_layer_norm_bwd(dy, ds, s, mean, rstd, weight, ctx.has_bias,
+                                                              ctx.delta_dtype if split else None, ctx.has_delta_bias)
     if not ctx.has_delta:
         ddelta = None
     elif not split:
         ddelta = dx  # the same gradient for x and delta (like torch's add)
-    return dx, ddelta, dw, db if ctx.has_bias else None, None, None
+    return (dx, ddelta, dw, db if ctx.has_bias else None, None, None, ddb if ctx.has_delta_bias else None)
 
 
 add_layer_norm_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -138,14 +162,14 @@ add_layer_norm_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 @torch.library.custom_op("tk::dropout_add_layer_norm_fwd", mutates_args=(), device_types="cuda")
 def dropout_add_layer_norm_fwd(x: Tensor, delta: Tensor, weight: Tensor, bias: Tensor | None, eps: float,
-                               out_dtype: torch.dtype, dropout_p: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    bias = None if bias is None else _kernel_ready(bias)
-    return _ext().forward_dropout(_kernel_ready(x), _kernel_ready(delta), _kernel_ready(weight), bias, eps, out_dtype,
-                                  dropout_p)
+                               out_dtype: torch.dtype, dropout_p: float,
+                               delta_bias: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _ext().forward_dropout(_kernel_ready(x), _kernel_ready(delta), _kernel_ready(weight), _ready_or_none(bias),
+                                  eps, out_dtype, dropout_p, _ready_or_none(delta_bias))
 
 
 @dropout_add_layer_norm_fwd.register_fake
-def _dropout_add_layer_norm_fwd_fake(x, delta, weight, bias, eps, out_dtype, dropout_p):
+def _dropout_add_layer_norm_fwd_fake(x, delta, weight, bias, eps, out_dtype, dropout_p, delta_bias=None):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     y = x.new_empty(x.shape, dtype=out_dtype)
     mean = x.new_empty(x.shape[:-1], dtype=torch.float32)
@@ -154,25 +178,27 @@ def _dropout_add_layer_norm_fwd_fake(x, delta, weight, bias, eps, out_dtype, dro
 
 @torch.library.custom_op("tk::dropout_add_layer_norm_bwd", mutates_args=(), device_types="cuda")
 def dropout_add_layer_norm_bwd(dy: Tensor, ds: Tensor | None, s: Tensor, mean: Tensor, rstd: Tensor, weight: Tensor,
-                               has_bias: bool, delta_dtype: torch.dtype, dropout_p: float,
-                               rng_state: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    ds = None if ds is None else _kernel_ready(ds)
-    return _ext().backward_dropout(_kernel_ready(dy), ds, _kernel_ready(s), mean.contiguous(), rstd.contiguous(),
-                                   _kernel_ready(weight), has_bias, delta_dtype, dropout_p, rng_state.contiguous())
+                               has_bias: bool, delta_dtype: torch.dtype, dropout_p: float, rng_state: Tensor,
+                               has_delta_bias: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _ext().backward_dropout(_kernel_ready(dy), _ready_or_none(ds), _kernel_ready(s), mean.contiguous(),
+                                   rstd.contiguous(), _kernel_ready(weight), has_bias, delta_dtype, dropout_p,
+                                   rng_state.contiguous(), has_delta_bias)
 
 
 @dropout_add_layer_norm_bwd.register_fake
-def _dropout_add_layer_norm_bwd_fake(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, rng_state):
+def _dropout_add_layer_norm_bwd_fake(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, rng_state,
+                                     has_delta_bias=False):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
-    db = weight.new_empty(weight.shape) if has_bias else weight.new_empty((0,))
-    return torch.empty_like(s), s.new_empty(s.shape, dtype=delta_dtype), torch.empty_like(weight), db
+    ddelta = s.new_empty(s.shape, dtype=delta_dtype)
+    return (torch.empty_like(s), ddelta) + _param_grads_fake(weight, has_bias, has_delta_bias)
 
 
 def _dropout_setup_context(ctx, inputs, output):
-    x, delta, weight, bias, eps, out_dtype, dropout_p = inputs
+    x, delta, weight, bias, eps, out_dtype, dropout_p, delta_bias = inputs
     y, s, mean, rstd, rng_state = output
     ctx.save_for_backward(s, mean, rstd, weight, rng_state)
     ctx.has_bias, ctx.delta_dtype, ctx.dropout_p = bias is not None, delta.dtype, dropout_p
+    ctx.has_delta_bias = delta_bias is not None
     ctx.mark_non_differentiable(mean, rstd, rng_state)
 
 
@@ -182,13 +208,13 @@ def _dropout_backward(ctx, dy, ds, dmean, drstd, drng):
     s, mean, rstd, weight, rng_state = ctx.saved_tensors
     if dy is None:  # y unused: only the residual gradient flows, through the mask to delta
         if ds is None:
-            return None, None, None, None, None, None, None
+            return None, None, None, None, None, None, None, None
         keep = dropout_mask(rng_state, s.numel() // s.shape[-1], s.shape[-1], ctx.dropout_p).view(s.shape)
         ddelta = (ds.float() * keep.float() * keep_scale(ctx.dropout_p)).to(ctx.delta_dtype)
-        return ds, ddelta, None, None, None, None, None
-    dx, ddelta, dw, db = torch.ops.tk.dropout_add_layer_norm_bwd(dy, ds, s, mean, rstd, weight, ctx.has_bias,
-                                                                 ctx.delta_dtype, ctx.dropout_p, rng_state)
-    return dx, ddelta, dw, db if ctx.has_bias else None, None, None, None
+        return ds, ddelta, None, None, None, None, None, _column_sums(ddelta) if ctx.has_delta_bias else None
+    dx, ddelta, dw, db, ddb = torch.ops.tk.dropout_add_layer_norm_bwd(
+        dy, ds, s, mean, rstd, weight, ctx.has_bias, ctx.delta_dtype, ctx.dropout_p, rng_state, ctx.has_delta_bias)
+    return dx, ddelta, dw, db if ctx.has_bias else None, None, None, None, ddb if ctx.has_delta_bias else None
 
 
 dropout_add_layer_norm_fwd.register_autograd(_dropout_backward, setup_context=_dropout_setup_context)
@@ -238,12 +264,15 @@ def width_reason(width: int) -> str | None:
     return None
 
 
-def _fits(x, delta, weight, bias) -> bool:
+def _fits(x, delta, weight, bias, delta_bias=None) -> bool:
     """True where tensor_reason's checks before dtypes_reason all pass, tested the cheap way (one
     device, shape and dtype read per tensor, no lists); False: maybe not (tensor_reason then runs every
     check for its message). The eager model calls tensor_reason at every LayerNorm."""
     if not (isinstance(x, Tensor) and isinstance(weight, Tensor) and (delta is None or isinstance(delta, Tensor))
-            and (bias is None or isinstance(bias, Tensor))):
+            and (bias is None or isinstance(bias, Tensor)) and (delta_bias is None or isinstance(delta_bias, Tensor))):
+        return False
+    if delta_bias is not None and (delta is None or delta_bias.device != x.device or delta_bias.shape != weight.shape
+                                   or delta_bias.dtype not in SUPPORTED_DTYPES):
         return False
     device = x.device
     if device.type != "cuda" or weight.device != device:
@@ -259,11 +288,12 @@ def _fits(x, delta, weight, bias) -> bool:
                                   and bias.dtype in SUPPORTED_DTYPES)))
 
 
-def tensor_reason(x, delta, weight, bias, out_dtype) -> str | None:
+def tensor_reason(x, delta, weight, bias, out_dtype, delta_bias=None) -> str | None:
     """Checks on the arguments alone (no GPU queries): safe to trace under torch.compile."""
-    if _fits(x, delta, weight, bias):
+    if _fits(x, delta, weight, bias, delta_bias):
         return dtypes_reason(x.dtype, None if delta is None else delta.dtype, out_dtype)
-    given = [(n, t) for n, t in (("x", x), ("delta", delta), ("weight", weight), ("bias", bias))
+    given = [(n, t) for n, t in (("x", x), ("delta", delta), ("weight", weight), ("bias", bias),
+                                 ("delta_bias", delta_bias))
              if t is not None or n in ("x", "weight")]
     for name, t in given:
         if not isinstance(t, Tensor):
@@ -278,7 +308,9 @@ def tensor_reason(x, delta, weight, bias, out_dtype) -> str | None:
         return reason
     if delta is not None and delta.shape != x.shape:
         return f"tk layer_norm: delta has shape {tuple(delta.shape)}, x has {tuple(x.shape)}; they must match"
-    for name, t in (("weight", weight), ("bias", bias)):
+    if delta_bias is not None and delta is None:
+        return "tk layer_norm: delta_bias is given without delta (it is added to delta)"
+    for name, t in (("weight", weight), ("bias", bias), ("delta_bias", delta_bias)):
         if t is not None and tuple(t.shape) != (x.shape[-1],):
             return f"tk layer_norm: {name} must have shape ({x.shape[-1]},), got {tuple(t.shape)}"
         if t is not None and t.dtype not in SUPPORTED_DTYPES:
@@ -332,28 +364,31 @@ def _f32(t: Tensor | None) -> Tensor | None:
 
 
 def add_layer_norm_op(x: Tensor, delta: Tensor | None, weight: Tensor, bias: Tensor | None, eps: float,
-                      out_dtype: torch.dtype, dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+                      out_dtype: torch.dtype, dropout_p: float = 0.0,
+                      delta_bias: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """(x + delta, LayerNorm(x + delta) in out_dtype) without argument checks, for callers that checked
     already (tk_kernels.dispatch). delta None: (x, LayerNorm(x)). dropout_p > 0 (with a delta): x +
     dropout(delta) instead, the mask drawn from PyTorch's CUDA generator (tk::dropout_add_layer_norm_fwd);
-    dropout_p == 0 is exactly the op without dropout (no generator draw). Eager mode: the extension's
-    add_layer_norm / dropout_add_layer_norm (autograd in C++, the same steps as _custom_op_path);
-    torch.compile: the custom ops."""
+    dropout_p == 0 is exactly the op without dropout (no generator draw). delta_bias (with a delta): delta +
+    delta_bias (rounded to delta's dtype) in delta's place. Eager mode: the extension's add_layer_norm /
+    dropout_add_layer_norm (autograd in C++, the same steps as _custom_op_path); torch.compile: the custom ops."""
     if torch.compiler.is_compiling():
-        return _custom_op_path(x, delta, weight, bias, eps, out_dtype, dropout_p)
+        return _custom_op_path(x, delta, weight, bias, eps, out_dtype, dropout_p, delta_bias)
     if dropout_p > 0.0 and delta is not None:
-        return _ext().dropout_add_layer_norm(x, delta, weight, bias, float(eps), out_dtype, float(dropout_p))
-    return _ext().add_layer_norm(x, delta, weight, bias, float(eps), out_dtype)
+        return _ext().dropout_add_layer_norm(x, delta, weight, bias, float(eps), out_dtype, float(dropout_p),
+                                             delta_bias)
+    return _ext().add_layer_norm(x, delta, weight, bias, float(eps), out_dtype, delta_bias)
 
 
-def _custom_op_path(x, delta, weight, bias, eps, out_dtype, dropout_p=0.0):
+def _custom_op_path(x, delta, weight, bias, eps, out_dtype, dropout_p=0.0, delta_bias=None):
     """add_layer_norm_op on the custom ops: what torch.compile traces (and, called eagerly, the GPU
     tests' reference for the C++ path)."""
     if dropout_p > 0.0 and delta is not None:
         y, s, _, _, _ = torch.ops.tk.dropout_add_layer_norm_fwd(x, delta, _f32(weight), _f32(bias), float(eps),
-                                                                out_dtype, float(dropout_p))
+                                                                out_dtype, float(dropout_p), _f32(delta_bias))
         return s, y
-    y, s, _, _ = torch.ops.tk.add_layer_norm_fwd(x, delta, _f32(weight), _f32(bias), float(eps), out_dtype)
+    y, s, _, _ = torch.ops.tk.add_layer_norm_fwd(x, delta, _f32(weight), _f32(bias), float(eps), out_dtype,
+                                                 _f32(delta_bias))
     return (x if delta is None else s), y
 
 
@@ -372,26 +407,28 @@ def dropout_reason(dropout_p) -> str | None:
     return None
 
 
-def _checked(x, delta, weight, bias, eps, out_dtype, dropout_p=0.0):
+def _checked(x, delta, weight, bias, eps, out_dtype, dropout_p=0.0, delta_bias=None):
     out_dtype = _out_dtype(x) if out_dtype is None else out_dtype
-    reason = tensor_reason(x, delta, weight, bias, out_dtype) or dropout_reason(dropout_p)
+    reason = tensor_reason(x, delta, weight, bias, out_dtype, delta_bias) or dropout_reason(dropout_p)
     if reason is None and not torch.compiler.is_compiling():
         reason = environment_reason(x.device)
     if reason is not None:
         raise ValueError(reason)
-    return add_layer_norm_op(x, delta, weight, bias, eps, out_dtype, dropout_p)
+    return add_layer_norm_op(x, delta, weight, bias, eps, out_dtype, dropout_p, delta_bias)
 
 
 def add_layer_norm(x: Tensor, delta: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5,
-                   out_dtype: torch.dtype | None = None, dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+                   out_dtype: torch.dtype | None = None, dropout_p: float = 0.0,
+                   delta_bias: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """(s, y) with s = x + delta (in x's dtype, as torch computes it) and y = F.layer_norm(s, (C,), weight,
     bias, eps) in out_dtype (default: the autocast dtype when autocast is on, else x's dtype). dropout_p > 0:
     s = x + F.dropout(delta, dropout_p) (the mask from PyTorch's CUDA generator, so torch.manual_seed
-    reproduces it; dropout_mask gives it); pass 0.0 in eval. Raises ValueError (naming what is supported)
-    for inputs the kernels cannot handle."""
+    reproduces it; dropout_mask gives it); pass 0.0 in eval. delta_bias ((C,)): delta + delta_bias, rounded to
+    delta's dtype, in delta's place (a GEMM's bias, added here: see the module's docstring). Raises ValueError
+    (naming what is supported) for inputs the kernels cannot handle."""
     if delta is None:
         raise ValueError("tk add_layer_norm: delta is None (use tk_kernels.layer_norm)")
-    return _checked(x, delta, weight, bias, eps, out_dtype, dropout_p)
+    return _checked(x, delta, weight, bias, eps, out_dtype, dropout_p, delta_bias)
 
 
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor | None = None, eps: float = 1e-5,

@@ -2,6 +2,7 @@
 //   dx     = rstd * (g - mean(g) - xhat * mean(g * xhat)) + ds       (ds: gradient of the sum output)
 //   ddelta = dx (the sum's gradient), written a second time in delta's dtype when that differs from x's
 //   dw     = sum over rows of dy * xhat,   db = sum over rows of dy
+//   ddelta_bias = sum over rows of ddelta as stored (where the forward had a delta_bias: layernorm.h)
 // computed as  dx = t - rstd * mean(g) - rstd * mean(g * xhat) * xhat  with t = rstd * g + ds formed
 // while the row sums are taken, so a thread keeps 16 floats per chunk across the row sum (xhat, t).
 //
@@ -57,6 +58,14 @@
 //   Against torch.compile's fused kernel inside a CUDA graph (0.127 ms at C = 768) these kernels are 1.14x,
 //   not 2x (session 4, call 1).
 //
+// delta_bias's gradient (ddelta_bias given): a third column-sum slice beside dw / db, accumulated in the store
+// phase from the ddelta values as stored (rounded to delta's dtype), so the GEMM whose bias it is needs no
+// column-sum pass over its output gradient (24 such passes in a GPT-2 step, ~15 us each on an H200, session 25).
+// Shared memory becomes 3 / 2 of the above (72 KB a CTA at C = 768: still 2 CTAs an SM); registers (ptxas, sm_90a,
+// fp32 s / bf16 dy): 121 at K = 3 and 125 at K = 2 (126 / 122 before), 128 / 119 with dropout, no spills.
+// Measured (H100, session 29, GPT-2 124M step under CUDA graphs, alternated): 31.47 / 31.40 ms -> 31.20 / 31.25 ms
+// with model.py's c_proj biases moved here (the forward's share of that: +1.2 to +2.1 us a call, below).
+//
 // Dropout (DROP = true: the forward had dropout on delta; ops.py's tk::dropout_add_layer_norm_bwd):
 //     ddelta = keep ? round_D(dx * (1 / (1 - p))) : 0       (dx = the gradient of the sum s, as above)
 // always written as its own tensor (also where delta's dtype is x's: the two gradients now differ). The
@@ -77,24 +86,29 @@ namespace tk_ln {
 namespace {
 
 constexpr int BWD_MAX_K = 3;
-// dynamic shared memory of a CTA: rows_per_cta * 2 * cols floats, rows_per_cta * cols <= 8192 for every
-// width (K <= 3: (256 / G) * 8 * 3G = 6144; K = 4: G = 256, one row of <= 8192)
-constexpr int BWD_MAX_SMEM = 2 * MAX_COLS * int(sizeof(float));
+// Column sums a row group keeps: dw and db, and the column sums of ddelta where delta_bias's gradient is asked for.
+__host__ __device__ inline int column_sums(const BwdParams &p) { return p.ddelta_bias != nullptr ? 3 : 2; }
+// dynamic shared memory of a CTA: rows_per_cta * column_sums * cols floats, rows_per_cta * cols <= 8192 for
+// every width (K <= 3: (256 / G) * 8 * 3G = 6144; K = 4: G = 256, one row of <= 8192)
+constexpr int BWD_MAX_SMEM = 3 * MAX_COLS * int(sizeof(float));
 
 // DROP: the forward had dropout on delta (dropout.cuh): ddelta = keep * dx / (1 - p), always written.
 template <typename X, typename Y, typename D, int K, bool DROP>
 __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(const BwdParams p, const int G,
                                                                                 const dropout_args drop) {
-  extern __shared__ float4 acc_smem4[];  // (groups, 2, cols) fp32: each row group's dw, db partials
+  extern __shared__ float4 acc_smem4[];  // (groups, nsums, cols) fp32: each row group's dw, db (, ddelta) partials
   float *acc_smem = reinterpret_cast<float *>(acc_smem4);
+  const int nsums = column_sums(p);
   __shared__ float2 red[2][CTA_WARPS];
   const int groups = CTA_THREADS / G;
   const int group = threadIdx.x / G, t = threadIdx.x % G;
   const int chunks = p.cols / VEC;
   const float inv_cols = 1.f / float(p.cols);
   // cols is a multiple of 8: both slices are 32-byte aligned (tell the compiler, for 16-byte LDS/STS)
-  float *acc_w = static_cast<float *>(__builtin_assume_aligned(acc_smem + group * 2 * p.cols, 16));
+  float *acc_w = static_cast<float *>(__builtin_assume_aligned(acc_smem + group * nsums * p.cols, 16));
   float *acc_b = static_cast<float *>(__builtin_assume_aligned(acc_w + p.cols, 16));
+  float *acc_d = p.ddelta_bias != nullptr ? static_cast<float *>(__builtin_assume_aligned(acc_b + p.cols, 16))
+                                          : nullptr;
   const bool has_ds = p.ds != nullptr;
   const float *__restrict__ weight = p.weight;
   tk::dropout_key key{};
@@ -111,6 +125,7 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(c
     if (c < chunks) {
       tk::store8(acc_w + c * VEC, zeros);
       tk::store8(acc_b + c * VEC, zeros);
+      if (acc_d != nullptr) tk::store8(acc_d + c * VEC, zeros);
     }
   }
 
@@ -192,38 +207,48 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? 1 : 2) backward_kernel(c
           } else if (p.ddelta != nullptr) {
             tk::store8(ddelta + c * VEC, out);
           }
+          if (acc_d != nullptr) {  // delta_bias's gradient: the column sums of ddelta as stored
+            float a[8];
+            if constexpr (!DROP) tk::round_to<D>(out);  // (dropout8 rounded it already)
+            tk::load8(a, acc_d + c * VEC);
+#pragma unroll
+            for (int i = 0; i < 8; i++) a[i] += out[i];
+            tk::store8(acc_d + c * VEC, a);
+          }
         }
       }
     }
   }
 
-  // this CTA's partial sums of dw, db (its groups' slices added in a fixed order: reproducible)
+  // this CTA's partial sums of dw, db (, ddelta) (its groups' slices added in a fixed order: reproducible)
   // -> workspace slice blockIdx.x
   __syncthreads();
-  float *out = p.partial + int64_t(blockIdx.x) * 2 * p.cols;
-  for (int i = threadIdx.x * 4; i < 2 * p.cols; i += CTA_THREADS * 4) {
+  const int slice = nsums * p.cols;
+  float *out = p.partial + int64_t(blockIdx.x) * slice;
+  for (int i = threadIdx.x * 4; i < slice; i += CTA_THREADS * 4) {
     float4 total = *reinterpret_cast<const float4 *>(acc_smem + i);
     for (int r = 1; r < groups; r++) {
-      const float4 o = *reinterpret_cast<const float4 *>(acc_smem + int64_t(r) * 2 * p.cols + i);
+      const float4 o = *reinterpret_cast<const float4 *>(acc_smem + int64_t(r) * slice + i);
       total.x += o.x; total.y += o.y; total.z += o.z; total.w += o.w;
     }
     *reinterpret_cast<float4 *>(out + i) = total;
   }
 }
 
-// out[j] = sum_i partial[i][j] for j < n_out (partial: n_partial slices of 2 * cols floats, (dw, db);
-// j < cols goes to dweight, j >= cols to dbias). A CTA takes 32 consecutive j (tk::sum_slices: warp w of its 32
-// sums slices w, w + 32, ..., 8 loads in flight, then warp 0 adds the 32 warp sums in order).
+// out[j] = sum_i partial[i][j] for j < nsums * cols (partial: n_partial slices of nsums * cols floats, (dw, db) or
+// (dw, db, ddelta); the first cols go to dweight, the next to dbias (if not nullptr), the last to ddelta_bias).
+// A CTA takes 32 consecutive j (tk::sum_slices: warp w of its 32 sums slices w, w + 32, ..., 8 loads in flight,
+// then warp 0 adds the 32 warp sums in order).
 constexpr int REDUCE_WARPS = 32;
 
 __global__ void __launch_bounds__(32 * REDUCE_WARPS) reduce_kernel(const float *__restrict__ partial, int n_partial,
-                                                                   int cols, int n_out, float *dweight, float *dbias) {
-  const int j = blockIdx.x * 32 + threadIdx.x;
-  const float total = tk::sum_slices<REDUCE_WARPS, 8>(partial, n_partial, int64_t(2) * cols, j, j < n_out);
-  if (threadIdx.y == 0 && j < n_out) {
-    if (j < cols) dweight[j] = total;
-    else dbias[j - cols] = total;
-  }
+                                                                   int cols, int nsums, float *dweight, float *dbias,
+                                                                   float *ddelta_bias) {
+  const int j = blockIdx.x * 32 + threadIdx.x, which = j / cols;
+  float *dst = which == 0 ? dweight : which == 1 ? dbias : ddelta_bias;
+  const bool wanted = j < nsums * cols && dst != nullptr;
+  const float total = tk::sum_slices<REDUCE_WARPS, 8>(partial, n_partial, int64_t(nsums) * cols, j, wanted);
+  if (threadIdx.y == 0 && wanted) dst[j - which * cols] = total;
 }
 
 template <typename X, typename Y, typename D, int K, bool DROP>
@@ -302,11 +327,11 @@ cudaError_t resident_ctas(void *kernel, int smem, int &out) {
   return cudaSuccess;
 }
 
-cudaError_t plan_launch(int64_t rows, int cols, DType x, DType y, DType d, bool drop, Launch &out) {
+cudaError_t plan_launch(int64_t rows, int cols, int nsums, DType x, DType y, DType d, bool drop, Launch &out) {
   const Tiling tl = tiling(cols, BWD_MAX_K);
   void *kernel = kernel_for(tl.K, x, y, d, drop);
   if (kernel == nullptr) return cudaErrorInvalidValue;
-  const int smem = tl.rows_per_cta() * 2 * cols * int(sizeof(float));  // <= BWD_MAX_SMEM
+  const int smem = tl.rows_per_cta() * nsums * cols * int(sizeof(float));  // <= BWD_MAX_SMEM
   int resident = 0;
   const cudaError_t err = resident_ctas(kernel, smem, resident);
   if (err != cudaSuccess) return err;
@@ -319,8 +344,9 @@ cudaError_t plan_launch(int64_t rows, int cols, DType x, DType y, DType d, bool 
 
 int64_t backward_workspace_floats(const BwdParams &p, const BwdDropout *bd) {
   Launch l{};
-  if (plan_launch(p.rows, p.cols, p.x_t, p.dy_t, p.delta_t, bd != nullptr, l) != cudaSuccess) return -1;
-  return int64_t(l.ctas) * 2 * p.cols;
+  if (plan_launch(p.rows, p.cols, column_sums(p), p.x_t, p.dy_t, p.delta_t, bd != nullptr, l) != cudaSuccess)
+    return -1;
+  return int64_t(l.ctas) * column_sums(p) * p.cols;
 }
 
 cudaError_t layer_norm_backward(const BwdParams &p, cudaStream_t stream, const BwdDropout *bd) {
@@ -330,7 +356,7 @@ cudaError_t layer_norm_backward(const BwdParams &p, cudaStream_t stream, const B
   if (drop && (!(bd->p > 0.f && bd->p < 1.f) || p.ddelta == nullptr || bd->rng_state == nullptr))
     return cudaErrorInvalidValue;
   Launch l{};
-  cudaError_t err = plan_launch(p.rows, p.cols, p.x_t, p.dy_t, p.delta_t, drop, l);
+  cudaError_t err = plan_launch(p.rows, p.cols, column_sums(p), p.x_t, p.dy_t, p.delta_t, drop, l);
   if (err != cudaSuccess) return err;
   if (p.rows > 0) {
     int G = l.tl.G;
@@ -341,10 +367,9 @@ cudaError_t layer_norm_backward(const BwdParams &p, cudaStream_t stream, const B
     if (err != cudaSuccess) return err;
   }
   // rows == 0: the kernel is not launched; the reduce kernel sums zero slices (writes zeros)
-  const int n_partial = p.rows > 0 ? l.ctas : 0;
-  const int n_out = p.dbias != nullptr ? 2 * p.cols : p.cols;
-  const dim3 grid((n_out + 31) / 32), block(32, REDUCE_WARPS);
-  reduce_kernel<<<grid, block, 0, stream>>>(p.partial, n_partial, p.cols, n_out, p.dweight, p.dbias);
+  const int n_partial = p.rows > 0 ? l.ctas : 0, nsums = column_sums(p);
+  const dim3 grid((nsums * p.cols + 31) / 32), block(32, REDUCE_WARPS);
+  reduce_kernel<<<grid, block, 0, stream>>>(p.partial, n_partial, p.cols, nsums, p.dweight, p.dbias, p.ddelta_bias);
   return cudaGetLastError();
 }
 

@@ -62,16 +62,22 @@ void check_dropout_p(double p) {
 
 using Fwd5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-// (y, s, mean, rstd, rng_state); s is empty without delta. dropout_p > 0 (delta required): s = x +
-// dropout(delta) with the seed and offset drawn from the CUDA generator now, returned as rng_state ((2,)
+// (y, s, mean, rstd, rng_state); s is empty without delta. delta_bias (fp32 (C,), needs delta): delta +
+// delta_bias (rounded to delta's dtype) replaces delta, in the sum and under the dropout. dropout_p > 0 (delta
+// required): s = x + dropout(delta) with the seed and offset drawn from the CUDA generator now, returned as rng_state ((2,)
 // int64, written by the kernel: correct under CUDA-graph replay too); dropout_p == 0: rng_state is an
 // undefined tensor and nothing is drawn.
 Fwd5 forward_impl(const at::Tensor &x, const std::optional<at::Tensor> &delta, const at::Tensor &weight,
-                  const std::optional<at::Tensor> &bias, double eps, at::ScalarType out_dtype, double dropout_p) {
+                  const std::optional<at::Tensor> &bias, double eps, at::ScalarType out_dtype, double dropout_p,
+                  const std::optional<at::Tensor> &delta_bias) {
   const int C = check_cols(x);
   check_tensor(x, "x", x, x.numel());
   check_params(weight, "weight", x, C);
   if (bias) check_params(*bias, "bias", x, C);
+  if (delta_bias) {
+    TK_CHECK(delta.has_value(), "tk layer_norm: delta_bias needs delta");
+    check_params(*delta_bias, "delta_bias", x, C);
+  }
   const tk_ln::DType xt = dtype_of(x.scalar_type()), yt = dtype_of(out_dtype);
   tk_ln::DType dt = xt;
   if (delta) {
@@ -93,6 +99,7 @@ Fwd5 forward_impl(const at::Tensor &x, const std::optional<at::Tensor> &delta, c
   tk_ln::FwdParams p{};
   p.x = x.data_ptr();
   p.delta = delta ? delta->data_ptr() : nullptr;
+  p.delta_bias = delta_bias ? delta_bias->data_ptr<float>() : nullptr;
   p.weight = weight.data_ptr<float>();
   p.bias = bias ? bias->data_ptr<float>() : nullptr;
   p.s = delta ? s.data_ptr() : nullptr;
@@ -119,31 +126,35 @@ Fwd5 forward_impl(const at::Tensor &x, const std::optional<at::Tensor> &delta, c
   return {y, s, mean, rstd, rng_state};
 }
 
-// (y, s, mean, rstd): s is empty without delta
+// (y, s, mean, rstd): s is empty without delta; s = x + delta (+ delta_bias)
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward_op(const at::Tensor &x,
                                                                       const std::optional<at::Tensor> &delta,
                                                                       const at::Tensor &weight,
                                                                       const std::optional<at::Tensor> &bias,
-                                                                      double eps, at::ScalarType out_dtype) {
-  auto [y, s, mean, rstd, rng_state] = forward_impl(x, delta, weight, bias, eps, out_dtype, 0.0);
+                                                                      double eps, at::ScalarType out_dtype,
+                                                                      const std::optional<at::Tensor> &delta_bias) {
+  auto [y, s, mean, rstd, rng_state] = forward_impl(x, delta, weight, bias, eps, out_dtype, 0.0, delta_bias);
   return {y, s, mean, rstd};
 }
 
-// (y, s, mean, rstd, rng_state) with s = x + dropout(delta), dropout_p in (0, 1)
+// (y, s, mean, rstd, rng_state) with s = x + dropout(delta (+ delta_bias)), dropout_p in (0, 1)
 Fwd5 forward_dropout_op(const at::Tensor &x, const at::Tensor &delta, const at::Tensor &weight,
-                        const std::optional<at::Tensor> &bias, double eps, at::ScalarType out_dtype, double dropout_p) {
+                        const std::optional<at::Tensor> &bias, double eps, at::ScalarType out_dtype, double dropout_p,
+                        const std::optional<at::Tensor> &delta_bias) {
   check_dropout_p(dropout_p);
-  return forward_impl(x, delta, weight, bias, eps, out_dtype, dropout_p);
+  return forward_impl(x, delta, weight, bias, eps, out_dtype, dropout_p, delta_bias);
 }
 
-using Bwd4 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using Bwd5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-// (dx, ddelta, dweight, dbias); dbias empty without bias. Without dropout (dropout_p == 0) ddelta is empty
-// unless delta_dtype differs from s's dtype; with it (rng_state: the forward's) ddelta = keep * dx / (1 - p)
-// in delta_dtype (s's dtype when not given), always.
-Bwd4 backward_impl(const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s,
+// (dx, ddelta, dweight, dbias, ddelta_bias); dbias empty without bias, ddelta_bias (fp32, the column sums of
+// ddelta as stored) empty unless has_delta_bias. Without dropout (dropout_p == 0) ddelta is empty unless
+// delta_dtype differs from s's dtype; with it (rng_state: the forward's) ddelta = keep * dx / (1 - p) in
+// delta_dtype (s's dtype when not given), always.
+Bwd5 backward_impl(const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s,
                    const at::Tensor &mean, const at::Tensor &rstd, const at::Tensor &weight, bool has_bias,
-                   std::optional<at::ScalarType> delta_dtype, double dropout_p, const at::Tensor *rng_state) {
+                   std::optional<at::ScalarType> delta_dtype, double dropout_p, const at::Tensor *rng_state,
+                   bool has_delta_bias) {
   const int C = check_cols(s);
   check_tensor(s, "s", s, s.numel());
   check_tensor(dy, "dy", s, s.numel());
@@ -169,6 +180,7 @@ Bwd4 backward_impl(const at::Tensor &dy, const std::optional<at::Tensor> &ds, co
                                    : at::empty({0}, s.options());
   at::Tensor dweight = at::empty({C}, weight.options());
   at::Tensor dbias = has_bias ? at::empty({C}, weight.options()) : at::empty({0}, weight.options());
+  at::Tensor ddelta_bias = at::empty({has_delta_bias ? C : 0}, weight.options());
 
   tk_ln::BwdParams p{};
   p.dy = dy.data_ptr();
@@ -181,6 +193,7 @@ Bwd4 backward_impl(const at::Tensor &dy, const std::optional<at::Tensor> &ds, co
   p.ddelta = write_ddelta ? ddelta.data_ptr() : nullptr;
   p.dweight = dweight.data_ptr<float>();
   p.dbias = has_bias ? dbias.data_ptr<float>() : nullptr;
+  p.ddelta_bias = has_delta_bias ? ddelta_bias.data_ptr<float>() : nullptr;
   p.rows = rows;
   p.cols = C;
   p.x_t = xt; p.dy_t = yt; p.delta_t = dt;
@@ -193,24 +206,30 @@ Bwd4 backward_impl(const at::Tensor &dy, const std::optional<at::Tensor> &ds, co
   p.partial = partial.data_ptr<float>();
   const cudaError_t err = tk_ln::layer_norm_backward(p, c10::cuda::getCurrentCUDAStream().stream(), bdp);
   TK_CHECK(err == cudaSuccess, "tk layer_norm backward failed: ", cudaGetErrorString(err));
-  return {dx, ddelta, dweight, dbias};
+  return {dx, ddelta, dweight, dbias, ddelta_bias};
 }
 
-// (dx, ddelta, dweight, dbias); ddelta is empty unless delta_dtype differs from s's dtype, dbias
-// empty without bias
-Bwd4 backward_op(const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s, const at::Tensor &mean,
+// (dx, ddelta, dweight, dbias, ddelta_bias); ddelta is empty unless delta_dtype differs from s's dtype, dbias
+// empty without bias, ddelta_bias empty unless has_delta_bias
+Bwd5 backward_op(const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s, const at::Tensor &mean,
                  const at::Tensor &rstd, const at::Tensor &weight, bool has_bias,
-                 std::optional<at::ScalarType> delta_dtype) {
-  return backward_impl(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, 0.0, nullptr);
+                 std::optional<at::ScalarType> delta_dtype, bool has_delta_bias) {
+  return backward_impl(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, 0.0, nullptr, has_delta_bias);
 }
 
-// The backward of forward_dropout_op: (dx, ddelta, dweight, dbias) with ddelta = keep * dx / (1 - p) in
-// delta_dtype, the keep mask regenerated from the forward's rng_state
-Bwd4 backward_dropout_op(const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s,
+// The backward of forward_dropout_op: (dx, ddelta, dweight, dbias, ddelta_bias) with ddelta = keep * dx / (1 - p)
+// in delta_dtype, the keep mask regenerated from the forward's rng_state
+Bwd5 backward_dropout_op(const at::Tensor &dy, const std::optional<at::Tensor> &ds, const at::Tensor &s,
                          const at::Tensor &mean, const at::Tensor &rstd, const at::Tensor &weight, bool has_bias,
-                         at::ScalarType delta_dtype, double dropout_p, const at::Tensor &rng_state) {
+                         at::ScalarType delta_dtype, double dropout_p, const at::Tensor &rng_state,
+                         bool has_delta_bias) {
   check_dropout_p(dropout_p);
-  return backward_impl(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, &rng_state);
+  return backward_impl(dy, ds, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, &rng_state, has_delta_bias);
+}
+
+// delta_bias's gradient where only the residual gradient flows (y unused): ddelta's column sums in fp32
+at::Tensor column_sums(const at::Tensor &ddelta) {
+  return ddelta.reshape({-1, ddelta.size(-1)}).sum(0, false, at::kFloat);
 }
 
 // Debug (and the backward whose y is unused): the (rows, cols) uint8 keep mask (1 = kept) of a dropout of
@@ -254,24 +273,28 @@ using torch::autograd::variable_list;
 struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
   static variable_list forward(AutogradContext *ctx, const at::Tensor &x, const std::optional<at::Tensor> &delta,
                                const at::Tensor &weight, const std::optional<at::Tensor> &bias, double eps,
-                               at::ScalarType out_dtype) {
+                               at::ScalarType out_dtype, const std::optional<at::Tensor> &delta_bias) {
     ctx->set_materialize_grads(false);
-    auto [y, s, mean, rstd] = forward_op(ready(x), ready(delta), ready(weight), ready(bias), eps, out_dtype);
+    auto [y, s, mean, rstd] =
+        forward_op(ready(x), ready(delta), ready(weight), ready(bias), eps, out_dtype, ready(delta_bias));
     ctx->save_for_backward({delta ? s : x, mean, rstd, weight});
     ctx->saved_data["has_bias"] = bias.has_value();
+    ctx->saved_data["has_delta_bias"] = delta_bias.has_value();
     ctx->saved_data["delta_dtype"] = delta ? c10::IValue(delta->scalar_type()) : c10::IValue();
     if (delta) return {y, s};
     return {y};
   }
 
-  // gradients of (x, delta, weight, bias, eps, out_dtype) from those of (y, s) or (y)
+  // gradients of (x, delta, weight, bias, eps, out_dtype, delta_bias) from those of (y, s) or (y)
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
     const c10::IValue &delta_dtype = ctx->saved_data["delta_dtype"];
     const bool has_delta = !delta_dtype.isNone(), has_bias = ctx->saved_data["has_bias"].toBool();
+    const bool has_delta_bias = ctx->saved_data["has_delta_bias"].toBool();
     const at::Tensor &dy = grads[0], ds = has_delta ? grads[1] : at::Tensor();
     if (!dy.defined()) {  // y unused: only the residual gradient flows
       const at::Tensor ddelta = ds.defined() ? ds.to(delta_dtype.toScalarType()) : at::Tensor();
-      return {ds, ddelta, {}, {}, {}, {}};
+      const at::Tensor ddb = has_delta_bias && ds.defined() ? column_sums(ddelta) : at::Tensor();
+      return {ds, ddelta, {}, {}, {}, {}, ddb};
     }
     const variable_list saved = ctx->get_saved_variables();  // s (or x), mean, rstd, weight
     const at::Tensor &s = saved[0];
@@ -279,11 +302,12 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
     std::optional<at::ScalarType> split;
     if (has_delta && delta_dtype.toScalarType() != s.scalar_type()) split = delta_dtype.toScalarType();
     const std::optional<at::Tensor> ds_in = ds.defined() ? std::optional<at::Tensor>(ready(ds)) : std::nullopt;
-    auto [dx, ddelta, dw, db] = backward_op(ready(dy), ds_in, ready(s), saved[1].contiguous(), saved[2].contiguous(),
-                                            ready(saved[3]), has_bias, split);
+    auto [dx, ddelta, dw, db, ddb] = backward_op(ready(dy), ds_in, ready(s), saved[1].contiguous(),
+                                                 saved[2].contiguous(), ready(saved[3]), has_bias, split,
+                                                 has_delta_bias);
     if (!has_delta) ddelta = at::Tensor();
     else if (!split) ddelta = dx;  // the same gradient for x and delta (like torch's add)
-    return {dx, ddelta, dw, has_bias ? db : at::Tensor(), {}, {}};
+    return {dx, ddelta, dw, has_bias ? db : at::Tensor(), {}, {}, has_delta_bias ? ddb : at::Tensor()};
   }
 };
 
@@ -295,61 +319,67 @@ struct AddLayerNorm : torch::autograd::Function<AddLayerNorm> {
 struct DropoutAddLayerNorm : torch::autograd::Function<DropoutAddLayerNorm> {
   static variable_list forward(AutogradContext *ctx, const at::Tensor &x, const at::Tensor &delta,
                                const at::Tensor &weight, const std::optional<at::Tensor> &bias, double eps,
-                               at::ScalarType out_dtype, double dropout_p) {
+                               at::ScalarType out_dtype, double dropout_p, const std::optional<at::Tensor> &delta_bias) {
     ctx->set_materialize_grads(false);
-    auto [y, s, mean, rstd, rng_state] =
-        forward_dropout_op(ready(x), ready(delta), ready(weight), ready(bias), eps, out_dtype, dropout_p);
+    auto [y, s, mean, rstd, rng_state] = forward_dropout_op(ready(x), ready(delta), ready(weight), ready(bias), eps,
+                                                            out_dtype, dropout_p, ready(delta_bias));
     ctx->save_for_backward({s, mean, rstd, weight, rng_state});
     ctx->saved_data["has_bias"] = bias.has_value();
+    ctx->saved_data["has_delta_bias"] = delta_bias.has_value();
     ctx->saved_data["delta_dtype"] = delta.scalar_type();
     ctx->saved_data["dropout_p"] = dropout_p;
     return {y, s};
   }
 
-  // gradients of (x, delta, weight, bias, eps, out_dtype, dropout_p) from those of (y, s)
+  // gradients of (x, delta, weight, bias, eps, out_dtype, dropout_p, delta_bias) from those of (y, s)
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
     const at::ScalarType delta_dtype = ctx->saved_data["delta_dtype"].toScalarType();
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const bool has_delta_bias = ctx->saved_data["has_delta_bias"].toBool();
     const double p = ctx->saved_data["dropout_p"].toDouble();
     const at::Tensor &dy = grads[0], &ds = grads[1];
     const variable_list saved = ctx->get_saved_variables();  // s, mean, rstd, weight, rng_state
     const at::Tensor &s = saved[0], &rng_state = saved[4];
     if (!dy.defined()) {  // y unused: only the residual gradient flows, through the mask to delta
-      if (!ds.defined()) return {{}, {}, {}, {}, {}, {}, {}};
+      if (!ds.defined()) return {{}, {}, {}, {}, {}, {}, {}, {}};
       const at::Tensor keep = dropout_mask_op(rng_state, s.numel() / s.size(-1), s.size(-1), p).view(s.sizes());
       const at::Tensor ddelta = (ds.to(at::kFloat) * keep.to(at::kFloat) * tk_ln::dropout_keep_scale(float(p)))
                                     .to(delta_dtype);
-      return {ds, ddelta, {}, {}, {}, {}, {}};
+      return {ds, ddelta, {}, {}, {}, {}, {}, has_delta_bias ? column_sums(ddelta) : at::Tensor()};
     }
     const std::optional<at::Tensor> ds_in = ds.defined() ? std::optional<at::Tensor>(ready(ds)) : std::nullopt;
-    auto [dx, ddelta, dw, db] = backward_dropout_op(ready(dy), ds_in, ready(s), saved[1].contiguous(),
-                                                    saved[2].contiguous(), ready(saved[3]), has_bias, delta_dtype, p,
-                                                    rng_state);
-    return {dx, ddelta, dw, has_bias ? db : at::Tensor(), {}, {}, {}};
+    auto [dx, ddelta, dw, db, ddb] = backward_dropout_op(ready(dy), ds_in, ready(s), saved[1].contiguous(),
+                                                         saved[2].contiguous(), ready(saved[3]), has_bias, delta_dtype,
+                                                         p, rng_state, has_delta_bias);
+    return {dx, ddelta, dw, has_bias ? db : at::Tensor(), {}, {}, {}, has_delta_bias ? ddb : at::Tensor()};
   }
 };
 
-// ops.py's add_layer_norm_op in eager mode: (s, y) with s = x + delta (x itself without delta) and
-// y = LayerNorm(s) in out_dtype; weight and bias are cast to fp32 first, the casts recorded by
-// autograd (ops.py's _f32), so their gradients come back in their own dtypes.
+// fp32 parameters: t, or its cast recorded by autograd (ops.py's _f32), so gradients come back in t's dtype
+at::Tensor f32(const at::Tensor &t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); }
+std::optional<at::Tensor> f32(const std::optional<at::Tensor> &t) {
+  return t ? std::optional<at::Tensor>(f32(*t)) : std::nullopt;
+}
+
+// ops.py's add_layer_norm_op in eager mode: (s, y) with s = x + delta (+ delta_bias) (x itself without delta)
+// and y = LayerNorm(s) in out_dtype; weight, bias and delta_bias are cast to fp32 first (f32).
 std::tuple<at::Tensor, at::Tensor> add_layer_norm(const at::Tensor &x, const std::optional<at::Tensor> &delta,
                                                   const at::Tensor &weight, const std::optional<at::Tensor> &bias,
-                                                  double eps, at::ScalarType out_dtype) {
-  const auto f32 = [](const at::Tensor &t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); };
-  const std::optional<at::Tensor> bias32 = bias ? std::optional<at::Tensor>(f32(*bias)) : std::nullopt;
-  const variable_list out = AddLayerNorm::apply(x, delta, f32(weight), bias32, eps, out_dtype);
+                                                  double eps, at::ScalarType out_dtype,
+                                                  const std::optional<at::Tensor> &delta_bias) {
+  const variable_list out = AddLayerNorm::apply(x, delta, f32(weight), f32(bias), eps, out_dtype, f32(delta_bias));
   return {delta ? out[1] : x, out[0]};  // (s, y)
 }
 
-// ops.py's add_layer_norm_op with dropout_p > 0 in eager mode: (s, y) with s = x + dropout(delta) and
-// y = LayerNorm(s) in out_dtype (weight and bias cast to fp32 as in add_layer_norm).
+// ops.py's add_layer_norm_op with dropout_p > 0 in eager mode: (s, y) with s = x + dropout(delta (+ delta_bias))
+// and y = LayerNorm(s) in out_dtype (parameters cast to fp32 as in add_layer_norm).
 std::tuple<at::Tensor, at::Tensor> dropout_add_layer_norm(const at::Tensor &x, const at::Tensor &delta,
                                                           const at::Tensor &weight,
                                                           const std::optional<at::Tensor> &bias, double eps,
-                                                          at::ScalarType out_dtype, double dropout_p) {
-  const auto f32 = [](const at::Tensor &t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); };
-  const std::optional<at::Tensor> bias32 = bias ? std::optional<at::Tensor>(f32(*bias)) : std::nullopt;
-  const variable_list out = DropoutAddLayerNorm::apply(x, delta, f32(weight), bias32, eps, out_dtype, dropout_p);
+                                                          at::ScalarType out_dtype, double dropout_p,
+                                                          const std::optional<at::Tensor> &delta_bias) {
+  const variable_list out =
+      DropoutAddLayerNorm::apply(x, delta, f32(weight), f32(bias), eps, out_dtype, dropout_p, f32(delta_bias));
   return {out[1], out[0]};  // (s, y)
 }
 
@@ -358,38 +388,45 @@ std::tuple<at::Tensor, at::Tensor> dropout_add_layer_norm(const at::Tensor &x, c
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "tk_kernels: residual add + LayerNorm forward/backward";
   m.def("forward", &forward_op,
-        "(x, delta | None, weight, bias | None, eps, out_dtype) -> (y, s, mean, rstd): s = x + delta in x's dtype "
-        "(empty without delta), y = LayerNorm(s) * weight + bias in out_dtype, mean/rstd fp32 per row",
+        "(x, delta | None, weight, bias | None, eps, out_dtype, delta_bias | None) -> (y, s, mean, rstd): s = x + "
+        "delta (+ delta_bias, rounded to delta's dtype first) in x's dtype (empty without delta), y = LayerNorm(s) * "
+        "weight + bias in out_dtype, mean/rstd fp32 per row",
         pybind11::arg("x"), pybind11::arg("delta"), pybind11::arg("weight"), pybind11::arg("bias"),
-        pybind11::arg("eps"), pybind11::arg("out_dtype"));
+        pybind11::arg("eps"), pybind11::arg("out_dtype"), pybind11::arg("delta_bias") = pybind11::none());
   m.def("backward", &backward_op,
-        "(dy, ds | None, s, mean, rstd, weight, has_bias, delta_dtype | None) -> (dx, ddelta, dweight, dbias)",
+        "(dy, ds | None, s, mean, rstd, weight, has_bias, delta_dtype | None, has_delta_bias) -> (dx, ddelta, "
+        "dweight, dbias, ddelta_bias)",
         pybind11::arg("dy"), pybind11::arg("ds"), pybind11::arg("s"), pybind11::arg("mean"), pybind11::arg("rstd"),
-        pybind11::arg("weight"), pybind11::arg("has_bias"), pybind11::arg("delta_dtype"));
+        pybind11::arg("weight"), pybind11::arg("has_bias"), pybind11::arg("delta_dtype"),
+        pybind11::arg("has_delta_bias") = false);
   m.def("forward_dropout", &forward_dropout_op,
-        "(x, delta, weight, bias | None, eps, out_dtype, dropout_p) -> (y, s, mean, rstd, rng_state): s = x + "
-        "dropout(delta) in x's dtype (dropout_p in (0, 1), the mask from the CUDA generator), rng_state the "
-        "(seed, offset) it used ((2,) int64)",
+        "(x, delta, weight, bias | None, eps, out_dtype, dropout_p, delta_bias | None) -> (y, s, mean, rstd, "
+        "rng_state): s = x + dropout(delta (+ delta_bias)) in x's dtype (dropout_p in (0, 1), the mask from the "
+        "CUDA generator), rng_state the (seed, offset) it used ((2,) int64)",
         pybind11::arg("x"), pybind11::arg("delta"), pybind11::arg("weight"), pybind11::arg("bias"),
-        pybind11::arg("eps"), pybind11::arg("out_dtype"), pybind11::arg("dropout_p"));
+        pybind11::arg("eps"), pybind11::arg("out_dtype"), pybind11::arg("dropout_p"),
+        pybind11::arg("delta_bias") = pybind11::none());
   m.def("backward_dropout", &backward_dropout_op,
-        "(dy, ds | None, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, rng_state) -> (dx, ddelta, "
-        "dweight, dbias): ddelta = keep * dx / (1 - p) in delta_dtype, the mask regenerated from rng_state",
+        "(dy, ds | None, s, mean, rstd, weight, has_bias, delta_dtype, dropout_p, rng_state, has_delta_bias) -> "
+        "(dx, ddelta, dweight, dbias, ddelta_bias): ddelta = keep * dx / (1 - p) in delta_dtype, the mask "
+        "regenerated from rng_state",
         pybind11::arg("dy"), pybind11::arg("ds"), pybind11::arg("s"), pybind11::arg("mean"), pybind11::arg("rstd"),
         pybind11::arg("weight"), pybind11::arg("has_bias"), pybind11::arg("delta_dtype"), pybind11::arg("dropout_p"),
-        pybind11::arg("rng_state"));
+        pybind11::arg("rng_state"), pybind11::arg("has_delta_bias") = false);
   m.def("dropout_mask", &dropout_mask_op,
         "(rng_state, rows, cols, dropout_p) -> (rows, cols) uint8 keep mask (1 = kept) of the dropout with that "
         "(seed, offset)",
         pybind11::arg("rng_state"), pybind11::arg("rows"), pybind11::arg("cols"), pybind11::arg("dropout_p"));
   m.def("dropout_add_layer_norm", &dropout_add_layer_norm,
-        "(x, delta, weight, bias | None, eps, out_dtype, dropout_p) -> (s, y), the eager op with autograd in C++: "
-        "s = x + dropout(delta), y = LayerNorm(s) * weight + bias in out_dtype",
+        "(x, delta, weight, bias | None, eps, out_dtype, dropout_p, delta_bias | None) -> (s, y), the eager op "
+        "with autograd in C++: s = x + dropout(delta (+ delta_bias)), y = LayerNorm(s) * weight + bias in out_dtype",
         pybind11::arg("x"), pybind11::arg("delta"), pybind11::arg("weight"), pybind11::arg("bias"),
-        pybind11::arg("eps"), pybind11::arg("out_dtype"), pybind11::arg("dropout_p"));
+        pybind11::arg("eps"), pybind11::arg("out_dtype"), pybind11::arg("dropout_p"),
+        pybind11::arg("delta_bias") = pybind11::none());
   m.def("add_layer_norm", &add_layer_norm,
-        "(x, delta | None, weight, bias | None, eps, out_dtype) -> (s, y), the eager op with autograd in C++: "
-        "s = x + delta (x without delta), y = LayerNorm(s) * weight + bias in out_dtype",
+        "(x, delta | None, weight, bias | None, eps, out_dtype, delta_bias | None) -> (s, y), the eager op with "
+        "autograd in C++: s = x + delta (+ delta_bias) (x without delta), y = LayerNorm(s) * weight + bias in "
+        "out_dtype",
         pybind11::arg("x"), pybind11::arg("delta"), pybind11::arg("weight"), pybind11::arg("bias"),
-        pybind11::arg("eps"), pybind11::arg("out_dtype"));
+        pybind11::arg("eps"), pybind11::arg("out_dtype"), pybind11::arg("delta_bias") = pybind11::none());
 }

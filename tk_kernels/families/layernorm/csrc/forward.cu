@@ -1,4 +1,5 @@
 // Residual add + LayerNorm forward:  s = x + delta (rounded to x's dtype),  y = (s - mean) * rstd * w + b
+// (delta: delta + delta_bias rounded to delta's dtype where a delta_bias is given; then dropout, if on)
 // with mean = sum(s) / C, var = sum((s - mean)^2) / C (biased, two passes over registers), rstd =
 // 1 / sqrt(var + eps), all in fp32. Without delta it is the plain LayerNorm of x (s is not written).
 //
@@ -100,6 +101,22 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? (DROP ? 2 : 3) : 4)
     }
   }
 
+  // delta_bias, the sublayer's bias (a GEMM's, moved here: layernorm.h), added to delta in step 1 below and
+  // rounded to delta's dtype as the GEMM's epilogue would have stored it, is staged once per CTA in shared
+  // memory before the row's loads are issued (ptxas, sm_90a, fp32 x / bf16 delta: no spills at any K).
+  // Read per chunk from global memory it took 64-bit addresses and spilled at K = 3 and 4 under the launch
+  // bounds below; staged while the row's loads were in flight, it spilled at every K. Cost (H100, session 29,
+  // N = 16384, fp32 x / bf16 delta, forward alone): 31.7 -> 32.3 us at C = 384, 57.1 -> 58.5 at 768, 74.3 -> 75.9
+  // at 1024; staging it before the dropout's Philox rounds instead of after measured the same.
+  const float *bias_s = nullptr;
+  if (p.delta_bias != nullptr) {
+    extern __shared__ float4 delta_bias_smem[];  // (cols,) fp32, when delta_bias is given
+    for (int i = threadIdx.x; i < 2 * chunks; i += CTA_THREADS)
+      delta_bias_smem[i] = reinterpret_cast<const float4 *>(p.delta_bias)[i];
+    __syncthreads();
+    bias_s = reinterpret_cast<const float *>(delta_bias_smem);
+  }
+
   // 1. every load of the row first: x, then delta (nothing is stored before they are all issued)
   float v[K][8], d[K][8];
 #pragma unroll
@@ -124,6 +141,14 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? (DROP ? 2 : 3) : 4)
     }
 #pragma unroll
     for (int k = 0; k < K; k++) {
+      const int c = t + k * G;
+      if (bias_s != nullptr && c < chunks) {
+        float b[8];
+        tk::load8(b, bias_s + c * VEC);
+#pragma unroll
+        for (int i = 0; i < 8; i++) d[k][i] += b[i];
+        tk::round_to<D>(d[k]);
+      }
       if constexpr (DROP) apply_keep8<D>(d[k], keep >> (8 * k), drop.keep_scale);
 #pragma unroll
       for (int i = 0; i < 8; i++) v[k][i] += d[k][i];
@@ -196,13 +221,14 @@ cudaError_t launch(const FwdParams &p, cudaStream_t stream, const FwdDropout *fd
   const int64_t ctas = (p.rows + tl.rows_per_cta() - 1) / tl.rows_per_cta();
   if (ctas > INT32_MAX) return cudaErrorInvalidConfiguration;
   const dim3 grid{unsigned(ctas)}, block{unsigned(CTA_THREADS)};
+  const size_t smem = p.delta_bias != nullptr ? size_t(p.cols) * sizeof(float) : 0;  // <= 32 KB: no opt-in needed
   dropout_args drop{};
   if constexpr (DROP) drop = make_dropout_args(fd->rng, fd->p, fd->rng_state);
   switch (tl.K) {
-    case 1: forward_kernel<X, D, Y, 1, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
-    case 2: forward_kernel<X, D, Y, 2, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
-    case 3: forward_kernel<X, D, Y, 3, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
-    case 4: forward_kernel<X, D, Y, 4, DROP><<<grid, block, 0, stream>>>(p, tl.G, drop); break;
+    case 1: forward_kernel<X, D, Y, 1, DROP><<<grid, block, smem, stream>>>(p, tl.G, drop); break;
+    case 2: forward_kernel<X, D, Y, 2, DROP><<<grid, block, smem, stream>>>(p, tl.G, drop); break;
+    case 3: forward_kernel<X, D, Y, 3, DROP><<<grid, block, smem, stream>>>(p, tl.G, drop); break;
+    case 4: forward_kernel<X, D, Y, 4, DROP><<<grid, block, smem, stream>>>(p, tl.G, drop); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

@@ -29,9 +29,11 @@ inline bool supported_dtypes(DType x, DType delta, DType y) {
 struct FwdParams {
   const void *x;        // (rows, cols) residual stream
   const void *delta;    // (rows, cols) sublayer output, or nullptr (plain LayerNorm of x)
+  const float *delta_bias;  // (cols,) the sublayer's bias, added to delta (rounded to delta's dtype) before the
+                            // dropout and the sum, or nullptr
   const float *weight;  // (cols,)
   const float *bias;    // (cols,) or nullptr
-  void *s;              // (rows, cols) output x + delta in x's dtype (unused when delta is nullptr)
+  void *s;              // (rows, cols) output x + delta (+ delta_bias) in x's dtype (unused when delta is nullptr)
   void *y;              // (rows, cols) output LayerNorm(x + delta) * weight + bias
   float *mean, *rstd;   // (rows,) outputs
   int64_t rows;
@@ -64,6 +66,7 @@ struct BwdParams {
                         // keep * dx / (1 - p), always given; see layer_norm_backward)
   float *dweight;       // (cols,) output
   float *dbias;         // (cols,) output, or nullptr (no bias)
+  float *ddelta_bias;   // (cols,) output: the column sums of ddelta (delta_bias's gradient), or nullptr
   float *partial;       // workspace of backward_workspace_floats(p) floats
   int64_t rows;
   int cols;
