@@ -272,7 +272,7 @@ def _feeds_gemms_directly(node) -> list[str]:
 def test_compiled_gpt_backward_reads_dqkv_in_place(n_head):
     """The compiled kernels=tk GPT (one graph, no break) calls tk::attention_qkv_fwd in its forward graph and
     tk::attention_qkv_bwd in its backward graph, whose output reaches c_attn's gradient GEMMs (and the bias
-    gradient's sum) through views only: no concatenation, no copy."""
+    gradient's sum), or the tk::linear_bwd op that runs them, through views only: no concatenation, no copy."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
     graphs = {}
@@ -300,7 +300,8 @@ def test_compiled_gpt_backward_reads_dqkv_in_place(n_head):
     assert len(bwd_nodes) == 2
     for node in bwd_nodes:
         consumers = _feeds_gemms_directly(node)
-        assert consumers and set(consumers) <= {"mm", "addmm", "sum", "bmm"}, consumers
+        # c_attn's backward: tk::linear_bwd on the TK GEMM path (session 25 on), cuBLAS's mm / sum otherwise
+        assert consumers and set(consumers) <= {"mm", "addmm", "sum", "bmm", "linear_bwd"}, consumers
 
 
 def test_eager_gpt_is_bitwise_the_views_model(monkeypatch):
@@ -310,12 +311,14 @@ def test_eager_gpt_is_bitwise_the_views_model(monkeypatch):
     model agree bitwise, which the attention's and c_attn's parameters must; any other parameter to 1e-3.)"""
     import model as model_module
 
-    def old_forward(self, x, plan, cache=None, resid_dropout=True):
+    def old_forward(self, x, plan, cache=None, resid_dropout=True, proj_bias=True):
         B, T, C = x.size()
         H, D = self.n_head, C // self.n_head
-        q, k, v = self.c_attn(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
+        qkv = dispatch.linear(plan, self.c_attn, x, training=self.training)  # the projections as the model runs them
+        q, k, v = qkv.view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
         y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=self.dropout if self.training else 0.0)
-        y = self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        y = dispatch.linear(plan, self.c_proj, y.transpose(1, 2).reshape(B, T, C), training=self.training,
+                            bias=proj_bias)
         return self.resid_dropout(y) if resid_dropout else y
 
     monkeypatch.setenv("TK_DETERMINISTIC", "1")
