@@ -129,7 +129,8 @@ class MLP(nn.Module):
         # c_proj(gelu(c_fc(x))) (exact GELU): nanoGPT's module under kernels=torch (reference.mlp), our
         # GEMM with the GELU fused in where the plan chose it
         x = dispatch.mlp(plan, x, self.c_fc.weight, self.c_fc.bias, self.c_proj.weight,
-                         self.c_proj.bias if proj_bias else None, training=self.training)
+                         self.c_proj.bias if proj_bias else None, training=self.training,
+                         copies=(dispatch.weight_copy(self.c_fc), dispatch.weight_copy(self.c_proj)))
         # dropout=False / proj_bias=False: the caller applies the dropout / adds c_proj's bias itself
         # (Block.forward_fused: in the next LayerNorm kernel)
         return self.dropout(x) if dropout else x
@@ -343,12 +344,45 @@ class GPT(nn.Module):
         elif targets is not None:
             # kernels=tk/auto: the loss without keeping the (b, t, vocab) logits (not returned)
             logits = None
-            loss = dispatch.linear_cross_entropy(plan, x, self.lm_head.weight, targets, ignore_index=-1)
+            loss = dispatch.linear_cross_entropy(plan, x, self.lm_head.weight, targets, ignore_index=-1,
+                                                 copy=dispatch.weight_copy(self.lm_head))
         else:
             # inference-time mini-optimization: only forward the lm_head on the very last position
             logits = self.lm_head(x[:, [-1], :])  # note: using list [-1] to preserve the time dim
             loss = None
         return logits, loss
+
+    def keep_weight16(self, optimizer: torch.optim.Optimizer) -> int:
+        """Keep a 16-bit copy of each weight matrix our GEMMs read (buffer `weight16` of the blocks' four
+        projections and of lm_head, whose weight wte shares), refreshed by every optimizer.step(), so that no
+        forward casts a weight (autocast casts each one on every forward: every micro-step of a gradient
+        accumulation, and 49 casts of 0.34 ms a GPT-2 124M step on an H100). tk_kernels.AdamW writes the copies in
+        its update kernel (2 bytes a parameter more); any other optimizer gets a step hook that casts them.
+        Only for the families the plan (plan_kernels first) runs on our kernels while training, in a 16-bit
+        compute dtype with fp32 weights; returns the number of copies (0: none needed). Afterwards change the
+        weights only through optimizer.step(): eager forwards notice other in-place changes (version counters)
+        and recast, compiled ones read the copies as they are. Call it before torch.compile and DDP."""
+        plan = self.kernel_plan
+        if plan is None:
+            raise RuntimeError("keep_weight16 needs the kernel plan: call plan_kernels() first")
+        layers = []
+        if plan.choices["mlp"].train_tk:
+            for block in self.transformer.h:
+                layers += [block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj]
+        if plan.choices["classifier"].tk:
+            layers.append(self.lm_head)
+        layers = [m for m in layers if m.weight.dtype == torch.float32 and
+                  plan.dtype in (torch.bfloat16, torch.float16)]
+        for m in layers:
+            m.register_buffer("weight16", m.weight.detach().to(plan.dtype), persistent=False)
+            m.weight16_version = m.weight._version
+        if not layers:
+            return 0
+        if isinstance(optimizer, tk_kernels.AdamW):
+            optimizer.keep_copies({m.weight: m.weight16 for m in layers})
+        else:
+            optimizer.register_step_post_hook(lambda *_: [dispatch.refresh_weight_copy(m) for m in layers])
+        return len(layers)
 
     def load_checkpoint_state(self, state_dict: dict):
         """Load weights saved by train.py. A torch.compile'd model saves its keys with an

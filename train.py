@@ -422,6 +422,12 @@ if checkpoint is not None:
         for k in ('exp_avg', 'exp_avg_sq'):
             wpe_state[k] = wpe_state[k][:block_size]
 
+# 16-bit copies of the weights our GEMMs read (kernels=tk/auto under autocast), refreshed by every optimizer
+# step: the forward casts no weight, micro steps included (GPT.keep_weight16)
+n_copies = model.keep_weight16(optimizer)
+if n_copies and master_process:
+    print(f"keeping {plan.dtype} copies of {n_copies} weight matrices, written by each optimizer step")
+
 # compile the model
 raw_model = model  # the plain module: its state_dict is what we save
 cuda_graphs = compile and compile_mode == 'reduce-overhead' and device_type == 'cuda'
@@ -453,7 +459,9 @@ if keep_grads:
 
 # wrap model into DDP container
 if ddp:
-    model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None)
+    # the model's only buffers are the weight copies (keep_weight16), equal on every rank after each step:
+    # nothing to broadcast
+    model = DDP(model, device_ids=[ddp_local_rank] if device_type == 'cuda' else None, broadcast_buffers=False)
 eval_model = model.module if ddp else model  # evaluation runs on the master only, outside DDP
 
 # -----------------------------------------------------------------------------

@@ -167,6 +167,7 @@ def run_mode(name: str, spec: dict, kernels: str, compile_mode: str, args, devic
         result["optimizer"] = type(optimizer).__module__.split(".")[0] + "." + type(optimizer).__name__
         plan = model.plan_kernels(device, ptdtype, dropout_p=args.dropout, warn=False)  # tk: raises if it cannot run
         result["plan"] = plan.describe()
+        result["weight16"] = model.keep_weight16(optimizer)  # as train.py: 16-bit weight copies from the step
         graphs = compile_mode == "graphs" and device.type == "cuda"
         step_model = (model if compile_mode == "eager" else
                       torch.compile(model, mode="reduce-overhead" if compile_mode == "graphs" else None))

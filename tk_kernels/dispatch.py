@@ -445,11 +445,12 @@ def attention_qkv(plan: Plan, qkv: torch.Tensor, n_head: int, *, causal: bool = 
 
 
 def linear_cross_entropy(plan: Plan, x: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                         ignore_index: int = -1) -> torch.Tensor:
+                         ignore_index: int = -1, copy: torch.Tensor | None = None) -> torch.Tensor:
     """Mean cross-entropy of F.linear(x, weight) (x (..., C), weight (V, C)) against targets (...)
     over the targets that are not ignore_index, like reference.linear_cross_entropy, on the
     implementation the plan chose. Under autocast x and weight go to the autocast dtype first, as
-    F.linear would cast them; the TK op then never holds more than a chunk of the logits."""
+    F.linear would cast them (the TK op reads `copy` instead of casting weight when it is weight's copy in that
+    dtype: weight_copy); the TK op then never holds more than a chunk of the logits."""
     choice = plan.choices["classifier"]
     if choice.tk:
         dtype = _compute_dtype(x)
@@ -458,8 +459,10 @@ def linear_cross_entropy(plan: Plan, x: torch.Tensor, weight: torch.Tensor, targ
             reason = (f"x {tuple(x.shape)}, weight {tuple(weight.shape)} and targets "
                       f"{tuple(targets.shape)} do not fit (x (..., C), weight (V, C), targets (...))")
         if reason is None:
-            return choice.family.tk(x.reshape(-1, x.shape[-1]).to(dtype), weight.to(dtype),
-                                    targets.reshape(-1), ignore_index)
+            x2, t2 = x.reshape(-1, x.shape[-1]).to(dtype), targets.reshape(-1)
+            if _usable_copy(copy, weight, dtype) is not None:
+                return choice.family.tk(x2, weight, t2, ignore_index, copy)
+            return choice.family.tk(x2, weight.to(dtype), t2, ignore_index)
         _fall_back(plan, "classifier", reason)
     return reference.linear_cross_entropy(x, weight, targets, ignore_index)
 
@@ -477,16 +480,20 @@ def _gemm_rows(plan: Plan, x: torch.Tensor, *weights: torch.Tensor) -> tuple[tor
 
 
 def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | None, w_proj: torch.Tensor,
-        b_proj: torch.Tensor | None, training: bool = True) -> torch.Tensor:
+        b_proj: torch.Tensor | None, training: bool = True,
+        copies: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None)) -> torch.Tensor:
     """c_proj(gelu(c_fc(x))) for x (..., C) and nn.Linear weights, like reference.mlp, on the
     implementation the plan chose (training: the calling module's .training; the TK MLP is train-only).
     Under autocast x goes to the autocast dtype first, as F.linear would cast it (the TK op casts the
-    weights itself and returns their gradients in their dtype)."""
+    weights itself, or reads `copies`, the weights' copies in that dtype (weight_copy), and returns the
+    weights' gradients in their dtype)."""
     choice = plan.choices["mlp"]
     if choice.train_tk if training else choice.tk:
         x2, reason = _gemm_rows(plan, x, w_fc, w_proj)
         if reason is None:
-            return choice.family.tk(x2, w_fc, b_fc, w_proj, b_proj).view(*x.shape[:-1], w_proj.shape[0])
+            c_fc, c_proj = _usable_copy(copies[0], w_fc, x2.dtype), _usable_copy(copies[1], w_proj, x2.dtype)
+            copies = {} if c_fc is None and c_proj is None else dict(copy_fc=c_fc, copy_proj=c_proj)
+            return choice.family.tk(x2, w_fc, b_fc, w_proj, b_proj, **copies).view(*x.shape[:-1], w_proj.shape[0])
         _fall_back(plan, "mlp", reason)
     return reference.mlp(x, w_fc, b_fc, w_proj, b_proj)
 
@@ -508,9 +515,39 @@ def linear(plan: Plan, layer: torch.nn.Linear, x: torch.Tensor, training: bool =
         weight = layer.weight
         x2, reason = _gemm_rows(plan, x, weight)
         if reason is None:
-            return op(x2, weight, b).view(*x.shape[:-1], weight.shape[0])
+            copy = _usable_copy(weight_copy(layer), weight, x2.dtype)
+            return (op(x2, weight, b) if copy is None else op(x2, weight, b, copy)).view(*x.shape[:-1], weight.shape[0])
         _fall_back(plan, "mlp", reason)
     return layer(x) if bias else torch.nn.functional.linear(x, layer.weight)
+
+
+# ---------------------------------------------------------------------------
+# 16-bit weight copies (GPT.keep_weight16): what the GEMMs read instead of casting the fp32 weights
+
+def weight_copy(layer: torch.nn.Module) -> torch.Tensor | None:
+    """layer.weight16, the 16-bit copy of layer.weight that GPT.keep_weight16 keeps, or None if it has none.
+    Outside torch.compile it is first checked against the weight's version counter and recast if the weight
+    was changed in place since the copy was written (tk_kernels.AdamW writes both without touching the counter;
+    any other optimizer's step bumps it and its step hook recasts the copies, refresh_weight_copy); compiled
+    code reads it unchecked (train.py changes weights only through the optimizer)."""
+    copy = getattr(layer, "weight16", None)
+    if copy is not None and not torch.compiler.is_compiling() and layer.weight16_version != layer.weight._version:
+        refresh_weight_copy(layer)
+    return copy
+
+
+@torch.no_grad()
+def refresh_weight_copy(layer: torch.nn.Module) -> None:
+    """layer.weight16 <- layer.weight rounded to the copy's dtype, and the weight's version noted."""
+    layer.weight16.copy_(layer.weight)
+    layer.weight16_version = layer.weight._version
+
+
+def _usable_copy(copy: torch.Tensor | None, weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
+    """copy if it can stand in for weight cast to dtype (its dtype and shape), else None (cast weight)."""
+    if copy is None or copy.dtype != dtype or copy.shape != weight.shape or weight.dtype == dtype:
+        return None
+    return copy
 
 
 def add_layer_norm(plan: Plan, x: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor,

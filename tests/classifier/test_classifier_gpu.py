@@ -268,6 +268,37 @@ def test_eval_loss_is_the_training_loss_without_the_gradient_gemms(N, C, V):
     torch.library.opcheck(torch.ops.tk.linear_cross_entropy_loss, (x, w, t, -1))
 
 
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+def test_weight_copy_gives_the_fp32_gradient_directly(dtype_name):
+    """With a 16-bit copy of an fp32 weight (GPT.keep_weight16's) the op reads the copy and hands the weight its
+    gradient in fp32 straight from the scaling kernel: loss and dx bitwise those of the op on the cast weight,
+    dW the same fp32 product unrounded (rounded to the 16-bit dtype it is bitwise the cast path's gradient),
+    and no gradient on the copy; a tied weight accumulates it as usual. Two chunks, ignored targets."""
+    dtype = DTYPES[dtype_name]
+    x, w16, t = inputs(3000, 256, 50257, dtype, new_seed())
+    w32 = w16.float()
+    xa, wa = x.clone().requires_grad_(), w32.clone().requires_grad_()
+    poison()
+    loss_a = tk_kernels.linear_cross_entropy(xa, wa.to(dtype), t)
+    loss_a.backward()
+    xb, wb = x.clone().requires_grad_(), w32.clone().requires_grad_()
+    poison()
+    loss_b, _, _, _ = torch.ops.tk.linear_cross_entropy_fwd(xb, wb, t, -1, w16.clone())
+    loss_b.backward()
+    assert torch.equal(loss_a, loss_b) and torch.equal(xa.grad, xb.grad)
+    assert wb.grad.dtype == torch.float32
+    assert torch.equal(wa.grad.to(dtype), wb.grad.to(dtype))
+    assert rel(wb.grad, wa.grad) < torch.finfo(dtype).eps
+    # eval (no gradient wanted): the loss-only op reads the copy
+    with torch.no_grad():
+        assert torch.equal(ops.linear_cross_entropy_op(x, w32, t, -1, w16), loss_a.detach())
+    torch.library.opcheck(torch.ops.tk.linear_cross_entropy_fwd, (xb.detach()[:100].clone().requires_grad_(),
+                                                                   wb.detach().clone().requires_grad_(), t[:100], -1,
+                                                                   w16),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor",
+                                      "test_aot_dispatch_dynamic"))
+
+
 def test_opcheck():
     x, w, t = inputs(100, 64, 65, torch.bfloat16, new_seed())
     torch.library.opcheck(torch.ops.tk.linear_cross_entropy_fwd, (x, w, t, -1))

@@ -317,6 +317,57 @@ def test_opcheck():
                                                     torch.randn(128, device="cuda", requires_grad=True)))
     w16 = torch.randn(128, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)  # nothing to cast: empty w16
     torch.library.opcheck(torch.ops.tk.linear_fwd, (x, w16, None))
+    # fp32 weights with their 16-bit copies (GPT.keep_weight16): nothing cast, gradients to the fp32 weights
+    w32 = torch.randn(128, 64, device="cuda", requires_grad=True)
+    torch.library.opcheck(torch.ops.tk.linear_fwd, (x, w32, None, w32.detach().bfloat16()))
+    torch.library.opcheck(torch.ops.tk.mlp_fwd, args + (args[1].detach().bfloat16(), args[3].detach().bfloat16()))
+
+
+@pytest.mark.parametrize("path", ["eager", "custom_op"])
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES.keys())
+def test_weight_copies_give_what_the_casts_give(dtype, path):
+    """The ops with 16-bit copies of fp32 weights (copy_fc / copy_proj / copy: GPT.keep_weight16's, which
+    tk_kernels.AdamW writes) read the copies instead of casting: output and every gradient bitwise those of the
+    op that casts (the copies are those casts), the weights' gradients still fp32 and on the weights, none on
+    the copies; a copy of the wrong dtype or shape is a clear error."""
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    print(f"\n[copies {dtype} {path} seed={seed}]")
+    N, C = 333, 768
+    x = randn((N, C), g, dtype)
+    w_fc = torch.randn((4 * C, C), generator=g, device="cuda") * C ** -0.5
+    w_proj = torch.randn((C, 4 * C), generator=g, device="cuda") * (4 * C) ** -0.5
+    b_fc, b_proj = (torch.randn(n, generator=g, device="cuda") * 0.1 for n in (4 * C, C))
+    dy = randn((N, C), g, dtype)
+    w_lin = torch.randn((3 * C, C), generator=g, device="cuda") * C ** -0.5  # c_attn's shape
+    b_lin = torch.randn(3 * C, generator=g, device="cuda") * 0.1
+    dz = randn((N, 3 * C), g, dtype)
+
+    def run(with_copies):
+        leaves = [t.clone().requires_grad_() for t in (x, w_fc, b_fc, w_proj, b_proj, w_lin, b_lin)]
+        xs, wf, bf, wp, bp, wl, bl = leaves
+        cf, cp, cl = (w.to(dtype) if with_copies else None for w in (w_fc, w_proj, w_lin))
+        poison()
+        if path == "eager":
+            y = tk_kernels.mlp(xs, wf, bf, wp, bp, copy_fc=cf, copy_proj=cp)
+            z = tk_kernels.linear(xs, wl, bl, copy=cl)
+        else:
+            y = torch.ops.tk.mlp_fwd(xs, wf, bf, wp, bp, "none", cf, cp)[0]
+            z = torch.ops.tk.linear_fwd(xs, wl, bl, cl)[0]
+        poison()
+        torch.autograd.backward([y, z], [dy, dz])
+        return [y.detach(), z.detach()] + [t.grad for t in leaves]
+
+    with_cast, with_copies = run(False), run(True)
+    names = ["y", "z", "dx", "dw_fc", "db_fc", "dw_proj", "db_proj", "dw_lin", "db_lin"]
+    for name, a, b in zip(names, with_cast, with_copies):
+        assert b.dtype == a.dtype and torch.equal(a, b), name
+    assert with_copies[3].dtype == with_copies[5].dtype == with_copies[7].dtype == torch.float32
+    bad = torch.zeros(4 * C, C, device="cuda", dtype=torch.float16 if dtype == torch.bfloat16 else torch.bfloat16)
+    with pytest.raises(ValueError, match="16-bit copy"):
+        tk_kernels.mlp(x, w_fc, b_fc, w_proj, b_proj, copy_fc=bad)
+    with pytest.raises(ValueError, match="16-bit copy"):
+        tk_kernels.linear(x, w_fc, None, copy=w_fc.to(dtype)[:8])
 
 
 def test_unsupported_inputs_give_clear_errors():

@@ -22,9 +22,10 @@ class StandInExt:
     def __init__(self):
         self.calls = 0
 
-    def adamw_step_(self, params, grads, exp_avgs, exp_avg_sqs, hyper, max_norm):
+    def adamw_step_(self, params, grads, exp_avgs, exp_avg_sqs, hyper, max_norm, copies=()):
         self.calls += 1
-        assert len(hyper) == 6 * len(params)
+        self.copies = list(copies)
+        assert len(hyper) == 6 * len(params) and len(copies) in (0, len(params))
         norm, scale = None, 1.0
         if max_norm > 0:
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
@@ -35,6 +36,8 @@ class StandInExt:
             m.mul_(beta1).add_(g, alpha=1 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             p.mul_(decay).addcdiv_(m, v.sqrt() / bc2_sqrt + eps, value=-step_size)
+            if copies and copies[i].numel():
+                copies[i].copy_(p)
         return norm
 
 
@@ -257,3 +260,23 @@ def test_configure_optimizers_on_cpu():
             opt = GPT(GPTConfig(**cfg, kernels=kernels)).configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cpu")
         assert type(opt) is torch.optim.AdamW
         assert [g["weight_decay"] for g in opt.param_groups] == [0.1, 0.0]
+
+
+def test_keep_copies_hands_the_kernel_one_entry_per_updated_parameter(stand_in):
+    """keep_copies: the step passes the kernel one copy per parameter it updates (an empty tensor for those
+    without one), none at all when no parameter has one; the stand-in writes them as the kernel does."""
+    ps = make_params(3)
+    opt = tk_kernels.AdamW(groups_of(ps), lr=1e-2)
+    set_grads(ps, 4, 1.0, skip=(1,))
+    opt.step()
+    assert stand_in.copies == []
+    copies = {ps[0]: torch.zeros(ps[0].shape, dtype=torch.bfloat16), ps[4]: torch.zeros(6, dtype=torch.float16)}
+    opt.keep_copies(copies)
+    set_grads(ps, 5, 1.0, skip=(1,))
+    opt.step()
+    order = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+    assert [c.numel() for c in stand_in.copies] == [copies[p].numel() if p in copies else 0 for p in order]
+    for p, c in copies.items():
+        assert torch.equal(c, p.detach().to(c.dtype))
+    with pytest.raises(tk_kernels.TKUnsupportedError, match="not this optimizer's"):
+        opt.keep_copies({torch.nn.Parameter(torch.zeros(2)): torch.zeros(2, dtype=torch.bfloat16)})

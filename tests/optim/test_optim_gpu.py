@@ -160,6 +160,57 @@ def test_more_tensors_than_one_launch():
         check_close(opt, ours, ref, f"step {step}")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_step_writes_16bit_copies(dtype):
+    """keep_copies: after every step each kept copy is bitwise its parameter rounded to the copy's dtype (what
+    p.to(dtype) gives), over the ragged sizes, a misaligned parameter, a misaligned copy (a view 2 bytes into
+    its storage: the element-by-element path), a parameter without a gradient (copy untouched) and parameters
+    without copies; the update itself is bitwise the one without copies. More than one launch (300 tensors)."""
+    seed = new_seed()
+    print("seed", seed)
+    for sizes in (SIZES, [(1 + (i * 37) % 300,) if i % 3 else (5, 1 + i % 17) for i in range(300)]):
+        ours = make_params(seed, sizes)
+        twins = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+        copies = {p: torch.full(p.shape, float("nan"), device="cuda", dtype=dtype) for p in ours[::2]}
+        odd = ours[1]
+        buf = torch.full((odd.numel() + 1,), float("nan"), device="cuda", dtype=dtype)
+        copies[odd] = buf[1:].view(odd.shape)  # 2 bytes into its storage
+        assert copies[odd].data_ptr() % 16 != 0
+        opt = tk_kernels.AdamW(groups_of(ours), **HP)
+        twin_opt = tk_kernels.AdamW(groups_of(twins), **HP)
+        opt.keep_copies(copies)
+        skipped = ours[2]  # no gradient in the first step: its copy keeps its NaNs
+        for step in range(2):
+            grads = grads_for(ours, seed + 11 + step, 1.0)
+            for p, t, g in zip(ours, twins, grads):
+                p.grad = None if (step == 0 and p is skipped) else g
+                t.grad = None if (step == 0 and p is skipped) else g.clone()
+            opt.clip_grad_norm_(1.0)
+            opt.step()
+            twin_opt.clip_grad_norm_(1.0)
+            twin_opt.step()
+            for i, (p, t) in enumerate(zip(ours, twins)):
+                assert torch.equal(p, t), f"step {step}: param {i}: the copies changed the update"
+            for p, c in copies.items():
+                if step == 0 and p is skipped:
+                    assert torch.isnan(c).all()
+                else:
+                    assert torch.equal(c, p.detach().to(dtype)), f"step {step}: copy of {tuple(p.shape)}"
+
+
+def test_keep_copies_rejects_what_the_kernel_cannot_write():
+    ours = make_params(new_seed(), [(10,), (4, 3)], misaligned=False)
+    opt = tk_kernels.AdamW(groups_of(ours), **HP)
+    stranger = torch.nn.Parameter(torch.zeros(3, device="cuda"))
+    bad = [({stranger: stranger.detach().bfloat16()}, "not this optimizer's"),
+           ({ours[0]: torch.zeros(10, device="cuda")}, "bf16 / fp16"),
+           ({ours[1]: torch.zeros(3, 4, device="cuda", dtype=torch.bfloat16)}, "shape"),
+           ({ours[1]: torch.zeros(3, 4, device="cuda", dtype=torch.bfloat16).t()}, "contiguous")]
+    for copies, match in bad:
+        with pytest.raises(TKUnsupportedError, match=match):
+            opt.keep_copies(copies)
+
+
 def test_non_finite_gradients_poison_the_parameters_like_torch():
     for bad in (float("nan"), float("inf")):
         ours = make_params(new_seed(), [(10,), (4, 3)], misaligned=False)
@@ -258,3 +309,52 @@ def test_gpt_training_with_tk_adamw_tracks_torch():
         losses[name] = out
     for step, (a, b) in enumerate(zip(losses["tk"], losses["torch"])):
         assert abs(a - b) <= 1e-4 * abs(b), f"step {step}: tk {a} vs torch {b}"
+
+
+@pytest.mark.parametrize("optimizer", ["tk", "torch"])
+def test_gpt_training_with_weight_copies_is_bitwise_the_same(optimizer, monkeypatch):
+    """A kernels=tk GPT under bf16 autocast, trained 3 eager then 3 compiled steps with GPT.keep_weight16 (the
+    GEMMs read 16-bit copies that tk_kernels.AdamW writes in its kernel, or that torch's AdamW's step hook
+    recasts) and without (the ops cast the weights). After every step each copy is bitwise its weight rounded
+    to bf16. The runs differ only in lm_head's (= wte's) gradient, which with the copy comes from the
+    classifier's scaling kernel in fp32 instead of rounded to bf16 and cast (TK_DETERMINISTIC: nothing else
+    varies): the losses agree to 1e-5 (they came out bitwise equal on an H100), the parameters to 1e-3."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("the MLP family's GEMM (the copies' main reader) runs on Hopper only")
+    from model import GPT, GPTConfig
+    monkeypatch.setenv("TK_DETERMINISTIC", "1")
+    cfg = dict(n_layer=2, n_head=2, n_embd=128, block_size=64, vocab_size=515, dropout=0.0, bias=True, kernels="tk")
+    seed = new_seed()
+    print("seed", seed)
+    runs = []
+    for keep in (False, True):
+        torch.manual_seed(seed)
+        model = GPT(GPTConfig(**cfg)).cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            model.plan_kernels()
+        opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), "cuda")
+        if optimizer == "torch":
+            opt = torch.optim.AdamW(opt.param_groups, lr=1e-3, betas=(0.9, 0.95), fused=True)
+        if keep:
+            assert model.keep_weight16(opt) == 2 * 4 + 1
+        torch._dynamo.reset()
+        compiled = torch.compile(model)
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        losses = []
+        for step in range(6):
+            x = torch.randint(0, cfg["vocab_size"], (4, 64), device="cuda", generator=g)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                _, loss = (model if step < 3 else compiled)(x, torch.roll(x, -1, 1))
+            loss.backward()
+            dispatch.clip_grad_norm_(opt, model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            for m in model.modules():
+                if "weight16" in m._buffers:
+                    assert torch.equal(m.weight16, m.weight.detach().bfloat16()), f"step {step}: a stale copy"
+        runs.append((losses, [p.detach().clone() for p in model.parameters()]))
+    for step, (a, b) in enumerate(zip(runs[0][0], runs[1][0])):
+        assert abs(a - b) <= 1e-5 * abs(a), f"step {step}: loss {a} without copies, {b} with"
+    for i, (a, b) in enumerate(zip(runs[0][1], runs[1][1])):
+        assert rel(b, a.double()) <= 1e-3, f"parameter {i} {tuple(a.shape)}: {rel(b, a.double()):.3g}"

@@ -102,10 +102,13 @@ def _chunked(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, row_
 
 
 @torch.library.custom_op("tk::linear_cross_entropy_fwd", mutates_args=(), device_types="cuda")
-def linear_cross_entropy_fwd(x: Tensor, weight: Tensor, targets: Tensor,
-                             ignore_index: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def linear_cross_entropy_fwd(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int,
+                             copy: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(loss, dx, dw, scales): the fp32 loss, the unscaled gradients dx (N, C) and dw (V, C) in the
-    inputs' dtype, and the fp32 factors (2,) that turn them into d loss / dx and d loss / dw."""
+    inputs' dtype, and the fp32 factors (2,) that turn them into d loss / dx and d loss / dw. copy: a copy of
+    weight in x's dtype (the model's, GPT.keep_weight16) that the GEMMs read in its place; weight itself (any
+    float dtype) then only gives its gradient's dtype."""
+    weight = weight if copy is None else copy
     x, weight, targets = x.contiguous(), weight.contiguous(), targets.contiguous()
     dx = torch.empty_like(x)
     dw = torch.empty_like(weight)
@@ -138,8 +141,9 @@ def _linear_cross_entropy_loss_fake(x, weight, targets, ignore_index):
 
 
 @linear_cross_entropy_fwd.register_fake
-def _linear_cross_entropy_fwd_fake(x, weight, targets, ignore_index):
+def _linear_cross_entropy_fwd_fake(x, weight, targets, ignore_index, copy=None):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
+    weight = weight if copy is None else copy
     f32 = dict(device=x.device, dtype=torch.float32)
     return (torch.empty((), **f32), torch.empty_like(x, memory_format=torch.contiguous_format),
             torch.empty_like(weight, memory_format=torch.contiguous_format), torch.empty((2,), **f32))
@@ -149,31 +153,37 @@ def _setup_context(ctx, inputs, output):
     _, dx, dw, scales = output
     ctx.save_for_backward(dx, dw, scales)
     ctx.mark_non_differentiable(dx, dw, scales)
+    # with a 16-bit copy, the gradient goes to the weight in fp32 straight from the scaling kernel (no 16-bit
+    # product, no autograd cast after it); other weight dtypes get dw's and autograd casts it
+    ctx.dw_f32 = inputs[4] is not None and inputs[1].dtype == torch.float32
 
 
 @torch.library.custom_op("tk::linear_cross_entropy_bwd", mutates_args=(), device_types="cuda")
-def linear_cross_entropy_bwd(dloss: Tensor, dx: Tensor, dw: Tensor, scales: Tensor) -> tuple[Tensor, Tensor]:
+def linear_cross_entropy_bwd(dloss: Tensor, dx: Tensor, dw: Tensor, scales: Tensor,
+                             dw_f32: bool = False) -> tuple[Tensor, Tensor]:
     """(dx * s[0], dw * s[1]) with s = float(dloss) * scales: the gradients from the forward's unscaled ones,
-    the fp32 products rounded once, on our vectorised kernel (csrc/scale.cu: 0.054 ms for the two at C = 768,
-    V = 50304, where PyTorch's mixed-dtype `dx * s[0]` took 0.197 ms and rounded s to bf16 first)."""
+    the fp32 products rounded once (dw's kept in fp32 when dw_f32), on our vectorised kernel (csrc/scale.cu:
+    0.054 ms for the two at C = 768, V = 50304, where PyTorch's mixed-dtype `dx * s[0]` took 0.197 ms and
+    rounded s to bf16 first)."""
     s = dloss.float() * scales
     ext = _ext()
-    return ext.mul_scalar(dx, s[0:1]), ext.mul_scalar(dw, s[1:2])
+    return ext.mul_scalar(dx, s[0:1]), ext.mul_scalar(dw, s[1:2], dw_f32)
 
 
 @linear_cross_entropy_bwd.register_fake
-def _linear_cross_entropy_bwd_fake(dloss, dx, dw, scales):
+def _linear_cross_entropy_bwd_fake(dloss, dx, dw, scales, dw_f32=False):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     return (torch.empty_like(dx, memory_format=torch.contiguous_format),
-            torch.empty_like(dw, memory_format=torch.contiguous_format))
+            torch.empty_like(dw, memory_format=torch.contiguous_format,
+                             dtype=torch.float32 if dw_f32 else dw.dtype))
 
 
 def _backward(ctx, dloss, _ddx, _ddw, _dscales):
     dx, dw, scales = ctx.saved_tensors
     if dloss is None:
-        return None, None, None, None
-    gx, gw = torch.ops.tk.linear_cross_entropy_bwd(dloss, dx, dw, scales)
-    return gx, gw, None, None
+        return None, None, None, None, None
+    gx, gw = torch.ops.tk.linear_cross_entropy_bwd(dloss, dx, dw, scales, ctx.dw_f32)
+    return gx, gw, None, None, None
 
 
 linear_cross_entropy_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -245,13 +255,15 @@ def tensor_reason(x, weight, targets, ignore_index=-1) -> str | None:
 # -----------------------------------------------------------------------------
 # public API
 
-def linear_cross_entropy_op(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -1) -> Tensor:
+def linear_cross_entropy_op(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -1,
+                            copy: Tensor | None = None) -> Tensor:
     """The op without argument checks, for callers that checked already (tk_kernels.dispatch): the
-    training op if a gradient is wanted, else the loss-only one (evaluation, no_grad)."""
+    training op if a gradient is wanted, else the loss-only one (evaluation, no_grad). copy: a copy of
+    weight in x's dtype that the GEMMs read instead (weight then gets the gradient, in its own dtype)."""
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
-        loss, _, _, _ = torch.ops.tk.linear_cross_entropy_fwd(x, weight, targets, ignore_index)
+        loss, _, _, _ = torch.ops.tk.linear_cross_entropy_fwd(x, weight, targets, ignore_index, copy)
         return loss
-    return torch.ops.tk.linear_cross_entropy_loss(x, weight, targets, ignore_index)
+    return torch.ops.tk.linear_cross_entropy_loss(x, weight if copy is None else copy, targets, ignore_index)
 
 
 def linear_cross_entropy(x: Tensor, weight: Tensor, targets: Tensor, ignore_index: int = -1) -> Tensor:

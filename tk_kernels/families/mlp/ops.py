@@ -98,29 +98,43 @@ def _bias_grad(dy: Tensor, dtype: torch.dtype) -> Tensor:
     return _ext().column_sums(dy.contiguous()).to(dtype)
 
 
-def _cast(w: Tensor, dtype: torch.dtype) -> Tensor:
-    """w in `dtype` for the forward to save, or an empty tensor when w has that dtype already (a custom op's
-    outputs may not alias its inputs): the backward then uses w itself."""
-    return w.to(dtype).contiguous() if w.dtype != dtype else w.new_empty((0,), dtype=dtype)
+def _cast(w: Tensor, dtype: torch.dtype, copy: Tensor | None = None) -> Tensor:
+    """w in `dtype` for the forward to save, or an empty tensor when w has that dtype already or the caller
+    passed its 16-bit copy (a custom op's outputs may not alias its inputs): the backward then uses w or the
+    copy itself."""
+    return w.to(dtype).contiguous() if w.dtype != dtype and copy is None else w.new_empty((0,), dtype=dtype)
 
 
-def _saved(w: Tensor, w16: Tensor) -> Tensor:
-    """The weight the forward used: its saved cast, or w itself when no cast was needed."""
-    return w16 if w16.numel() else w.contiguous()
+def _saved(w: Tensor, w16: Tensor, copy: Tensor | None = None) -> Tensor:
+    """The weight the forward used: the caller's 16-bit copy of w, else its saved cast, else w itself when no
+    cast was needed."""
+    return copy.contiguous() if copy is not None else w16 if w16.numel() else w.contiguous()
+
+
+def _copy_reason(w: Tensor, copy: Tensor | None, dtype: torch.dtype) -> str | None:
+    """Why `copy` cannot stand in for w in a GEMM computing in `dtype` (None: it can, or there is none)."""
+    if copy is None:
+        return None
+    if copy.dtype != dtype or copy.shape != w.shape or copy.device != w.device:
+        return (f"a weight's 16-bit copy must have the weight's shape {tuple(w.shape)} and device and the dtype "
+                f"{dtype}, got {tuple(copy.shape)} {copy.dtype} on {copy.device}")
+    return None
 
 
 # -----------------------------------------------------------------------------
 # the MLP
 
 def _mlp_fwd_impl(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
-                  approximate: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                  approximate: str, copy_fc: Tensor | None = None,
+                  copy_proj: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(y, d, g, wf16, wp16): the output (N, C) and, for the backward, gelu'(pre) and the GELU output
-    (N, 4C), all in x's dtype, and the weights cast to x's dtype (empty where they had it already),
-    so that the backward does not cast them again (24 casts of 8.6 us a GPT-2 124M step, H200)."""
+    (N, 4C), all in x's dtype, and the weights cast to x's dtype (empty where they had it already or come
+    with their 16-bit copies copy_fc / copy_proj, which the GEMMs then read), so that the backward does not
+    cast them again (24 casts of 8.6 us a GPT-2 124M step, H200)."""
     ext = _ext()
     x = x.contiguous()
-    wf16, wp16 = _cast(w_fc, x.dtype), _cast(w_proj, x.dtype)
-    wf, wp = _saved(w_fc, wf16), _saved(w_proj, wp16)
+    wf16, wp16 = _cast(w_fc, x.dtype, copy_fc), _cast(w_proj, x.dtype, copy_proj)
+    wf, wp = _saved(w_fc, wf16, copy_fc), _saved(w_proj, wp16, copy_proj)
     N, H, C = x.shape[0], wf.shape[0], wp.shape[0]
     d, g = x.new_empty((N, H)), x.new_empty((N, H))
     y = x.new_empty((N, C))
@@ -131,16 +145,17 @@ def _mlp_fwd_impl(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, 
 
 @torch.library.custom_op("tk::mlp_fwd", mutates_args=(), device_types="cuda")
 def mlp_fwd(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
-            approximate: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return _mlp_fwd_impl(x, w_fc, b_fc, w_proj, b_proj, approximate)
+            approximate: str, copy_fc: Tensor | None = None,
+            copy_proj: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _mlp_fwd_impl(x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc, copy_proj)
 
 
 @mlp_fwd.register_fake
-def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate):
+def _mlp_fwd_fake(x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc=None, copy_proj=None):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     N, H, C = x.shape[0], w_fc.shape[0], w_proj.shape[0]
-    return (x.new_empty((N, C)), x.new_empty((N, H)), x.new_empty((N, H)), _cast(w_fc, x.dtype),
-            _cast(w_proj, x.dtype))
+    return (x.new_empty((N, C)), x.new_empty((N, H)), x.new_empty((N, H)), _cast(w_fc, x.dtype, copy_fc),
+            _cast(w_proj, x.dtype, copy_proj))
 
 
 def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor, g: Tensor, has_b_fc: bool,
@@ -184,20 +199,22 @@ def _mlp_bwd_fake(dy, x, w_fc, w_proj, d, g, has_b_fc, has_b_proj, w_dtype, b_dt
 
 def _save(ctx, inputs, output):
     """What the backward needs, on ctx: the tensors, whether there are biases, the parameters' dtypes."""
-    x, w_fc, b_fc, w_proj, b_proj, _approximate = inputs  # the GELU form is in d already
+    x, w_fc, b_fc, w_proj, b_proj, _approximate, copy_fc, copy_proj = inputs  # the GELU form is in d already
     _, d, g, wf16, wp16 = output
-    ctx.save_for_backward(x, _saved(w_fc, wf16), _saved(w_proj, wp16), d, g)
+    ctx.save_for_backward(x, _saved(w_fc, wf16, copy_fc), _saved(w_proj, wp16, copy_proj), d, g)
     ctx.has_b_fc, ctx.has_b_proj = b_fc is not None, b_proj is not None
     ctx.w_dtype = _dtype_name(w_fc)
     ctx.b_dtype = _dtype_name(b_fc if b_fc is not None else b_proj if b_proj is not None else w_fc)
 
 
 def _gradients(ctx, dy, backward) -> tuple:
-    """The gradients of (x, w_fc, b_fc, w_proj, b_proj, approximate) from dy, by backward (mlp_bwd's signature)."""
+    """The gradients of (x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc, copy_proj) from dy, by backward
+    (mlp_bwd's signature); the copies get none (the weights themselves get theirs)."""
     x, w_fc, w_proj, d, g = ctx.saved_tensors
     dx, dw_fc, db_fc, dw_proj, db_proj = backward(
         dy, x, w_fc, w_proj, d, g, ctx.has_b_fc, ctx.has_b_proj, ctx.w_dtype, ctx.b_dtype)
-    return (dx, dw_fc, db_fc if ctx.has_b_fc else None, dw_proj, db_proj if ctx.has_b_proj else None, None)
+    return (dx, dw_fc, db_fc if ctx.has_b_fc else None, dw_proj, db_proj if ctx.has_b_proj else None, None,
+            None, None)
 
 
 def _mlp_setup(ctx, inputs, output):
@@ -209,7 +226,7 @@ def _mlp_setup(ctx, inputs, output):
 
 def _mlp_backward(ctx, dy, _dd, _dg, _dwf16, _dwp16):
     if dy is None:
-        return None, None, None, None, None, None
+        return None, None, None, None, None, None, None, None
     return _gradients(ctx, dy, torch.ops.tk.mlp_bwd)
 
 
@@ -225,9 +242,9 @@ class _EagerMLP(torch.autograd.Function):
     tracing the custom ops (mlp_op)."""
 
     @staticmethod
-    def forward(ctx, x, w_fc, b_fc, w_proj, b_proj, approximate):
-        output = _mlp_fwd_impl(x, w_fc, b_fc, w_proj, b_proj, approximate)
-        _save(ctx, (x, w_fc, b_fc, w_proj, b_proj, approximate), output)
+    def forward(ctx, x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc, copy_proj):
+        output = _mlp_fwd_impl(x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc, copy_proj)
+        _save(ctx, (x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc, copy_proj), output)
         return output[0]
 
     @staticmethod
@@ -238,25 +255,26 @@ class _EagerMLP(torch.autograd.Function):
 # -----------------------------------------------------------------------------
 # a single linear layer: tk_kernels.linear, and the attention's c_attn and c_proj (dispatch.linear)
 
-def _linear_fwd_impl(x: Tensor, w: Tensor, b: Tensor | None) -> tuple[Tensor, Tensor]:
-    """(y, w16): x w^T + b in x's dtype, and w cast to x's dtype (empty where it had it already) for the
-    backward, which then does not cast it again (as autocast's cache spares F.linear's backward)."""
+def _linear_fwd_impl(x: Tensor, w: Tensor, b: Tensor | None, copy: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(y, w16): x w^T + b in x's dtype, and w cast to x's dtype (empty where it had it already or comes with
+    its 16-bit copy `copy`, which the GEMM then reads) for the backward, which then does not cast it again (as
+    autocast's cache spares F.linear's backward)."""
     x = x.contiguous()
-    w16 = _cast(w, x.dtype)
+    w16 = _cast(w, x.dtype, copy)
     y = x.new_empty((x.shape[0], w.shape[0]))
-    _ext().gemm_(x, False, _saved(w, w16), False, y, STORE, _f32(b))
+    _ext().gemm_(x, False, _saved(w, w16, copy), False, y, STORE, _f32(b))
     return y, w16
 
 
 @torch.library.custom_op("tk::linear_fwd", mutates_args=(), device_types="cuda")
-def linear_fwd(x: Tensor, w: Tensor, b: Tensor | None) -> tuple[Tensor, Tensor]:
-    return _linear_fwd_impl(x, w, b)
+def linear_fwd(x: Tensor, w: Tensor, b: Tensor | None, copy: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    return _linear_fwd_impl(x, w, b, copy)
 
 
 @linear_fwd.register_fake
-def _linear_fwd_fake(x, w, b):
+def _linear_fwd_fake(x, w, b, copy=None):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
-    w16 = x.new_empty(w.shape if w.dtype != x.dtype else (0,), dtype=x.dtype)
+    w16 = x.new_empty(w.shape if w.dtype != x.dtype and copy is None else (0,), dtype=x.dtype)
     return x.new_empty((x.shape[0], w.shape[0])), w16
 
 
@@ -289,8 +307,8 @@ def _linear_bwd_fake(dy, x, w, has_b, w_dtype, b_dtype):
 
 
 def _linear_save(ctx, inputs, output) -> None:
-    x, w, b = inputs
-    ctx.save_for_backward(x, _saved(w, output[1]))
+    x, w, b, copy = inputs
+    ctx.save_for_backward(x, _saved(w, output[1], copy))
     ctx.has_b = b is not None
     ctx.w_dtype = _dtype_name(w)
     ctx.b_dtype = _dtype_name(b if b is not None else w)
@@ -299,7 +317,7 @@ def _linear_save(ctx, inputs, output) -> None:
 def _linear_gradients(ctx, dy, backward) -> tuple:
     x, w16 = ctx.saved_tensors
     dx, dw, db = backward(dy, x, w16, ctx.has_b, ctx.w_dtype, ctx.b_dtype)
-    return dx, dw, db if ctx.has_b else None
+    return dx, dw, db if ctx.has_b else None, None
 
 
 def _linear_setup(ctx, inputs, output):
@@ -310,7 +328,7 @@ def _linear_setup(ctx, inputs, output):
 
 def _linear_backward(ctx, dy, _dw16):
     if dy is None:
-        return None, None, None
+        return None, None, None, None
     return _linear_gradients(ctx, dy, torch.ops.tk.linear_bwd)
 
 
@@ -323,9 +341,9 @@ class _EagerLinear(torch.autograd.Function):
     the custom ops."""
 
     @staticmethod
-    def forward(ctx, x, w, b):
-        output = _linear_fwd_impl(x, w, b)
-        _linear_save(ctx, (x, w, b), output)
+    def forward(ctx, x, w, b, copy):
+        output = _linear_fwd_impl(x, w, b, copy)
+        _linear_save(ctx, (x, w, b, copy), output)
         return output[0]
 
     @staticmethod
@@ -417,42 +435,48 @@ def _public_reason(x, *weights) -> str | None:
 
 
 def mlp_op(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
-           approximate: str = "none") -> Tensor:
+           approximate: str = "none", copy_fc: Tensor | None = None, copy_proj: Tensor | None = None) -> Tensor:
     """The op without argument checks, for callers that checked already (tk_kernels.dispatch): the custom op
-    under torch.compile, its autograd.Function twin in eager mode (_EagerMLP)."""
+    under torch.compile, its autograd.Function twin in eager mode (_EagerMLP). copy_fc / copy_proj: 16-bit
+    copies of the weights in x's dtype (the model's, GPT.keep_weight16) that the GEMMs read instead of casting
+    the weights; the gradients still go to w_fc / w_proj, in their dtype."""
     if torch.compiler.is_compiling():
-        return torch.ops.tk.mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate)[0]
-    return _EagerMLP.apply(x, w_fc, b_fc, w_proj, b_proj, approximate)
+        return torch.ops.tk.mlp_fwd(x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc, copy_proj)[0]
+    return _EagerMLP.apply(x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc, copy_proj)
 
 
 def mlp(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Tensor | None,
-        approximate: str = "none") -> Tensor:
+        approximate: str = "none", copy_fc: Tensor | None = None, copy_proj: Tensor | None = None) -> Tensor:
     """F.linear(F.gelu(F.linear(x, w_fc, b_fc), approximate=approximate), w_proj, b_proj) for a 2-d
     bf16/fp16 CUDA x (N, C), w_fc (H, C), w_proj (C, H) (weights and biases in any float dtype: cast
-    like autocast casts them), on our GEMM with GELU fused into its epilogues. Raises ValueError for
-    unsupported inputs."""
+    like autocast casts them), on our GEMM with GELU fused into its epilogues. copy_fc / copy_proj: optional
+    copies of the weights in x's dtype, kept by the caller (e.g. written by tk_kernels.AdamW), which the GEMMs
+    read instead of casting the weights (they must equal the weights rounded to x's dtype: not checked).
+    Raises ValueError for unsupported inputs."""
     if approximate not in APPROXIMATIONS:
         raise ValueError(f"tk mlp: approximate must be 'none' or 'tanh', got {approximate!r}")
-    reason = _public_reason(x, w_fc, w_proj)
+    reason = (_public_reason(x, w_fc, w_proj) or _copy_reason(w_fc, copy_fc, x.dtype)
+              or _copy_reason(w_proj, copy_proj, x.dtype))
     if reason is not None:
-        raise ValueError(reason)
-    return mlp_op(x, w_fc, b_fc, w_proj, b_proj, approximate)
+        raise ValueError(f"tk mlp: {reason}" if not reason.startswith("tk ") else reason)
+    return mlp_op(x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc, copy_proj)
 
 
-def linear_op(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+def linear_op(x: Tensor, w: Tensor, b: Tensor | None, copy: Tensor | None = None) -> Tensor:
     """The linear op without argument checks, for callers that checked already (tk_kernels.dispatch.linear: the
     model's attention projections): the custom op under torch.compile, its autograd.Function twin in eager mode
-    (_EagerLinear)."""
+    (_EagerLinear). copy: as mlp_op's copies."""
     if torch.compiler.is_compiling():
-        return torch.ops.tk.linear_fwd(x, w, b)[0]
-    return _EagerLinear.apply(x, w, b)
+        return torch.ops.tk.linear_fwd(x, w, b, copy)[0]
+    return _EagerLinear.apply(x, w, b, copy)
 
 
-def linear(x: Tensor, w: Tensor, b: Tensor | None = None) -> Tensor:
+def linear(x: Tensor, w: Tensor, b: Tensor | None = None, copy: Tensor | None = None) -> Tensor:
     """F.linear(x, w, b) for a 2-d bf16/fp16 CUDA x (N, K) and a weight w (M, K) on our GEMM (w and b in any float
-    dtype: cast like autocast casts them; their gradients come back in their dtypes). Raises ValueError for
+    dtype: cast like autocast casts them; their gradients come back in their dtypes). copy: an optional copy of
+    w in x's dtype that the GEMM reads instead of casting w (as mlp's copies). Raises ValueError for
     unsupported inputs."""
-    reason = _public_reason(x, w)
+    reason = _public_reason(x, w) or _copy_reason(w, copy, x.dtype)
     if reason is not None:
-        raise ValueError(reason)
-    return linear_op(x, w, b)
+        raise ValueError(reason if reason.startswith("tk ") else f"tk linear: {reason}")
+    return linear_op(x, w, b, copy)

@@ -47,6 +47,22 @@ class AdamW(torch.optim.AdamW):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         self.max_grad_norm: float | None = None  # set by clip_grad_norm_, used and cleared by the next step()
         self.grad_norm: Tensor | None = None     # the global gradient norm of the last clipped step
+        self.copies: dict[Tensor, Tensor] = {}   # parameter -> its 16-bit copy, rewritten by every step
+
+    def keep_copies(self, copies: dict[Tensor, Tensor]) -> None:
+        """From the next step() on, write each updated parameter p (one of this optimizer's) rounded to
+        copies[p]'s dtype into copies[p] (contiguous bf16 / fp16, p's shape, on p's device), inside the update
+        kernel: the 16-bit weights a model's GEMMs read (model.py's GPT.keep_weight16), 2 bytes a parameter
+        more written where a separate cast would read 4 and write 2."""
+        owned = {p for group in self.param_groups for p in group["params"]}
+        for p, c in copies.items():
+            if p not in owned:
+                _check("keep_copies: a parameter that is not this optimizer's")
+            if (c.dtype not in (torch.bfloat16, torch.float16) or c.shape != p.shape or c.device != p.device
+                    or not c.is_contiguous()):
+                _check(f"keep_copies: a copy must be a contiguous bf16 / fp16 tensor of its parameter's shape "
+                       f"{tuple(p.shape)} on {p.device}, got {c.dtype} {tuple(c.shape)} on {c.device}")
+        self.copies.update(copies)
 
     def clip_grad_norm_(self, max_norm: float) -> None:
         """Clip the gradients of this optimizer's parameters to a global 2-norm of max_norm, as
@@ -63,7 +79,7 @@ class AdamW(torch.optim.AdamW):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        params, grads, exp_avgs, exp_avg_sqs, steps, owners = [], [], [], [], [], []
+        params, grads, exp_avgs, exp_avg_sqs, steps, owners, copies = [], [], [], [], [], [], []
         for group in self.param_groups:
             _check(options_reason(group))
             for p in group["params"]:
@@ -85,6 +101,7 @@ class AdamW(torch.optim.AdamW):
                 exp_avg_sqs.append(state["exp_avg_sq"])
                 steps.append(state["step"])
                 owners.append(group)
+                copies.append(self.copies.get(p, _NO_COPY))
         max_norm, self.max_grad_norm = self.max_grad_norm, None
         if not params:
             return loss
@@ -98,10 +115,15 @@ class AdamW(torch.optim.AdamW):
                 folded[key] = [1.0 - lr * group["weight_decay"], lr / (1.0 - beta1 ** t),
                                math.sqrt(1.0 - beta2 ** t), beta1, beta2, group["eps"]]
             values += folded[key]
-        norm = _ext().adamw_step_(params, grads, exp_avgs, exp_avg_sqs, values, max_norm or 0.0)
+        if all(c is _NO_COPY for c in copies):
+            copies = []
+        norm = _ext().adamw_step_(params, grads, exp_avgs, exp_avg_sqs, values, max_norm or 0.0, copies)
         if norm is not None:
             self.grad_norm = norm
         return loss
+
+
+_NO_COPY = torch.empty(0)  # a parameter without a 16-bit copy (the kernel skips empty entries)
 
 
 def _check(reason: str | None) -> None:

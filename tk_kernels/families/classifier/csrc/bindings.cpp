@@ -47,14 +47,15 @@ void softmax_xent_grad_(at::Tensor& logits, const at::Tensor& targets, at::Tenso
 
 // x * s[0] into a new tensor of x's dtype: x a contiguous bf16/fp16 CUDA tensor, s a contiguous fp32 CUDA tensor
 // (its first element is the factor) on x's device; the fp32 product rounded once (scale.cu).
-at::Tensor mul_scalar(const at::Tensor& x, const at::Tensor& s) {
+at::Tensor mul_scalar(const at::Tensor& x, const at::Tensor& s, bool out_f32) {
   TK_CHECK(x.is_cuda() && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) && x.is_contiguous(),
               "tk classifier mul_scalar: x must be a contiguous bfloat16/float16 CUDA tensor, got ", x.scalar_type(),
               " on ", x.device(), x.is_contiguous() ? "" : " (not contiguous)");
   TK_CHECK(s.device() == x.device() && s.scalar_type() == at::kFloat && s.numel() >= 1 && s.is_contiguous(),
               "tk classifier mul_scalar: s must be a contiguous float32 tensor of at least one element on ", x.device());
   const c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
+  at::Tensor out = at::empty_like(x, x.options().dtype(out_f32 ? at::kFloat : x.scalar_type()),
+                                  at::MemoryFormat::Contiguous);
   TK_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0, "tk classifier mul_scalar: x must be 16-byte aligned");
   tk_cls::MulScalarParams p{};
   p.x = x.data_ptr();
@@ -62,6 +63,7 @@ at::Tensor mul_scalar(const at::Tensor& x, const at::Tensor& s) {
   p.n = x.numel();
   p.s = s.data_ptr<float>();
   p.dtype = x.scalar_type() == at::kBFloat16 ? tk_cls::DType::bf16 : tk_cls::DType::fp16;
+  p.out_f32 = out_f32;
   const cudaError_t err = tk_cls::mul_scalar(p, c10::cuda::getCurrentCUDAStream().stream());
   TK_CHECK(err == cudaSuccess, "tk classifier mul_scalar kernel failed: ", cudaGetErrorString(err));
   return out;
@@ -75,7 +77,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(logits, targets, row_loss, ignore_index): in place, logits <- softmax(logits) - onehot(targets) "
         "(zero rows where targets == ignore_index); row_loss <- logsumexp - target logit (0 where ignored)",
         pybind11::arg("logits"), pybind11::arg("targets"), pybind11::arg("row_loss"), pybind11::arg("ignore_index"));
-  m.def("mul_scalar", &mul_scalar, "(x, s) -> (x.float() * s[0]).to(x.dtype), the fp32 product rounded once",
-        pybind11::arg("x"), pybind11::arg("s"));
+  m.def("mul_scalar", &mul_scalar, "(x, s, out_f32=False) -> (x.float() * s[0]).to(x.dtype), the fp32 product "
+        "rounded once, or the fp32 product itself when out_f32",
+        pybind11::arg("x"), pybind11::arg("s"), pybind11::arg("out_f32") = false);
   m.def("max_vocab", &tk_cls::max_vocab, "largest vocabulary size the kernel supports");
 }

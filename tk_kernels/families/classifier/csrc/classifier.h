@@ -27,14 +27,16 @@ int max_vocab();
 // cudaSuccess or the first CUDA error; cudaErrorInvalidValue for unsupported parameters.
 cudaError_t softmax_xent_grad(const XentParams &p, cudaStream_t stream);
 
-// out[i] = x[i] * s[0] for n elements of a bf16/fp16 tensor (fp32 product, rounded once), x and out
-// 16-byte aligned (they may be the same buffer); s points to one fp32 value in device memory (scale.cu).
+// out[i] = x[i] * s[0] for n elements of a bf16/fp16 tensor (fp32 product, rounded once to x's dtype, or
+// stored as is when out_f32), x and out 16-byte aligned (they may be the same buffer when !out_f32); s points
+// to one fp32 value in device memory (scale.cu).
 struct MulScalarParams {
   const void *x;
   void *out;
   int64_t n;
   const float *s;
   DType dtype;
+  bool out_f32;
 };
 cudaError_t mul_scalar(const MulScalarParams &p, cudaStream_t stream);
 

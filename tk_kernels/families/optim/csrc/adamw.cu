@@ -12,7 +12,11 @@
 //      norm is the same bits on every run.
 //   2. adamw_kernel, once per batch: every block first adds all partial sums (same order in every block, so
 //      every block has the same scale), then updates its chunks: p, g, m, v read once, p, m, v written once,
-//      g multiplied by the clip factor in registers (the gradients themselves are left as they were).
+//      g multiplied by the clip factor in registers (the gradients themselves are left as they were), and, for
+//      the parameters that have one, the updated p rounded into a 16-bit copy (2 bytes more written a parameter):
+//      the weight copies the model's GEMMs read (model.py, GPT.keep_weight16), which autocast would otherwise
+//      cast from p on every forward, micro-steps included (4 + 2 bytes a parameter each time; GPT-2 124M's 49
+//      casts took 0.27 + ~0.07 ms of an H100 step, bench/RESULTS.md session 30).
 // The per-tensor parameters (pointers, length, the step's folded hyper-parameters) travel in the kernel's
 // parameter space (__grid_constant__, 17 KB for 256 tensors: CUDA 12.1+ allows 32 KB), so a step needs no
 // host-to-device copy; a chunk finds its tensor by binary search over the batch's chunk offsets.
@@ -90,6 +94,18 @@ __device__ __forceinline__ void store_group(float *p, int64_t i, int n, bool vec
     if (e < n) p[i + e] = v[e];
 }
 
+// c[i .. i + n) = v[0..n) rounded to T (round to nearest even: what p.to(T) gives), for n <= 8: the 16-bit copy.
+template <typename T>
+__device__ __forceinline__ void store_copy(T *c, int64_t i, int n, bool vec, const float (&v)[8]) {
+  if (vec && n == 8) {
+    tk::store8(c + i, v);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e++)
+    if (e < n) c[i + e] = tk::from_float<T>(v[e]);
+}
+
 // Sum of v over the block, on every thread; the same order every time.
 __device__ __forceinline__ float block_sum(float v) {
   __shared__ float warp_sums[THREADS / 32];
@@ -137,6 +153,15 @@ __global__ void __launch_bounds__(THREADS) adamw_kernel(const __grid_constant__ 
   for (int c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
     const auto [x, begin, end] = chunk_of(b, c);
     const bool vec = aligned16(x.param) && aligned16(x.grad) && aligned16(x.exp_avg) && aligned16(x.exp_avg_sq);
+    // The arrays as __restrict__ pointers read once here: with the copy's stores after the fp32 ones, which the
+    // compiler could not tell apart from them, it split every 16-byte store into four 4-byte ones (no STG.E.128 in
+    // the SASS; the kernel took 2.72 ms instead of ~1.05 of a GPT-2 step on an H100, session 31).
+    float *const __restrict__ param = x.param;
+    float *const __restrict__ exp_avg = x.exp_avg;
+    float *const __restrict__ exp_avg_sq = x.exp_avg_sq;
+    void *const __restrict__ copy16 = x.copy16;
+    const int copy_dtype = x.copy_dtype;
+    const bool vec16 = vec && aligned16(copy16);
     const float one_minus_beta1 = 1.f - x.beta1, one_minus_beta2 = 1.f - x.beta2;
     for (int64_t i = begin + 8 * threadIdx.x; i < end; i += 8 * THREADS) {
       const int n = int(std::min<int64_t>(8, end - i));
@@ -153,9 +178,11 @@ __global__ void __launch_bounds__(THREADS) adamw_kernel(const __grid_constant__ 
         const float denom = __fdiv_rn(__fsqrt_rn(v[e]), x.bc2_sqrt) + x.eps;
         p[e] = p[e] * x.decay - __fdiv_rn(x.step_size * m[e], denom);
       }
-      store_group(x.param, i, n, vec, p);
-      store_group(x.exp_avg, i, n, vec, m);
-      store_group(x.exp_avg_sq, i, n, vec, v);
+      store_group(param, i, n, vec, p);
+      store_group(exp_avg, i, n, vec, m);
+      store_group(exp_avg_sq, i, n, vec, v);
+      if (copy_dtype == COPY_BF16) store_copy(static_cast<tk::bf16 *>(copy16), i, n, vec16, p);
+      else if (copy_dtype == COPY_FP16) store_copy(static_cast<tk::half *>(copy16), i, n, vec16, p);
     }
   }
 }
@@ -194,6 +221,8 @@ cudaError_t adamw_step(const AdamWStep &s, cudaStream_t stream) {
   for (int i = 0; i < s.count; i++) {
     const AdamWTensor &x = s.tensors[i];
     if (x.numel < 1 || !x.param || !x.grad || !x.exp_avg || !x.exp_avg_sq) return cudaErrorInvalidValue;
+    if (x.copy_dtype != 0 && ((x.copy_dtype != COPY_BF16 && x.copy_dtype != COPY_FP16) || !x.copy16))
+      return cudaErrorInvalidValue;
     total_chunks += (x.numel + CHUNK - 1) / CHUNK;
   }
   if (total_chunks > INT32_MAX) return cudaErrorInvalidValue;

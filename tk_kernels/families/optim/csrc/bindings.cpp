@@ -26,14 +26,18 @@ void check_fp32(const at::Tensor &t, const char *what, size_t i, const c10::Devi
 // The AdamW update of params[i] with grads[i] and the moments exp_avgs[i], exp_avg_sqs[i] (all fp32, contiguous,
 // one CUDA device), hyper[6 i .. 6 i + 6) = (1 - lr wd, lr / (1 - beta1^t), sqrt(1 - beta2^t), beta1, beta2, eps);
 // max_norm > 0 clips the gradients' global 2-norm first (inside the update; the grads are not written) and
-// returns that norm as a 0-dim fp32 tensor, else None.
+// returns that norm as a 0-dim fp32 tensor, else None. copies: empty, or one tensor per parameter, either
+// empty (none) or a contiguous bf16 / fp16 tensor of the parameter's size that receives the updated parameter
+// rounded to its dtype.
 std::optional<at::Tensor> adamw_step_(std::vector<at::Tensor> params, std::vector<at::Tensor> grads,
                                       std::vector<at::Tensor> exp_avgs, std::vector<at::Tensor> exp_avg_sqs,
-                                      std::vector<double> hyper, double max_norm) {
+                                      std::vector<double> hyper, double max_norm, std::vector<at::Tensor> copies) {
   const size_t n = params.size();
   TK_CHECK(grads.size() == n && exp_avgs.size() == n && exp_avg_sqs.size() == n && hyper.size() == HYPER * n,
            "tk adamw: params, grads, exp_avgs, exp_avg_sqs must have one entry each per parameter and hyper six, got ",
            n, ", ", grads.size(), ", ", exp_avgs.size(), ", ", exp_avg_sqs.size(), " and ", hyper.size());
+  TK_CHECK(copies.empty() || copies.size() == n, "tk adamw: copies must be empty or have one entry per parameter, got ",
+           copies.size(), " for ", n, " parameters");
   if (n == 0) return std::nullopt;
   TK_CHECK(params[0].is_cuda(), "tk adamw: the parameters must be CUDA tensors, got one on ", params[0].device());
   const c10::Device device = params[0].device();
@@ -62,6 +66,15 @@ std::optional<at::Tensor> adamw_step_(std::vector<at::Tensor> params, std::vecto
     e.beta1 = float(h[3]);
     e.beta2 = float(h[4]);
     e.eps = float(h[5]);
+    if (!copies.empty() && copies[i].numel() > 0) {
+      const at::Tensor &c = copies[i];
+      TK_CHECK(c.device() == device && c.is_contiguous() && c.numel() == numel &&
+                   (c.scalar_type() == at::kBFloat16 || c.scalar_type() == at::kHalf),
+               "tk adamw: copies[", i, "] must be a contiguous bf16 or fp16 tensor of params[", i, "]'s ", numel,
+               " elements on ", device, ", got ", c.scalar_type(), " with ", c.numel(), " on ", c.device());
+      e.copy16 = c.data_ptr();
+      e.copy_dtype = c.scalar_type() == at::kBFloat16 ? tk_optim::COPY_BF16 : tk_optim::COPY_FP16;
+    }
     entries.push_back(e);
   }
   const c10::cuda::CUDAGuard guard(device);
@@ -96,7 +109,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "(params, grads, exp_avgs, exp_avg_sqs, hyper, max_norm) -> the gradients' global norm if max_norm > 0 "
         "else None: in place, one AdamW step of every parameter (hyper: six values per parameter, "
         "1 - lr * weight_decay, lr / (1 - beta1^t), sqrt(1 - beta2^t), beta1, beta2, eps), the gradients scaled "
-        "by min(1, max_norm / (norm + 1e-6)) first when max_norm > 0",
+        "by min(1, max_norm / (norm + 1e-6)) first when max_norm > 0; copies (empty, or one per parameter, empty "
+        "or 16-bit): each non-empty one receives its updated parameter rounded to its dtype",
         pybind11::arg("params"), pybind11::arg("grads"), pybind11::arg("exp_avgs"), pybind11::arg("exp_avg_sqs"),
-        pybind11::arg("hyper"), pybind11::arg("max_norm"));
+        pybind11::arg("hyper"), pybind11::arg("max_norm"), pybind11::arg("copies") = std::vector<at::Tensor>{});
 }

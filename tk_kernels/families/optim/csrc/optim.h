@@ -20,7 +20,11 @@ struct AdamWTensor {
   float step_size;         // lr / (1 - beta1^t)
   float bc2_sqrt;          // sqrt(1 - beta2^t)
   float beta1, beta2, eps;
+  void *copy16;            // nullptr, or numel contiguous 16-bit values that receive the updated p rounded to
+  int copy_dtype;          // their dtype (COPY_BF16 / COPY_FP16): the model's weight copies that its GEMMs read
 };
+
+constexpr int COPY_BF16 = 1, COPY_FP16 = 2;
 
 struct AdamWStep {
   const AdamWTensor *tensors;  // host array of `count` entries, numel >= 1 each
