@@ -361,7 +361,9 @@ class GPT(nn.Module):
         Only for the families the plan (plan_kernels first) runs on our kernels while training, in a 16-bit
         compute dtype with fp32 weights; returns the number of copies (0: none needed). Afterwards change the
         weights only through optimizer.step(): eager forwards notice other in-place changes (version counters)
-        and recast, compiled ones read the copies as they are. Call it before torch.compile and DDP."""
+        and recast, compiled ones read the copies as they are. Call it with the model on its final device and
+        dtype (model.to() replaces buffers, and the optimizer would go on writing the old ones), before
+        torch.compile and DDP."""
         plan = self.kernel_plan
         if plan is None:
             raise RuntimeError("keep_weight16 needs the kernel plan: call plan_kernels() first")
