@@ -367,14 +367,15 @@ class GPT(nn.Module):
         plan = self.kernel_plan
         if plan is None:
             raise RuntimeError("keep_weight16 needs the kernel plan: call plan_kernels() first")
+        if plan.dtype not in (torch.bfloat16, torch.float16):
+            return 0
         layers = []
         if plan.choices["mlp"].train_tk:
             for block in self.transformer.h:
                 layers += [block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj]
         if plan.choices["classifier"].tk:
             layers.append(self.lm_head)
-        layers = [m for m in layers if m.weight.dtype == torch.float32 and
-                  plan.dtype in (torch.bfloat16, torch.float16)]
+        layers = [m for m in layers if m.weight.dtype == torch.float32]
         for m in layers:
             m.register_buffer("weight16", m.weight.detach().to(plan.dtype), persistent=False)
             m.weight16_version = m.weight._version

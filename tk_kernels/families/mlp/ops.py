@@ -111,13 +111,13 @@ def _saved(w: Tensor, w16: Tensor, copy: Tensor | None = None) -> Tensor:
     return copy.contiguous() if copy is not None else w16 if w16.numel() else w.contiguous()
 
 
-def _copy_reason(w: Tensor, copy: Tensor | None, dtype: torch.dtype) -> str | None:
-    """Why `copy` cannot stand in for w in a GEMM computing in `dtype` (None: it can, or there is none)."""
+def _copy_reason(op: str, w: Tensor, copy: Tensor | None, dtype: torch.dtype) -> str | None:
+    """Why `copy` cannot stand in for w in op's GEMM computing in `dtype` (None: it can, or there is none)."""
     if copy is None:
         return None
     if copy.dtype != dtype or copy.shape != w.shape or copy.device != w.device:
-        return (f"a weight's 16-bit copy must have the weight's shape {tuple(w.shape)} and device and the dtype "
-                f"{dtype}, got {tuple(copy.shape)} {copy.dtype} on {copy.device}")
+        return (f"{op}: a weight's 16-bit copy must have the weight's shape {tuple(w.shape)} and device and the "
+                f"dtype {dtype}, got {tuple(copy.shape)} {copy.dtype} on {copy.device}")
     return None
 
 
@@ -455,10 +455,10 @@ def mlp(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, b_proj: Te
     Raises ValueError for unsupported inputs."""
     if approximate not in APPROXIMATIONS:
         raise ValueError(f"tk mlp: approximate must be 'none' or 'tanh', got {approximate!r}")
-    reason = (_public_reason(x, w_fc, w_proj) or _copy_reason(w_fc, copy_fc, x.dtype)
-              or _copy_reason(w_proj, copy_proj, x.dtype))
+    reason = (_public_reason(x, w_fc, w_proj) or _copy_reason("tk mlp", w_fc, copy_fc, x.dtype)
+              or _copy_reason("tk mlp", w_proj, copy_proj, x.dtype))
     if reason is not None:
-        raise ValueError(f"tk mlp: {reason}" if not reason.startswith("tk ") else reason)
+        raise ValueError(reason)
     return mlp_op(x, w_fc, b_fc, w_proj, b_proj, approximate, copy_fc, copy_proj)
 
 
@@ -476,7 +476,7 @@ def linear(x: Tensor, w: Tensor, b: Tensor | None = None, copy: Tensor | None = 
     dtype: cast like autocast casts them; their gradients come back in their dtypes). copy: an optional copy of
     w in x's dtype that the GEMM reads instead of casting w (as mlp's copies). Raises ValueError for
     unsupported inputs."""
-    reason = _public_reason(x, w) or _copy_reason(w, copy, x.dtype)
+    reason = _public_reason(x, w) or _copy_reason("tk linear", w, copy, x.dtype)
     if reason is not None:
-        raise ValueError(reason if reason.startswith("tk ") else f"tk linear: {reason}")
+        raise ValueError(reason)
     return linear_op(x, w, b, copy)

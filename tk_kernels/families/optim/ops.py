@@ -79,7 +79,7 @@ class AdamW(torch.optim.AdamW):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        params, grads, exp_avgs, exp_avg_sqs, steps, owners, copies = [], [], [], [], [], [], []
+        params, grads, exp_avgs, exp_avg_sqs, steps, owners = [], [], [], [], [], []
         for group in self.param_groups:
             _check(options_reason(group))
             for p in group["params"]:
@@ -101,7 +101,6 @@ class AdamW(torch.optim.AdamW):
                 exp_avg_sqs.append(state["exp_avg_sq"])
                 steps.append(state["step"])
                 owners.append(group)
-                copies.append(self.copies.get(p, _NO_COPY))
         max_norm, self.max_grad_norm = self.max_grad_norm, None
         if not params:
             return loss
@@ -115,8 +114,7 @@ class AdamW(torch.optim.AdamW):
                 folded[key] = [1.0 - lr * group["weight_decay"], lr / (1.0 - beta1 ** t),
                                math.sqrt(1.0 - beta2 ** t), beta1, beta2, group["eps"]]
             values += folded[key]
-        if all(c is _NO_COPY for c in copies):
-            copies = []
+        copies = [self.copies.get(p, _NO_COPY) for p in params] if self.copies else []
         norm = _ext().adamw_step_(params, grads, exp_avgs, exp_avg_sqs, values, max_norm or 0.0, copies)
         if norm is not None:
             self.grad_norm = norm

@@ -85,26 +85,16 @@ __device__ __forceinline__ void load_group(float (&v)[8], const float *p, int64_
   for (int e = 0; e < 8; e++) v[e] = e < n ? p[i + e] : 0.f;
 }
 
-__device__ __forceinline__ void store_group(float *p, int64_t i, int n, bool vec, const float (&v)[8]) {
+// p[i .. i + n) = v[0..n) in T (fp32, or rounded to nearest even for a 16-bit copy: what p.to(T) gives), n <= 8.
+template <typename T>
+__device__ __forceinline__ void store_group(T *p, int64_t i, int n, bool vec, const float (&v)[8]) {
   if (vec && n == 8) {
     tk::store8(p + i, v);
     return;
   }
 #pragma unroll
   for (int e = 0; e < 8; e++)
-    if (e < n) p[i + e] = v[e];
-}
-
-// c[i .. i + n) = v[0..n) rounded to T (round to nearest even: what p.to(T) gives), for n <= 8: the 16-bit copy.
-template <typename T>
-__device__ __forceinline__ void store_copy(T *c, int64_t i, int n, bool vec, const float (&v)[8]) {
-  if (vec && n == 8) {
-    tk::store8(c + i, v);
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < 8; e++)
-    if (e < n) c[i + e] = tk::from_float<T>(v[e]);
+    if (e < n) p[i + e] = tk::from_float<T>(v[e]);
 }
 
 // Sum of v over the block, on every thread; the same order every time.
@@ -182,8 +172,8 @@ __global__ void __launch_bounds__(THREADS) adamw_kernel(const __grid_constant__ 
       store_group(param, i, n, vec, p);
       store_group(exp_avg, i, n, vec, m);
       store_group(exp_avg_sq, i, n, vec, v);
-      if (copy_dtype == COPY_BF16) store_copy(static_cast<tk::bf16 *>(copy16), i, n, vec16, p);
-      else if (copy_dtype == COPY_FP16) store_copy(static_cast<tk::half *>(copy16), i, n, vec16, p);
+      if (copy_dtype == COPY_BF16) store_group(static_cast<tk::bf16 *>(copy16), i, n, vec16, p);
+      else if (copy_dtype == COPY_FP16) store_group(static_cast<tk::half *>(copy16), i, n, vec16, p);
     }
   }
 }
