@@ -92,13 +92,17 @@ class CausalSelfAttention(nn.Module):
                 proj_bias: bool = True):
         B, T, C = x.size()  # batch size, sequence length, embedding dimensionality (n_embd)
         H = self.n_head
-        # (B, T, 3C): q, k, v of all heads side by side (while training on the TK MLP's GEMM: dispatch.linear)
-        qkv = dispatch.linear(plan, self.c_attn, x, training=self.training)
         dropout_p = self.dropout if self.training else 0.0
+        # c_attn's bias gradient from the TK attention's backward where it sums it on the way (no pass over qkv's
+        # gradient for it): the projection adds the bias but leaves its gradient to the attention
+        qkv_bias = self.c_attn.bias if cache is None and dispatch.attention_sums_qkv_bias(
+            plan, self.training, dropout_p) else None
+        # (B, T, 3C): q, k, v of all heads side by side (while training on the TK MLP's GEMM: dispatch.linear)
+        qkv = dispatch.linear(plan, self.c_attn, x, training=self.training, bias_grad=qkv_bias is None)
         if cache is None:
             # the attention takes the fused projection: q, k, v are its (B, H, T, D) views (no copies), and
             # on the TK path the backward writes their gradients straight into one (B, T, 3C) tensor
-            y = dispatch.attention_qkv(plan, qkv, H, causal=True, dropout_p=dropout_p)
+            y = dispatch.attention_qkv(plan, qkv, H, causal=True, dropout_p=dropout_p, qkv_bias=qkv_bias)
         else:
             q, k, v = dispatch.qkv_views(qkv, H)  # (B, H, T, D) views, only the last dim contiguous
             if cache.pos == 0:  # prefill: the whole prompt, causal

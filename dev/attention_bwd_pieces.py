@@ -45,7 +45,7 @@ def run(case, seed):
     torch.manual_seed(seed)
     o, lse, rng = torch.ops.tk.attention_qkv_fwd(qkv, H, causal, scale, p)
     dout = (torch.randn(o.shape, device="cuda", generator=g)).to(dt)
-    return torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, causal, scale, False, p, rng), qkv, o, lse, dout, rng
+    return torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, causal, scale, False, p, rng)[0], qkv, o, lse, dout, rng
 
 
 def main():

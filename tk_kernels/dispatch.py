@@ -417,17 +417,31 @@ def qkv_views(qkv: torch.Tensor, n_head: int) -> tuple[torch.Tensor, torch.Tenso
     return attention_ops.qkv_views(qkv, n_head)
 
 
+def attention_sums_qkv_bias(plan: Plan, training: bool, dropout_p: float) -> bool:
+    """Whether the model should hand its c_attn bias to attention_qkv (qkv_bias) and leave it out of c_attn's
+    backward (linear(bias_grad=False)): while training without dropout on the plan's TK attention, whose Hopper
+    backward sums that gradient in the row passes it makes anyway (csrc/qkv_bias_grad.cuh) instead of a pass over
+    qkv's whole gradient."""
+    choice = plan.choices["attention"]
+    return training and dropout_p == 0.0 and choice.tk and choice.family.tk_qkv is not None
+
+
 def attention_qkv(plan: Plan, qkv: torch.Tensor, n_head: int, *, causal: bool = True, dropout_p: float = 0.0,
-                  scale: float | None = None) -> torch.Tensor:
+                  scale: float | None = None, qkv_bias: torch.Tensor | None = None) -> torch.Tensor:
     """attention(plan, q, k, v, ...) of the q, k, v views (qkv_views) of a fused (B, T, 3 * n_head * D)
     projection, the (B, H, T, D) output. The TK path runs the family's fused-projection op, whose backward
     writes qkv's gradient straight into one (B, T, 3C) tensor (no concatenation of dq, dk, dv); the torch
-    path and every fallback make the views and call exactly what attention() calls."""
-    reason = attention_ops.qkv_shape_reason(qkv, n_head)
+    path and every fallback make the views and call exactly what attention() calls. qkv_bias: the projection's
+    bias, already inside qkv, whose gradient the projection's backward does not compute (attention_sums_qkv_bias):
+    the TK op returns it; every other path adds qkv_bias - qkv_bias.detach() (zeros) to qkv, through which autograd
+    gives it the sums of qkv's gradient."""
+    reason = attention_ops.qkv_shape_reason(qkv, n_head) or attention_ops.qkv_bias_reason(qkv, qkv_bias)
     if reason is not None:  # not a fused projection at all: no path can take it
         raise ValueError(reason)
     choice = plan.choices["attention"]
     fused = choice.family.tk_qkv
+    if qkv_bias is not None and not (choice.tk and fused is not None):
+        qkv, qkv_bias = qkv + (qkv_bias - qkv_bias.detach()).to(qkv.dtype), None
     if choice.tk and fused is not None:
         if dropout_p > 0.0 and choice.family.has_dropout:
             reason = _dropout_reason("attention")
@@ -437,8 +451,10 @@ def attention_qkv(plan: Plan, qkv: torch.Tensor, n_head: int, *, causal: bool = 
         else:
             reason = _plan_reason(plan, qkv.device, qkv.dtype)
         if reason is None:
-            return fused(qkv, n_head, causal, scale, dropout_p)
+            return fused(qkv, n_head, causal, scale, dropout_p, qkv_bias)
         _fall_back(plan, "attention", reason)
+        if qkv_bias is not None:
+            qkv = qkv + (qkv_bias - qkv_bias.detach()).to(qkv.dtype)
         return reference.attention(*attention_ops.qkv_views(qkv, n_head), causal, dropout_p, scale)
     q, k, v = attention_ops.qkv_views(qkv, n_head)
     return attention(plan, q, k, v, causal=causal, dropout_p=dropout_p, scale=scale)
@@ -499,7 +515,7 @@ def mlp(plan: Plan, x: torch.Tensor, w_fc: torch.Tensor, b_fc: torch.Tensor | No
 
 
 def linear(plan: Plan, layer: torch.nn.Linear, x: torch.Tensor, training: bool = True,
-           bias: bool = True) -> torch.Tensor:
+           bias: bool = True, bias_grad: bool = True) -> torch.Tensor:
     """layer(x) for an nn.Linear layer (the attention's projections) and x (..., K). While training with the plan's
     TK MLP (the same GEMM, the same train-only choice: kernels=tk, and kernels=auto where it runs) on the family's
     linear op (tk_linear): x goes to the autocast dtype first, as F.linear would cast it, and the op casts the
@@ -507,10 +523,13 @@ def linear(plan: Plan, layer: torch.nn.Linear, x: torch.Tensor, training: bool =
     weight's fp32 out of its GEMM); the module's forward hooks do not run there. Otherwise layer(x) itself, hooks
     and all. Inputs the op cannot take: kernels=tk raises TKUnsupportedError, kernels=auto warns once and calls
     layer(x). bias=False: x W^T without the layer's bias (the caller adds it: Block.forward_fused), on our GEMM
-    or as F.linear(x, layer.weight) (no forward hooks)."""
+    or as F.linear(x, layer.weight) (no forward hooks). bias_grad=False: the bias is added but gets no gradient
+    here (attention_qkv returns c_attn's: attention_sums_qkv_bias), as F.linear(x, layer.weight, bias.detach())."""
     choice = plan.choices["mlp"]
     op = choice.family.tk_linear
     b = layer.bias if bias else None
+    if b is not None and not bias_grad:
+        b = b.detach()
     if op is not None and (choice.train_tk if training else choice.tk):
         weight = layer.weight
         x2, reason = _gemm_rows(plan, x, weight)
@@ -518,7 +537,7 @@ def linear(plan: Plan, layer: torch.nn.Linear, x: torch.Tensor, training: bool =
             copy = _usable_copy(weight_copy(layer), weight, x2.dtype)
             return (op(x2, weight, b) if copy is None else op(x2, weight, b, copy)).view(*x.shape[:-1], weight.shape[0])
         _fall_back(plan, "mlp", reason)
-    return layer(x) if bias else torch.nn.functional.linear(x, layer.weight)
+    return layer(x) if bias and bias_grad else torch.nn.functional.linear(x, layer.weight, b)
 
 
 # ---------------------------------------------------------------------------

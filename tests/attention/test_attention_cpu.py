@@ -449,11 +449,17 @@ class QKVExtStandIn(AttentionExtStandIn):
         self.outs = []
 
     def attention_backward_into(self, q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic, dropout_p,
-                                rng_state, hopper):
-        self.calls.append(f"backward_into(hopper={hopper}, deterministic={deterministic})")
+                                rng_state, hopper, dbias=None):
+        self.calls.append(f"backward_into(hopper={hopper}, deterministic={deterministic})"
+                          + ("" if dbias is None else ", dbias"))
         self.outs.append([(t.data_ptr(), t.shape, t.stride()) for t in (dq, dk, dv)])
         for out, g in zip((dq, dk, dv), self._backward(q, k, v, dout, causal, scale)):
             out.copy_(g)
+        if dbias is not None:  # the kernels' row passes: dq's sums, 0, dout's sums (qkv_bias_grad.cuh)
+            hd = q.shape[1] * q.shape[3]
+            dbias[:hd] = dq.sum((0, 2), dtype=torch.float32).flatten()
+            dbias[hd:2 * hd] = 0.0
+            dbias[2 * hd:] = dout.sum((0, 2), dtype=torch.float32).flatten()
 
 
 @pytest.fixture
@@ -481,9 +487,12 @@ def test_fake_qkv_ops_match_the_qkv_views_ops(B, H, T, D, dtype):
             for a, b in ((o, o2), (lse, lse2), (rng, rng2)):
                 assert (a.shape, a.stride(), a.dtype, a.device) == (b.shape, b.stride(), b.dtype, b.device)
             assert o.stride() == _bthd_strides(B, H, T, D)
-        dqkv = torch.ops.tk.attention_qkv_bwd(qkv, o, lse, o, H, True, 0.125, False, 0.2, rng)
+        dqkv, dbias = torch.ops.tk.attention_qkv_bwd(qkv, o, lse, o, H, True, 0.125, False, 0.2, rng)
+        o3, _, _ = torch.ops.tk.attention_qkv_fwd(qkv, H, True, 0.125, 0.0, torch.empty(3 * H * D, device="cuda"))
+        _, dbias2 = torch.ops.tk.attention_qkv_bwd(qkv, o, lse, o, H, True, 0.125, False, 0.0, rng, True)
     assert dqkv.shape == (B, T, 3 * H * D) and dqkv.dtype == dtype and dqkv.device.type == "cuda"
-    assert dqkv.is_contiguous()
+    assert dqkv.is_contiguous() and dbias.shape == (0,)
+    assert o3.shape == o.shape and dbias2.shape == (3 * H * D,) and dbias2.dtype == torch.float32
 
 
 def test_qkv_backward_writes_the_views_of_one_buffer(qkv_ext):
@@ -492,10 +501,11 @@ def test_qkv_backward_writes_the_views_of_one_buffer(qkv_ext):
     B, H, T, D = 2, 3, 5, 64
     qkv = torch.randn(B, T, 3 * H * D)
     o, lse, rng = tka.attention_qkv_fwd._init_fn(qkv, H, True, 0.125, 0.0)
-    dqkv = tka._qkv_backward_impl(qkv, o, lse, torch.randn(B, H, T, D), H, True, 0.125, False, 0.0, rng)
+    dqkv, dbias = tka._qkv_backward_impl(qkv, o, lse, torch.randn(B, H, T, D), H, True, 0.125, False, 0.0, rng)
     with FakeTensorMode():
-        fake = tka._attention_qkv_bwd_fake(torch.empty(B, T, 3 * H * D, device="cuda"), None, None, None, H,
-                                           True, 0.125, False, 0.0, None)
+        fake, fake_db = tka._attention_qkv_bwd_fake(torch.empty(B, T, 3 * H * D, device="cuda"), None, None, None, H,
+                                                    True, 0.125, False, 0.0, None)
+    assert dbias.shape == fake_db.shape == (0,)
     assert (dqkv.shape, dqkv.stride()) == (fake.shape, fake.stride()) and dqkv.is_contiguous()
     base, e = dqkv.data_ptr(), dqkv.element_size()
     view_strides = (T * 3 * H * D, D, 3 * H * D, 1)
@@ -534,22 +544,29 @@ def test_qkv_autograd_backward_calls_bwd_op(monkeypatch):
     deterministic setting, dropout_p and the forward's rng_state to tk::attention_qkv_bwd."""
     calls = []
 
-    def fake_bwd(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state):
-        calls.append((n_head, causal, scale, deterministic, dropout_p, rng_state))
-        return qkv
+    def fake_bwd(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state, bias_grad):
+        calls.append((n_head, causal, scale, deterministic, dropout_p, bias_grad, rng_state))
+        return qkv, torch.ones(qkv.shape[-1] if bias_grad else 0)
 
     monkeypatch.setattr(torch.ops.tk, "attention_qkv_bwd", fake_bwd, raising=False)
     qkv, o, do = torch.randn(1, 2, 3 * 64), torch.randn(1, 1, 2, 64), torch.randn(1, 1, 2, 64)
     lse, rng = torch.randn(1, 1, 2), torch.tensor([7, 12])
-    ctx = types.SimpleNamespace(saved_tensors=(qkv, o, lse, rng), n_head=1, causal=False, scale=0.25, dropout_p=0.2)
+    ctx = types.SimpleNamespace(saved_tensors=(qkv, o, lse, rng), n_head=1, causal=False, scale=0.25, dropout_p=0.2,
+                                bias_dtype=None, needs_input_grad=(True,) + (False,) * 5)
     monkeypatch.delenv("TK_DETERMINISTIC", raising=False)
     grads = tka._qkv_backward(ctx, do, None, None)
-    assert grads[0] is qkv and grads[1:] == (None, None, None, None)
-    assert tka._qkv_backward(ctx, None, None, None) == (None,) * 5
+    assert grads[0] is qkv and grads[1:] == (None,) * 5
+    assert tka._qkv_backward(ctx, None, None, None) == (None,) * 6
     monkeypatch.setenv("TK_DETERMINISTIC", "1")
     tka._qkv_backward(ctx, do, None, None)
-    assert [c[:5] for c in calls] == [(1, False, 0.25, False, 0.2), (1, False, 0.25, True, 0.2)]
-    assert all(c[5] is rng for c in calls)
+    ctx.bias_dtype = torch.bfloat16  # a bias that needs no gradient: none asked for
+    tka._qkv_backward(ctx, do, None, None)
+    ctx.needs_input_grad = (True,) * 6  # one that needs it: asked for, returned in its dtype
+    grads = tka._qkv_backward(ctx, do, None, None)
+    assert grads[5].dtype == torch.bfloat16 and grads[5].shape == (3 * 64,)
+    assert [c[:6] for c in calls] == [(1, False, 0.25, False, 0.2, False), (1, False, 0.25, True, 0.2, False),
+                                      (1, False, 0.25, True, 0.2, False), (1, False, 0.25, True, 0.2, True)]
+    assert all(c[6] is rng for c in calls)
 
 
 # per backward path choice: the entry point the fused op calls, the one the views op calls
@@ -620,8 +637,51 @@ def test_compiled_gpt_runs_the_fused_ops(qkv_ops_on_cpu):
             results.append((loss.detach(), [p.grad.clone() for p in model.parameters()], list(ext.calls)))
             model.zero_grad(set_to_none=True)
     (loss_e, grads_e, calls_e), (loss_c, grads_c, calls_c) = results
-    into = "backward_into(hopper=True, deterministic=False)"
+    into = "backward_into(hopper=True, deterministic=False), dbias"  # c_attn's bias gradient too
     assert calls_e == calls_c == ["forward_hopper"] * 2 + [into] * 2
     torch.testing.assert_close(loss_c, loss_e)
     for a, b in zip(grads_c, grads_e):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_gpt_c_attn_bias_gradient_comes_from_the_attention(qkv_ops_on_cpu, compiled):
+    """Training without dropout on the TK attention, c_attn adds its bias but leaves the bias's gradient to the
+    attention's backward (dispatch.attention_sums_qkv_bias), whose kernels sum it: every gradient, c_attn.bias's
+    included, is the kernels=torch model's (its key third exactly 0, autograd's ~0); in eval, or with a
+    bias-free model, nothing is handed over."""
+    from model import GPT, GPTConfig
+    from tk_kernels import dispatch
+    ext = qkv_ops_on_cpu
+    ok = lambda device, dtype, dims: None  # noqa: E731
+    cfg = dict(block_size=16, vocab_size=64, n_layer=2, n_head=2, n_embd=128, dropout=0.0)
+    torch.manual_seed(0)
+    ref = GPT(GPTConfig(**cfg, kernels="torch"))
+    ref.plan_kernels()
+    idx = torch.randint(64, (2, 16))
+    _, loss_ref = ref(idx, idx)
+    loss_ref.backward()
+    with dispatch.override("attention", unsupported=ok), dispatch.override("layer_norm", tk=None), \
+            dispatch.override("classifier", tk=None), dispatch.override("mlp", tk=None):
+        model = GPT(GPTConfig(**cfg, kernels="tk"))
+        model.load_state_dict(ref.state_dict())
+        model.plan_kernels()
+        m = torch.compile(model, backend="aot_eager", fullgraph=True) if compiled else model
+        ext.calls.clear()
+        _, loss = m(idx, idx)
+        loss.backward()
+        assert ext.calls[2:] == ["backward_into(hopper=True, deterministic=False), dbias"] * 2
+        torch.testing.assert_close(loss, loss_ref)
+        for (name, p), p_ref in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, p_ref.grad, rtol=1e-4, atol=1e-6, msg=name)
+        for block in model.transformer.h:
+            assert torch.all(block.attn.c_attn.bias.grad[128:256] == 0)
+        plan = model.plan_kernels()
+        assert dispatch.attention_sums_qkv_bias(plan, True, 0.0)
+        assert not dispatch.attention_sums_qkv_bias(plan, False, 0.0)
+        assert not dispatch.attention_sums_qkv_bias(plan, True, 0.1)
+        nobias = GPT(GPTConfig(**cfg, bias=False, kernels="tk"))
+        nobias.plan_kernels()
+        ext.calls.clear()
+        nobias(idx, idx)[1].backward()
+        assert ext.calls[2:] == ["backward_into(hopper=True, deterministic=False)"] * 2

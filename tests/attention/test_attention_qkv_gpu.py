@@ -23,7 +23,7 @@ if torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0):
 
 from tk_kernels import dispatch  # noqa: E402
 from tk_kernels.families.attention import ops as tka  # noqa: E402
-from gpu_test_utils import capture, new_seed, poison, rel_err  # noqa: E402
+from gpu_test_utils import attention_reference_grads, capture, new_seed, poison, rel_err  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # dQ of the atomic paths against the other op's: two roundings of fp32 sums added in different orders
@@ -83,7 +83,7 @@ def check_against_views_ops(qkv, H, causal, scale, p, dout, path):
     o2, lse2, rng2 = torch.ops.tk.attention_fwd(q, k, v, causal, scale, p)
     assert o.stride() == o2.stride() and torch.equal(o, o2) and torch.equal(lse, lse2) and torch.equal(rng, rng2)
     poison((qkv.shape, qkv.dtype))  # the fused backward's first allocation is dqkv
-    dqkv = torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, causal, scale, det, p, rng)
+    dqkv, _ = torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, causal, scale, det, p, rng)
     grads = torch.ops.tk.attention_bwd(q, k, v, o2, lse2, dout, causal, scale, det, p, rng2)
     assert dqkv.shape == qkv.shape and dqkv.dtype == qkv.dtype and dqkv.is_contiguous()
     assert not torch.isnan(dqkv).any(), "NaN in dqkv (unwritten elements?)"
@@ -150,6 +150,86 @@ def test_autograd_of_the_fused_op_equals_the_views_op(bwd_path):
         assert torch.equal(a, b)
     else:
         assert torch.equal(a[..., C:], b[..., C:]) and rel_err(a[..., :C], b[..., :C].double()) <= DQ_TOL[a.dtype]
+
+
+# -----------------------------------------------------------------------------
+# the projection bias's gradient (qkv_bias_grad.cuh: the Hopper backward's row passes sum it)
+
+def bias_sums(dq, dk, dv):
+    """[dq | dk | dv] summed over batch and tokens, heads side by side: a fused projection's bias gradient."""
+    return torch.cat([g.sum((0, 2)).flatten() for g in (dq, dk, dv)])
+
+
+@pytest.mark.parametrize("dtype_name", ["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("T", [1, 17, 1000])
+def test_qkv_bias_gradient_against_float64(T, D, causal, dtype_name, bwd_path):
+    """tk::attention_qkv_bwd(bias_grad=True): dqkv exactly the op's without it, and the bias gradient against
+    float64 sums of the float64 reference's dq, dk, dv; its key third exactly 0 (the float64 one is ~1e-16)."""
+    seed = new_seed()
+    dtype = DTYPES[dtype_name]
+    B, H = (3, 5) if T <= 17 else (3, 3)  # B * H odd
+    C = H * D
+    qkv = randn((B, T, 3 * C), gen(seed), dtype)
+    dout = randn((B, H, T, D), gen(seed + 1), dtype)
+    scale = 1.0 / math.sqrt(D)
+    det = bwd_path == "deterministic"
+    print(f"[qkv bias B={B} H={H} T={T} D={D} {dtype_name} causal={causal} {bwd_path} seed={seed}]")
+    o, lse, rng = torch.ops.tk.attention_qkv_fwd(qkv, H, causal, scale, 0.0)
+    dqkv0, none = torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, causal, scale, det, 0.0, rng)
+    poison(((3 * C,), torch.float32), (qkv.shape, qkv.dtype))
+    dqkv, dbias = torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, causal, scale, det, 0.0, rng, True)
+    assert none.shape == (0,) and dbias.shape == (3 * C,) and dbias.dtype == torch.float32
+    assert not torch.isnan(dbias).any()
+    if det:
+        assert torch.equal(dqkv, dqkv0)
+    else:  # dq's fp32 atomics add in another order
+        assert torch.equal(dqkv[..., C:], dqkv0[..., C:])
+    assert torch.all(dbias[C:2 * C] == 0)
+    _, _, grads = attention_reference_grads(*tka.qkv_views(qkv, H), dout, causal, scale)
+    ref = bias_sums(*grads)
+    assert ref[C:2 * C].abs().max().item() < 1e-9 * max(ref.abs().max().item(), 1.0)
+    err_q, err_v = rel_err(dbias[:C], ref[:C]), rel_err(dbias[2 * C:], ref[2 * C:])
+    # d b_q: the sum of fp32 dq (not rounded to 16 bits); d b_v: fp32 sums of dout (Hopper) or of the 16-bit dv
+    assert err_q <= DQ_TOL[dtype] and err_v <= DQ_TOL[dtype], (err_q, err_v)
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_qkv_bias_gradient_with_dropout(causal, bwd_path):
+    """With dropout the rows of the dropped P do not sum to 1: d b_v is the sums of dv (PyTorch's, from the
+    op's own dq and dv), d b_q the sums of dq, d b_k 0."""
+    seed = new_seed()
+    B, H, T, D = 3, 3, 300, 64
+    C = H * D
+    qkv = randn((B, T, 3 * C), gen(seed), torch.bfloat16)
+    dout = randn((B, H, T, D), gen(seed + 1), torch.bfloat16)
+    det = bwd_path == "deterministic"
+    o, lse, rng = torch.ops.tk.attention_qkv_fwd(qkv, H, causal, 0.125, 0.2)
+    dqkv, dbias = torch.ops.tk.attention_qkv_bwd(qkv, o, lse, dout, H, causal, 0.125, det, 0.2, rng, True)
+    ref = bias_sums(*(g.double() for g in tka.qkv_views(dqkv, H)))
+    ref[C:2 * C] = 0.0
+    assert torch.all(dbias[C:2 * C] == 0) and rel_err(dbias, ref) < 1e-6
+
+
+def test_qkv_bias_gradient_through_autograd_and_dispatch():
+    """attention_qkv(qkv, bias=b) on the TK path and on the torch path (dispatch's fallback adds b - b.detach()):
+    b gets the sums of qkv's gradient (key third 0 on the TK path), qkv the same gradient as without b."""
+    seed = new_seed()
+    B, H, T, D = 2, 3, 257, 64
+    C = H * D
+    x = randn((B, T, 3 * C), gen(seed), torch.bfloat16)
+    dout = randn((B, H, T, D), gen(seed + 1), torch.bfloat16)
+    for kernels in ("tk", "torch"):
+        plan = dispatch.plan(kernels, "cuda", torch.bfloat16, D, warn=False)
+        qkv = x.detach().requires_grad_()
+        b = torch.zeros(3 * C, device="cuda", requires_grad=True)
+        dispatch.attention_qkv(plan, qkv, H, qkv_bias=b).backward(dout)
+        ref = qkv.grad.double().sum((0, 1))
+        if kernels == "tk":
+            ref[C:2 * C] = 0.0
+            assert torch.all(b.grad[C:2 * C] == 0)
+        assert b.grad.dtype == torch.float32 and rel_err(b.grad, ref) <= DQ_TOL[torch.bfloat16], kernels
 
 
 # -----------------------------------------------------------------------------
@@ -242,10 +322,13 @@ def test_opcheck(det):
                               test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
         x = qkv.detach()
         dout = randn((B, H, T, D), gen(seed + 1), dtype)
+        bias = torch.randn(3 * H * D, device="cuda", requires_grad=True)
+        torch.library.opcheck(torch.ops.tk.attention_qkv_fwd.default, (qkv, H, causal, scale, 0.0, bias))
         for p in (0.0, 0.2):
             o, lse, rng = torch.ops.tk.attention_qkv_fwd(x, H, causal, scale, p)
-            torch.library.opcheck(torch.ops.tk.attention_qkv_bwd.default,
-                                  (x, o, lse, dout, H, causal, scale, det, p, rng))
+            for bias_grad in (False, True):
+                torch.library.opcheck(torch.ops.tk.attention_qkv_bwd.default,
+                                      (x, o, lse, dout, H, causal, scale, det, p, rng, bias_grad))
 
 
 def _tiny_gpt(kernels, dropout=0.0, n_head=2):
@@ -256,7 +339,7 @@ def _tiny_gpt(kernels, dropout=0.0, n_head=2):
     return GPT(cfg).cuda()
 
 
-VIEW_OPS = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "alias"}
+VIEW_OPS = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "alias", "getitem"}
 
 
 def _feeds_gemms_directly(node) -> list[str]:
@@ -300,8 +383,9 @@ def test_compiled_gpt_backward_reads_dqkv_in_place(n_head):
     assert len(bwd_nodes) == 2
     for node in bwd_nodes:
         consumers = _feeds_gemms_directly(node)
-        # c_attn's backward: tk::linear_bwd on the TK GEMM path (session 25 on), cuBLAS's mm / sum otherwise
-        assert consumers and set(consumers) <= {"mm", "addmm", "sum", "bmm", "linear_bwd"}, consumers
+        # c_attn's backward: tk::linear_bwd on the TK GEMM path (session 25 on), cuBLAS's mm / sum otherwise;
+        # the op's second output, c_attn's bias gradient (session 32), goes to the graph's output
+        assert consumers and set(consumers) <= {"mm", "addmm", "sum", "bmm", "linear_bwd", "output"}, consumers
 
 
 def test_eager_gpt_is_bitwise_the_views_model(monkeypatch):
@@ -314,7 +398,8 @@ def test_eager_gpt_is_bitwise_the_views_model(monkeypatch):
     def old_forward(self, x, plan, cache=None, resid_dropout=True, proj_bias=True):
         B, T, C = x.size()
         H, D = self.n_head, C // self.n_head
-        qkv = dispatch.linear(plan, self.c_attn, x, training=self.training)  # the projections as the model runs them
+        # the projections as the model ran them before the attention summed c_attn's bias gradient
+        qkv = dispatch.linear(plan, self.c_attn, x, training=self.training)
         q, k, v = qkv.view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
         y = dispatch.attention(plan, q, k, v, causal=True, dropout_p=self.dropout if self.training else 0.0)
         y = dispatch.linear(plan, self.c_proj, y.transpose(1, 2).reshape(B, T, C), training=self.training,
@@ -337,6 +422,11 @@ def test_eager_gpt_is_bitwise_the_views_model(monkeypatch):
     repeatable = {n for n in g1 if torch.equal(g1[n], g2[n])}
     assert {n for n in g1 if ".attn." in n} <= repeatable, sorted(set(g1) - repeatable)
     assert torch.equal(l1, lv) if torch.equal(l1, l2) else abs(l1.item() - lv.item()) < 1e-3
+    for n in [n for n in g1 if n.endswith("attn.c_attn.bias")]:  # summed by the attention, in another order
+        C = g1[n].shape[0] // 3
+        assert torch.all(g1[n][C:2 * C] == 0), n  # the views model's: the sums of dk's rounding errors
+        assert rel_err(g1[n], torch.cat([gv[n][:C], 0 * gv[n][C:2 * C], gv[n][2 * C:]]).double()) < 1e-5, n
+        repeatable.discard(n)
     for n in g1:
         if n in repeatable:
             assert torch.equal(g1[n], gv[n]), n
@@ -356,10 +446,12 @@ def test_cuda_graph_capture_of_forward_and_backward(p, bwd_path):
     qkv = randn((B, T, 3 * H * D), gen(seed), torch.bfloat16).requires_grad_()
     dout = randn((B, H, T, D), gen(seed + 1), torch.bfloat16)
 
+    bias = torch.zeros(3 * H * D, device="cuda", requires_grad=True)  # c_attn's bias, handed over (p = 0)
+
     def step():
-        o, lse, rng = tka._EagerAttentionQKV.apply(qkv, H, True, 0.125, p)
-        (g,) = torch.autograd.grad(o, qkv, dout)
-        return o, lse, rng, g
+        o, lse, rng = tka._EagerAttentionQKV.apply(qkv, H, True, 0.125, p, bias if p == 0 else None)
+        grads = torch.autograd.grad(o, (qkv, bias) if p == 0 else (qkv,), dout)
+        return o, lse, rng, *grads
 
     graph, captured = capture(step)
     replays = []
@@ -373,9 +465,12 @@ def test_cuda_graph_capture_of_forward_and_backward(p, bwd_path):
     q, k, v = tka.qkv_views(x, H)
     det, C = bwd_path == "deterministic", H * D
     eager_o, eager_lse, _ = torch.ops.tk.attention_fwd(q, k, v, True, 0.125, 0.0)
-    for o, lse, rng, g in replays:
+    for o, lse, rng, g, *gb in replays:
         if p == 0:
             assert torch.equal(o, eager_o) and torch.equal(lse, eager_lse)
+            sums = g.double().sum((0, 1))
+            sums[C:2 * C] = 0.0
+            assert torch.all(gb[0][C:2 * C] == 0) and rel_err(gb[0], sums) <= DQ_TOL[g.dtype]
         else:  # lse is of the softmax before dropout (another kernel instance: to the float rounding)
             torch.testing.assert_close(lse, eager_lse)
         ref = side_by_side(*torch.ops.tk.attention_bwd(q, k, v, o, lse, dout, True, 0.125, det, p, rng))

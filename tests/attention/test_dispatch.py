@@ -441,9 +441,13 @@ class FakeFusedKernel:
 
     def __init__(self):
         self.calls = []
+        self.biases = []  # the qkv_bias of each call (the real op returns its gradient; here autograd does)
 
-    def __call__(self, qkv, n_head, causal=True, scale=None, dropout_p=0.0):
+    def __call__(self, qkv, n_head, causal=True, scale=None, dropout_p=0.0, bias=None):
         self.calls.append((tuple(qkv.shape), n_head, causal, scale, dropout_p))
+        self.biases.append(bias)
+        if bias is not None:
+            qkv = qkv + (bias - bias.detach())
         q, k, v = dispatch.qkv_views(qkv, n_head)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, dropout_p=dropout_p)
 
@@ -470,6 +474,52 @@ def test_attention_qkv_takes_the_fused_op(fake_fused, fake_tk):
     m.eval()
     m.generate(torch.randint(64, (2, 5)), 3, temperature=0.0)  # the prefill: q, k, v from the cache
     assert len(fake_fused.calls) == 3 and fake_tk.calls == 2
+    assert fake_fused.biases == [None] * 3  # with dropout the model keeps c_attn's bias gradient in c_attn
+
+
+def test_gpt_hands_c_attn_bias_to_the_fused_op(fake_fused, fake_tk):
+    """Training without dropout under a TK plan, the model passes c_attn's bias to the fused op (qkv_bias) and
+    c_attn leaves its gradient out (dispatch.linear(bias_grad=False)): the gradients are the kernels=torch
+    model's; in eval it passes none."""
+    torch.manual_seed(0)
+    ref = tiny_gpt("torch")
+    m = tiny_gpt("tk")
+    m.load_state_dict(ref.state_dict())
+    idx = torch.randint(64, (2, 20))
+    for model in (ref, m):
+        model(idx, idx)[1].backward()
+    assert [b is blk.attn.c_attn.bias for b, blk in zip(fake_fused.biases, m.transformer.h)] == [True, True]
+    for (name, p), p_ref in zip(m.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, p_ref.grad, msg=name)
+    m.eval()
+    m(idx)
+    assert fake_fused.biases[2:] == [None, None]
+
+
+def test_linear_without_bias_grad():
+    """dispatch.linear(bias_grad=False) adds the bias but gives it no gradient, on any plan."""
+    layer = torch.nn.Linear(16, 8)
+    x = torch.randn(3, 16)
+    plan = dispatch.plan("torch", "cpu", torch.float32, 16)
+    y = dispatch.linear(plan, layer, x, bias_grad=False)
+    torch.testing.assert_close(y, layer(x))
+    y.sum().backward()
+    assert layer.bias.grad is None and layer.weight.grad is not None
+
+
+def test_attention_qkv_routes_qkv_bias_on_the_torch_path():
+    """The torch path (and every fallback) adds qkv_bias - qkv_bias.detach(): the output is exactly the one
+    without it and the bias gets the sums of qkv's gradient; a bias of the wrong shape is a ValueError."""
+    x, q, k, v = qkv_views(D=16)
+    plan = dispatch.plan("torch", "cpu", torch.float32, 16)
+    x = x.detach().requires_grad_()
+    b = torch.zeros(x.shape[-1], requires_grad=True)
+    out = dispatch.attention_qkv(plan, x, 3, qkv_bias=b)
+    assert torch.equal(out, dispatch.attention_qkv(plan, x, 3))
+    out.sum().backward()
+    torch.testing.assert_close(b.grad, x.grad.sum((0, 1)))
+    with pytest.raises(ValueError, match=re.escape("qkv_bias must be a (144,) tensor")):
+        dispatch.attention_qkv(plan, x, 3, qkv_bias=torch.zeros(5))
 
 
 def test_attention_qkv_inputs_that_do_not_fit(fake_fused, fake_tk):

@@ -10,8 +10,9 @@ mode tk_kernels.attention and the dispatch call their implementations through an
 _EagerAttention / _EagerAttentionQKV, with the same saved tensors and backward, skipping the custom-op dispatch):
     tk::attention_fwd(q, k, v, causal, scale, dropout_p) -> (o, lse, rng_state)
     tk::attention_bwd(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state) -> (dq, dk, dv)
-    tk::attention_qkv_fwd(qkv, n_head, causal, scale, dropout_p) -> (o, lse, rng_state)
-    tk::attention_qkv_bwd(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state) -> dqkv
+    tk::attention_qkv_fwd(qkv, n_head, causal, scale, dropout_p, bias=None) -> (o, lse, rng_state)
+    tk::attention_qkv_bwd(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state,
+                          bias_grad=False) -> (dqkv, dbias)
 q, k, v are (B, H, T, D) bf16/fp16 CUDA tensors with D in {64, 128}; any strides (views of a fused
 qkv tensor run without a copy). o, dq, dk, dv come back as (B, H, T, D) views of (B, T, H, D)
 memory, so o.transpose(1, 2).view(B, T, H * D) is free. lse is the (B, H, T) fp32 natural-log
@@ -22,6 +23,11 @@ allocates dqkv, the contiguous (B, T, 3 * H * D) gradient of qkv, once and has t
 straight into its three views (the extension's attention_backward_into). The q, k, v ops' gradients instead
 come back as three tensors that autograd concatenates into that layout for c_attn's GEMMs: one more read and
 write of 3 B T C 16-bit values per layer (GPT-2 124M, B=16, T=1024: ~150 MB per layer).
+The qkv forward may also take the projection's bias (already inside qkv; not read): its backward then returns the
+bias's gradient too, [sums of dq | 0 | sums of dv] over batch and tokens, which the Hopper backward without dropout
+sums in its row passes (csrc/qkv_bias_grad.cuh: the prep kernel's dO, the dQ convert's dq) instead of c_attn's
+backward reading dqkv again for it (GPT-2's layer on an H100: backward + column sums 343.5 us -> 325.0 us, session
+32); model.py hands c_attn's bias over where dispatch.attention_sums_qkv_bias says so.
 
 Dropout (dropout_p in [0, 1)) drops each element of the softmax P with probability dropout_p and
 scales the kept ones by 1 / (1 - dropout_p), like F.scaled_dot_product_attention(dropout_p=...).
@@ -213,10 +219,14 @@ def _attention_fwd_fake(q, k, v, causal, scale, dropout_p):
 def _backward_impl(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout: Tensor,
                    causal: bool, scale: float, deterministic: bool, dropout_p: float,
                    rng_state: Tensor,
-                   out: tuple[Tensor, Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+                   out: tuple[Tensor, Tensor, Tensor] | None = None,
+                   dbias: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """(dq, dk, dv) of the kernel the path choice picks: fresh (B, T, H, D) tensors, or written into out (three
     (B, H, T, D) tensors the kernels can store to: stride 1 along D, 16-byte aligned, strides multiples of 8
-    elements, no shared memory; the extension checks) and out returned."""
+    elements, no shared memory; the extension checks) and out returned. With out, dbias (a (3 H D) float32 tensor)
+    also gets the gradient of the bias of the fused projection q, k, v are views of: [sum of dq | 0 | sum of dv]
+    over batch and tokens (csrc/qkv_bias_grad.cuh), summed by the Hopper backward's row passes without dropout
+    and by PyTorch from dq and dv otherwise."""
     q, k, v, o, dout = _kernel_ready(q), _kernel_ready(k), _kernel_ready(v), _kernel_ready(o), _kernel_ready(dout)
     lse = lse.contiguous()
     tma = []  # tma_ready of q, k, v, o, dout, computed once where the Hopper backward is a candidate
@@ -231,12 +241,25 @@ def _backward_impl(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dout
         if not all(tma):  # only when forced
             q, k, v, o, dout = (t if ok else t.contiguous() for t, ok in zip((q, k, v, o, dout), tma))
     if out is not None:
+        in_kernel = dbias is not None and hopper and dropout_p == 0.0
         _ext().attention_backward_into(q, k, v, o, lse, dout, *out, causal, scale, deterministic, dropout_p, rng_state,
-                                       hopper)
+                                       hopper, dbias if in_kernel else None)
+        if dbias is not None and not in_kernel:
+            _qkv_bias_grad(out[0], out[2], dbias)
         return out
     if hopper:
         return _ext().attention_backward_hopper(q, k, v, o, lse, dout, causal, scale, dropout_p, rng_state)
     return _ext().attention_backward(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state)
+
+
+def _qkv_bias_grad(dq: Tensor, dv: Tensor, dbias: Tensor) -> None:
+    """dbias <- [dq's sums | 0 | dv's sums] over batch and tokens in float32, heads side by side: the gradient of the
+    fused projection's bias where the Hopper backward's row passes do not sum it. d b_k is exactly 0 (softmax
+    cancels the constant q_i . b_k a query row gets), and so it is here."""
+    hd = dq.shape[1] * dq.shape[3]
+    dbias[:hd] = dq.sum((0, 2), dtype=torch.float32).flatten()
+    dbias[hd:2 * hd] = 0.0
+    dbias[2 * hd:] = dv.sum((0, 2), dtype=torch.float32).flatten()
 
 
 @torch.library.custom_op("tk::attention_bwd", mutates_args=(), device_types="cuda")
@@ -318,24 +341,36 @@ def qkv_views(qkv: Tensor, n_head: int) -> tuple[Tensor, Tensor, Tensor]:
     return qkv.view(B, T, 3, n_head, C3 // (3 * n_head)).permute(2, 0, 3, 1, 4).unbind(0)
 
 
-def _check_qkv(qkv: Tensor, n_head: int) -> None:
-    reason = qkv_shape_reason(qkv, n_head)
+def qkv_bias_reason(qkv, bias) -> str | None:
+    """Why bias cannot be the bias of the fused projection qkv (a (3C,) tensor on qkv's device), or None."""
+    if bias is None:
+        return None
+    if not isinstance(bias, Tensor) or bias.shape != (qkv.shape[-1],) or bias.device != qkv.device:
+        got = f"shape {tuple(bias.shape)} on {bias.device}" if isinstance(bias, Tensor) else type(bias).__name__
+        return f"tk attention: qkv_bias must be a ({qkv.shape[-1]},) tensor on {qkv.device}, got {got}"
+    return None
+
+
+def _check_qkv(qkv: Tensor, n_head: int, bias: Tensor | None = None) -> None:
+    reason = qkv_shape_reason(qkv, n_head) or qkv_bias_reason(qkv, bias)
     if reason is not None:
         raise ValueError(reason)
 
 
+# bias: the bias of the projection that made qkv, already inside qkv; the forward does not read it, the backward
+# returns its gradient (csrc/qkv_bias_grad.cuh), so that the projection's backward need not sum qkv's gradient.
 @torch.library.custom_op("tk::attention_qkv_fwd", mutates_args=(), device_types="cuda")
 def attention_qkv_fwd(qkv: Tensor, n_head: int, causal: bool, scale: float,
-                      dropout_p: float) -> tuple[Tensor, Tensor, Tensor]:
-    _check_qkv(qkv, n_head)
+                      dropout_p: float, bias: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    _check_qkv(qkv, n_head, bias)
     q, k, v = qkv_views(qkv, n_head)
     return _forward_impl(q, k, v, causal, scale, dropout_p)
 
 
 @attention_qkv_fwd.register_fake
-def _attention_qkv_fwd_fake(qkv, n_head, causal, scale, dropout_p):
+def _attention_qkv_fwd_fake(qkv, n_head, causal, scale, dropout_p, bias=None):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
-    _check_qkv(qkv, n_head)
+    _check_qkv(qkv, n_head, bias)
     B, T, C3 = qkv.shape
     D = C3 // (3 * n_head)
     rng_state = qkv.new_empty((2 if dropout_p > 0.0 else 0,), dtype=torch.int64)
@@ -344,33 +379,40 @@ def _attention_qkv_fwd_fake(qkv, n_head, causal, scale, dropout_p):
 
 
 def _qkv_backward_impl(qkv: Tensor, o: Tensor, lse: Tensor, dout: Tensor, n_head: int, causal: bool, scale: float,
-                       deterministic: bool, dropout_p: float, rng_state: Tensor) -> Tensor:
+                       deterministic: bool, dropout_p: float, rng_state: Tensor,
+                       bias_grad: bool = False) -> tuple[Tensor, Tensor]:
+    """(dqkv, dbias): qkv's gradient and, with bias_grad, its projection bias's ((3C,) float32; else empty)."""
     _check_qkv(qkv, n_head)
     dqkv = qkv.new_empty(qkv.shape)  # contiguous (B, T, 3C): c_attn's weight / input GEMMs read it as is
+    dbias = qkv.new_empty((qkv.shape[-1] if bias_grad else 0,), dtype=torch.float32)
     q, k, v = qkv_views(qkv, n_head)
     _backward_impl(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state,
-                   out=qkv_views(dqkv, n_head))
-    return dqkv
+                   out=qkv_views(dqkv, n_head), dbias=dbias if bias_grad else None)
+    return dqkv, dbias
 
 
 @torch.library.custom_op("tk::attention_qkv_bwd", mutates_args=(), device_types="cuda")
 def attention_qkv_bwd(qkv: Tensor, o: Tensor, lse: Tensor, dout: Tensor, n_head: int, causal: bool, scale: float,
-                      deterministic: bool, dropout_p: float, rng_state: Tensor) -> Tensor:
-    return _qkv_backward_impl(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state)
+                      deterministic: bool, dropout_p: float, rng_state: Tensor,
+                      bias_grad: bool = False) -> tuple[Tensor, Tensor]:
+    return _qkv_backward_impl(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state,
+                              bias_grad)
 
 
 @attention_qkv_bwd.register_fake
-def _attention_qkv_bwd_fake(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state):
+def _attention_qkv_bwd_fake(qkv, o, lse, dout, n_head, causal, scale, deterministic, dropout_p, rng_state,
+                            bias_grad=False):
     register_inductor_fallbacks()  # torch.compile is tracing: see tk_kernels/compile_support.py
     _check_qkv(qkv, n_head)
-    return qkv.new_empty(qkv.shape)
+    return qkv.new_empty(qkv.shape), qkv.new_empty((qkv.shape[-1] if bias_grad else 0,), dtype=torch.float32)
 
 
 def _qkv_setup_context(ctx, inputs, output):
-    qkv, n_head, causal, scale, dropout_p = inputs
+    qkv, n_head, causal, scale, dropout_p, bias = inputs
     o, lse, rng_state = output
     ctx.save_for_backward(qkv, o, lse, rng_state)
     ctx.n_head, ctx.causal, ctx.scale, ctx.dropout_p = n_head, causal, scale, dropout_p
+    ctx.bias_dtype = None if bias is None else bias.dtype
     ctx.mark_non_differentiable(lse, rng_state)
 
 
@@ -378,10 +420,12 @@ def _qkv_backward(ctx, dout, dlse, drng, bwd=None):
     # as _backward: dlse, drng ignored; bwd the backward op to call (its implementation on the eager path)
     qkv, o, lse, rng_state = ctx.saved_tensors
     if dout is None:
-        return None, None, None, None, None
+        return None, None, None, None, None, None
     bwd = torch.ops.tk.attention_qkv_bwd if bwd is None else bwd
-    dqkv = bwd(qkv, o, lse, dout, ctx.n_head, ctx.causal, ctx.scale, deterministic_backward(), ctx.dropout_p, rng_state)
-    return dqkv, None, None, None, None
+    bias_grad = ctx.bias_dtype is not None and ctx.needs_input_grad[5]
+    dqkv, dbias = bwd(qkv, o, lse, dout, ctx.n_head, ctx.causal, ctx.scale, deterministic_backward(), ctx.dropout_p,
+                      rng_state, bias_grad)
+    return dqkv, None, None, None, None, dbias.to(ctx.bias_dtype) if bias_grad else None
 
 
 attention_qkv_fwd.register_autograd(_qkv_backward, setup_context=_qkv_setup_context)
@@ -391,12 +435,12 @@ class _EagerAttentionQKV(torch.autograd.Function):
     """attention_qkv_fwd with its registered backward for eager mode, as _EagerAttention is for attention_fwd."""
 
     @staticmethod
-    def forward(ctx, qkv, n_head, causal, scale, dropout_p):
+    def forward(ctx, qkv, n_head, causal, scale, dropout_p, bias):
         ctx.set_materialize_grads(False)
-        _check_qkv(qkv, n_head)
+        _check_qkv(qkv, n_head, bias)
         q, k, v = qkv_views(qkv, n_head)
         out = _forward_impl(q, k, v, causal, scale, dropout_p)
-        _qkv_setup_context(ctx, (qkv, n_head, causal, scale, dropout_p), out)
+        _qkv_setup_context(ctx, (qkv, n_head, causal, scale, dropout_p, bias), out)
         return out
 
     @staticmethod
@@ -538,33 +582,38 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: fl
 
 
 def attention_qkv_op(qkv: Tensor, n_head: int, causal: bool = True, scale: float | None = None,
-                     dropout_p: float = 0.0) -> Tensor:
+                     dropout_p: float = 0.0, bias: Tensor | None = None) -> Tensor:
     """attention_op on the (B, H, T, D) q, k, v views of a fused (B, T, 3 * n_head * D) projection qkv (qkv_views),
     without argument checks beyond qkv's shape: the (B, H, T, D) output, and in the backward the gradient of qkv
     as one contiguous (B, T, 3 * n_head * D) tensor that the kernels write through its three views (no
-    concatenation of dq, dk, dv)."""
+    concatenation of dq, dk, dv). bias: the projection's bias, already added into qkv, whose gradient the
+    backward then returns (attention_qkv)."""
     if scale is None:
         scale = 1.0 / math.sqrt(qkv.shape[-1] // (3 * n_head))
     if torch.compiler.is_compiling():
-        o, _, _ = torch.ops.tk.attention_qkv_fwd(qkv, n_head, causal, float(scale), float(dropout_p))
+        o, _, _ = torch.ops.tk.attention_qkv_fwd(qkv, n_head, causal, float(scale), float(dropout_p), bias)
     else:
-        o, _, _ = _EagerAttentionQKV.apply(qkv, n_head, causal, float(scale), float(dropout_p))
+        o, _, _ = _EagerAttentionQKV.apply(qkv, n_head, causal, float(scale), float(dropout_p), bias)
     return o
 
 
 def attention_qkv(qkv: Tensor, n_head: int, causal: bool = True, scale: float | None = None,
-                  dropout_p: float = 0.0) -> Tensor:
+                  dropout_p: float = 0.0, bias: Tensor | None = None) -> Tensor:
     """attention(q, k, v, causal, scale, dropout_p) of the q, k, v views of a fused (B, T, 3 * n_head * D)
     projection (model.py's c_attn output), with qkv's gradient written in place of a concatenation.
+    bias: the (3 * n_head * D,) bias of that projection, which qkv already includes and whose gradient the
+    projection's backward was told not to compute (dispatch.linear(bias_grad=False)): the forward does not read it;
+    the backward returns its gradient, the sums of qkv's gradient over batch and tokens (the key third exactly 0),
+    which the Hopper backward takes from its row passes without dropout (csrc/qkv_bias_grad.cuh).
     Raises ValueError (naming what is supported) for inputs the kernels cannot handle."""
     if not isinstance(qkv, Tensor):
         raise ValueError(f"tk attention: qkv must be a torch.Tensor, got {type(qkv).__name__}")
-    reason = qkv_shape_reason(qkv, n_head)
+    reason = qkv_shape_reason(qkv, n_head) or qkv_bias_reason(qkv, bias)
     if reason is None:
         reason = check_supported(*qkv_views(qkv, n_head), causal, scale, dropout_p)
     if reason is not None:
         raise ValueError(reason)
-    return attention_qkv_op(qkv, n_head, causal, scale, dropout_p)
+    return attention_qkv_op(qkv, n_head, causal, scale, dropout_p, bias)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, scale: float | None = None,

@@ -316,8 +316,9 @@ def _linear_save(ctx, inputs, output) -> None:
 
 def _linear_gradients(ctx, dy, backward) -> tuple:
     x, w16 = ctx.saved_tensors
-    dx, dw, db = backward(dy, x, w16, ctx.has_b, ctx.w_dtype, ctx.b_dtype)
-    return dx, dw, db if ctx.has_b else None, None
+    has_b = ctx.has_b and ctx.needs_input_grad[2]  # a detached bias (dispatch.linear(bias_grad=False)): no sums
+    dx, dw, db = backward(dy, x, w16, has_b, ctx.w_dtype, ctx.b_dtype)
+    return dx, dw, db if has_b else None, None
 
 
 def _linear_setup(ctx, inputs, output):

@@ -67,6 +67,10 @@ struct BwdParams {
   DType dtype;
   float dropout_p;                    // as in the forward; p > 0: regenerate its mask from rng_state
   const int64_t *rng_state;           // p > 0: (2,) int64 device tensor (seed, offset) the forward wrote
+  float *dbias;                       // attention_backward_hopper, p = 0 only, optional: the gradient of the bias of
+                                      // the fused projection q, k, v are views of (3 H D fp32: [d b_q | 0 | d b_v],
+                                      // qkv_bias_grad.cuh), summed by the backward's row passes; nullptr: none
+  float *bias_partial;                // with dbias: 2 * qkv_bias_partial_rows(*this) * H * D floats of workspace
 };
 
 // Dropout threshold of probability p in [0, 1): keep iff a 16-bit uniform >= round(p * 2^16)
@@ -75,6 +79,10 @@ using tk::dropout_threshold;
 
 // Rows per head of BwdParams::dq_accum: T rounded up to a multiple of 128 (room for whole query blocks).
 constexpr int64_t dq_accum_rows(int64_t T) { return (T + 127) / 128 * 128; }
+
+// Rows of column partials each row pass of the Hopper backward leaves for BwdParams::dbias: one a CTA of
+// 256 / (D / 8) rows, over the B * H heads' dq_accum_rows(T) rows (the heads side by side in a partial row).
+constexpr int64_t qkv_bias_partial_rows(const BwdParams &p) { return p.B * dq_accum_rows(p.T) / (2048 / p.D); }
 
 // Return cudaSuccess or the first CUDA error (launch errors included).
 // Unsupported parameters return cudaErrorInvalidValue; callers validate first.

@@ -79,7 +79,7 @@ cudaError_t launch_kernels(const BwdParams &p, const bwd_args_t<T, DROPOUT> &a, 
 template <typename T>
 cudaError_t launch(const BwdParams &p, cudaStream_t stream) {
   const int D = p.D;
-  bwd_args<T> a;
+  bwd_args<T> a{};  // value-initialised: optional fields (colsum_partial) stay null
   a.q = make_gl<T>(p, p.q, p.q_s);
   a.k = make_gl<T>(p, p.k, p.k_s);
   a.v = make_gl<T>(p, p.v, p.v_s);

@@ -104,6 +104,7 @@ struct bwd_args {
                           // 64 i.., dims 64 j..) at (i * D / 64 + j) * 4096 floats
   const float *lse;       // (B, H, T) contiguous
   const float *delta;     // (B, H, T) contiguous
+  float *colsum_partial;  // the dQ convert (frag64 only), optional: its CTAs' column sums of dq (qkv_bias_grad.cuh)
   int seq, heads;
   float scale;            // softmax scale
   float scale_log2;       // scale * log2(e)

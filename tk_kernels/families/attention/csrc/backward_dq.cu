@@ -7,10 +7,11 @@
 // dO and O once (2 x 2 B per element, 16-bit) and writes 4 B per row; convert reads the fp32 dq_accum once
 // (4 B per element) and writes dq (2 B). Tiling: every lane moves 16-byte vectors (8 elements of 16 bits,
 // two float4 of dq_accum), consecutive lanes cover consecutive 16-byte pieces of a row, 256 threads per CTA,
-// one element group per thread, no shared memory and no loop.
+// one element group per thread, no loop, and no shared memory except the convert's optional column sums.
 // Not measured on their own: bench/RESULTS.md has no timing of these two kernels (they are inside the
 // backward totals there), so the 256-thread CTAs and this lane mapping were not compared with alternatives.
 #include "backward.cuh"
+#include "qkv_bias_grad.cuh"
 
 namespace tk_attn {
 namespace {
@@ -57,38 +58,50 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // row-major and xor32 layouts (xor32 permutes whole groups of 8 within a row): two 16-byte fp32 loads. In
 // frag64 they are 16 floats apart: 8 scalar loads, which a warp's 32 threads (4 rows of 8 chunks at D = 64)
 // turn into fully used 32-byte sectors (dims 16 w + 8 h and queries 2 t + e of one 8-query group).
-constexpr int CONVERT_THREADS = 256;
+// With colsum_partial (frag64: the Hopper backward's qkv bias gradient, qkv_bias_grad.cuh) the rows run over each
+// head's dq_rows padded rows, so that a CTA lies in one head, and each CTA also writes its column sums of dq.
+constexpr int CONVERT_THREADS = ROW_PASS_THREADS;
 
 template <typename T>
 __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_kernel(const __grid_constant__ bwd_args<T> a) {
   const int D = a.dq.shape[3];
   const int chunks_per_row = D / 8;
+  const int rows_per_head = a.colsum_partial ? a.dq_rows : a.seq;
   const int64_t i = int64_t(blockIdx.x) * CONVERT_THREADS + threadIdx.x;
-  const int64_t rows = int64_t(a.dq.shape[0]) * a.heads * a.seq;
-  if (i >= rows * chunks_per_row) return;
+  const int64_t rows = int64_t(a.dq.shape[0]) * a.heads * rows_per_head;
   const int64_t row = i / chunks_per_row;
   const int col = int(i % chunks_per_row) * 8;
-  const int t = int(row % a.seq);
-  const int bh = int(row / a.seq);
+  const int t = int(row % rows_per_head);
+  const int bh = int(row / rows_per_head);
   const int b = bh / a.heads, h = bh % a.heads;
-  const float *head = a.dq_accum.ptr + int64_t(bh) * (a.dq_xor32 || a.dq_frag64 ? a.dq_rows : a.seq) * D;
-  float x[8];
-  if (a.dq_frag64) {
-    const float *block = head + int64_t((t / 64) * (D / 64) + col / 64) * 4096;
+  float x[8] = {};
+  if (row < rows && t < a.seq) {
+    const float *head = a.dq_accum.ptr + int64_t(bh) * (a.dq_xor32 || a.dq_frag64 ? a.dq_rows : a.seq) * D;
+    if (a.dq_frag64) {
+      const float *block = head + int64_t((t / 64) * (D / 64) + col / 64) * 4096;
 #pragma unroll
-    for (int e = 0; e < 8; e++) x[e] = block[frag64_offset(col % 64 + e, t % 64)];
-  } else {
-    const int64_t off = a.dq_xor32 ? int64_t((t / 32) * (D / 32) + col / 32) * 1024 + xor32_offset(t % 32, col % 32)
-                                   : int64_t(t) * D + col;
-    const float4 *src = reinterpret_cast<const float4 *>(head + off);
-    const float4 lo = src[0], hi = src[1];
-    x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w, x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+      for (int e = 0; e < 8; e++) x[e] = block[frag64_offset(col % 64 + e, t % 64)];
+    } else {
+      const int64_t off = a.dq_xor32 ? int64_t((t / 32) * (D / 32) + col / 32) * 1024 + xor32_offset(t % 32, col % 32)
+                                     : int64_t(t) * D + col;
+      const float4 *src = reinterpret_cast<const float4 *>(head + off);
+      const float4 lo = src[0], hi = src[1];
+      x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w, x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) x[e] *= a.scale;
+    packed_t<T> out[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) out[e] = convert_pair<packed_t<T>>(make_float2(x[2 * e], x[2 * e + 1]));
+    *reinterpret_cast<int4 *>(a.dq.at(b, h, t, col)) = *reinterpret_cast<const int4 *>(out);
   }
-  const float s = a.scale;
-  packed_t<T> out[4];
-#pragma unroll
-  for (int e = 0; e < 4; e++) out[e] = convert_pair<packed_t<T>>(make_float2(x[2 * e] * s, x[2 * e + 1] * s));
-  *reinterpret_cast<int4 *>(a.dq.at(b, h, t, col)) = *reinterpret_cast<const int4 *>(out);
+  if (a.colsum_partial != nullptr) {  // the same for the whole grid; every thread of the CTA takes part
+    const int rows_per_cta = CONVERT_THREADS / chunks_per_row;
+    const int64_t row0 = int64_t(blockIdx.x) * rows_per_cta;
+    const int bh0 = int(row0 / rows_per_head);
+    cta_column_sums(x, D, qkv_bias_partial_row(a.colsum_partial, bh0 / a.heads, bh0 % a.heads,
+                                               int(row0 % rows_per_head), a.heads, D, rows_per_head, rows_per_cta));
+  }
 }
 
 }  // namespace
@@ -110,7 +123,7 @@ cudaError_t launch_delta(const bwd_args<T> &a, const gl<T> &o, int D, cudaStream
 
 template <typename T>
 cudaError_t launch_dq_convert(const bwd_args<T> &a, int D, cudaStream_t stream) {
-  const int64_t chunks = int64_t(a.dq.shape[0]) * a.heads * a.seq * (D / 8);
+  const int64_t chunks = int64_t(a.dq.shape[0]) * a.heads * (a.colsum_partial ? a.dq_rows : a.seq) * (D / 8);
   bwd_dq_convert_kernel<T><<<unsigned(cdiv64(chunks, CONVERT_THREADS)), CONVERT_THREADS, 0, stream>>>(a);
   return cudaGetLastError();
 }

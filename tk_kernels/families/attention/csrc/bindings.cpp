@@ -12,6 +12,7 @@
 #include <torch/python.h>
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -235,7 +236,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_forward_hopper(const at
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o, const at::Tensor& lse,
     const at::Tensor& dout, bool causal, double scale, bool deterministic, double dropout_p,
-    const at::Tensor& rng_state, bool hopper, const at::Tensor* out = nullptr) {
+    const at::Tensor& rng_state, bool hopper, const at::Tensor* out = nullptr, const at::Tensor* dbias = nullptr) {
   check_bhtd(q, "q", q);
   check_bhtd(k, "k", q);
   check_bhtd(v, "v", q);
@@ -251,11 +252,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
   check_dropout_p(dropout_p);
   if (dropout_p > 0.0) check_rng_state(rng_state, q);
   if (out) check_outputs({out[0], out[1], out[2]}, {q, k, v, o, dout});
+  if (dbias) {
+    TK_CHECK(hopper && dropout_p == 0.0,
+             "tk attention: the qkv bias gradient comes from the Hopper backward without dropout only");
+    TK_CHECK(dbias->is_cuda() && dbias->device() == q.device() && dbias->scalar_type() == at::kFloat &&
+                 dbias->dim() == 1 && dbias->is_contiguous() && dbias->size(0) == 3 * q.size(1) * q.size(3),
+             "tk attention: dbias must be a contiguous float32 tensor of 3 * H * D = ", 3 * q.size(1) * q.size(3),
+             " elements on q's device");
+  }
   const c10::cuda::CUDAGuard guard(q.device());
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   TK_CHECK(B * H <= INT32_MAX && T <= INT32_MAX, "tk attention: too many rows");
   at::Tensor dq = out ? out[0] : empty_bthd(q), dk = out ? out[1] : empty_bthd(k), dv = out ? out[2] : empty_bthd(v);
-  if (B * H == 0) return {dq, dk, dv};
+  if (B * H == 0) {
+    if (dbias) dbias->zero_();
+    return {dq, dk, dv};
+  }
   const int64_t Tp = tk_attn::dq_accum_rows(T);
   const auto f32 = q.options().dtype(at::kFloat);
   at::Tensor delta = at::empty({B, H, hopper ? Tp : T}, f32);
@@ -280,6 +292,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
   p.dtype = dtype_of(q);
   p.dropout_p = float(dropout_p);
   p.rng_state = dropout_p > 0.0 ? rng_state.data_ptr<int64_t>() : nullptr;
+  at::Tensor bias_partial;
+  if (dbias) {
+    bias_partial = at::empty({2 * tk_attn::qkv_bias_partial_rows(p) * H * D}, f32);
+    p.dbias = dbias->data_ptr<float>();
+    p.bias_partial = bias_partial.data_ptr<float>();
+  }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   const char *why = nullptr;
   cudaError_t err = hopper ? tk_attn::attention_backward_hopper(p, stream, &why) : tk_attn::attention_backward(p, stream);
@@ -308,10 +326,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward_hopper(
 void attention_backward_into(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o,
                              const at::Tensor& lse, const at::Tensor& dout, const at::Tensor& dq, const at::Tensor& dk,
                              const at::Tensor& dv, bool causal, double scale, bool deterministic, double dropout_p,
-                             const at::Tensor& rng_state, bool hopper) {
+                             const at::Tensor& rng_state, bool hopper, const std::optional<at::Tensor>& dbias) {
   TK_CHECK(!(hopper && deterministic), "tk attention: the Hopper backward has no deterministic mode");
   const at::Tensor out[3] = {dq, dk, dv};
-  backward_impl(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state, hopper, out);
+  backward_impl(q, k, v, o, lse, dout, causal, scale, deterministic, dropout_p, rng_state, hopper, out,
+                dbias ? &*dbias : nullptr);
 }
 
 // Debug: the (B, H, T, T) uint8 keep mask (1 = kept) of a dropout of probability dropout_p with the
@@ -357,14 +376,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("dout"), pybind11::arg("causal"), pybind11::arg("scale"), pybind11::arg("dropout_p"),
         pybind11::arg("rng_state"));
   m.def("attention_backward_into", &attention_backward_into,
-        "(q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic, dropout_p, rng_state, hopper) -> None: "
-        "attention_backward (hopper: attention_backward_hopper, not deterministic) writing into the given (B, H, T, D) "
-        "dq, dk, dv (checked like the inputs; no shared memory among them or with the inputs), e.g. the three views "
-        "of one (B, T, 3, H, D) gradient buffer",
+        "(q, k, v, o, lse, dout, dq, dk, dv, causal, scale, deterministic, dropout_p, rng_state, hopper, dbias=None) "
+        "-> None: attention_backward (hopper: attention_backward_hopper, not deterministic) writing into the given "
+        "(B, H, T, D) dq, dk, dv (checked like the inputs; no shared memory among them or with the inputs), e.g. the "
+        "three views of one (B, T, 3, H, D) gradient buffer; with dbias (hopper, dropout_p = 0 only: a contiguous "
+        "float32 (3 H D) tensor), also the gradient of the bias of that fused projection, [sum dq | 0 | sum dout] "
+        "over batch and tokens, from the backward's row passes",
         pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("o"), pybind11::arg("lse"),
         pybind11::arg("dout"), pybind11::arg("dq"), pybind11::arg("dk"), pybind11::arg("dv"), pybind11::arg("causal"),
         pybind11::arg("scale"), pybind11::arg("deterministic"), pybind11::arg("dropout_p"),
-        pybind11::arg("rng_state"), pybind11::arg("hopper"));
+        pybind11::arg("rng_state"), pybind11::arg("hopper"), pybind11::arg("dbias") = pybind11::none());
   m.def("attention_dropout_mask", &attention_dropout_mask,
         "(rng_state, B, H, T, dropout_p) -> (B, H, T, T) uint8 keep mask (1 = kept) of the dropout with that (seed, "
         "offset)",
