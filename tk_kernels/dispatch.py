@@ -439,10 +439,8 @@ def attention_qkv(plan: Plan, qkv: torch.Tensor, n_head: int, *, causal: bool = 
     if reason is not None:  # not a fused projection at all: no path can take it
         raise ValueError(reason)
     choice = plan.choices["attention"]
-    fused = choice.family.tk_qkv
-    if qkv_bias is not None and not (choice.tk and fused is not None):
-        qkv, qkv_bias = qkv + (qkv_bias - qkv_bias.detach()).to(qkv.dtype), None
-    if choice.tk and fused is not None:
+    fused = choice.family.tk_qkv if choice.tk else None
+    if fused is not None:
         if dropout_p > 0.0 and choice.family.has_dropout:
             reason = _dropout_reason("attention")
         elif qkv.shape[-1] != 3 * n_head * plan.head_dim:
@@ -453,10 +451,11 @@ def attention_qkv(plan: Plan, qkv: torch.Tensor, n_head: int, *, causal: bool = 
         if reason is None:
             return fused(qkv, n_head, causal, scale, dropout_p, qkv_bias)
         _fall_back(plan, "attention", reason)
-        if qkv_bias is not None:
-            qkv = qkv + (qkv_bias - qkv_bias.detach()).to(qkv.dtype)
-        return reference.attention(*attention_ops.qkv_views(qkv, n_head), causal, dropout_p, scale)
+    if qkv_bias is not None:  # zeros whose gradient is the sums of qkv's
+        qkv = qkv + (qkv_bias - qkv_bias.detach()).to(qkv.dtype)
     q, k, v = attention_ops.qkv_views(qkv, n_head)
+    if fused is not None:  # fell back
+        return reference.attention(q, k, v, causal, dropout_p, scale)
     return attention(plan, q, k, v, causal=causal, dropout_p=dropout_p, scale=scale)
 
 
