@@ -74,3 +74,19 @@ train_abab() {
   grep "tok/s" $O/train_a.log | head -2
   (cd "$1" && tk_step train_b); tk_step train_c; (cd "$1" && tk_step train_d)
 }
+# h200_items             (sessions 32 on) what only an H200 can answer, run only on one and with the tree .vpair
+#                        (main + dev/patches/softmax_xent_pair_helper.patch): the pair's classifier GPU tests and
+#                        dev/softmax_xent_ab.py alternated with main, GPT-2's torch and tk step profiled, bench_mlp.
+h200_items() {
+  nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ -d .vpair ] || return 0
+  (cd .vpair && MAX_JOBS=8 python -m tk_kernels.build --family classifier > $O/build.vpair.log 2>&1); tail -n1 $O/build.vpair.log
+  (cd .vpair && step cls_pair 60 python -m pytest -m gpu -q -p no:cacheprovider tests/classifier/test_classifier_gpu.py); tail -1 $O/cls_pair.log
+  local tree_tag tree tag
+  for tree_tag in ".:base1" ".vpair:pair1" ".:base2" ".vpair:pair2"; do
+    tree=${tree_tag%%:*}; tag=${tree_tag#*:}
+    (cd $tree && step sx_$tag 30 python dev/softmax_xent_ab.py); echo "-- $tag"; grep -E "^kernel rows=2048|^op" $O/sx_$tag.log
+  done
+  step prof 150 python bench/bench_train.py --models gpt2 --kernels torch,tk --compile graphs --profile --top 60 --out $O/prof
+  grep -A4 "GPU ms per step" $O/prof.log
+  step mlp_bench 90 python bench/bench_mlp.py --skip-gemm --json $O/bench_mlp.json; grep -E "^\|" $O/mlp_bench.log | head -8
+}

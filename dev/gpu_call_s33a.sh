@@ -12,16 +12,7 @@
 export MAX_JOBS=12 LIMIT=${LIMIT:-585}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
-h200=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -c H200)
-if [ "$h200" = 1 ] && [ -d .vpair ]; then
-  (cd .vpair && MAX_JOBS=8 python -m tk_kernels.build --family classifier > $O/build.vpair.log 2>&1); tail -n1 $O/build.vpair.log
-  (cd .vpair && step cls_pair 60 python -m pytest -m gpu -q -p no:cacheprovider tests/classifier/test_classifier_gpu.py); tail -1 $O/cls_pair.log
-  sx() { (cd $1 && step sx_$2 30 python dev/softmax_xent_ab.py); echo "-- $2"; grep -E "^kernel rows=2048|^op" $O/sx_$2.log; }
-  sx . base1; sx .vpair pair1; sx . base2; sx .vpair pair2
-  step prof 150 python bench/bench_train.py --models gpt2 --kernels torch,tk --compile graphs --profile --top 60 --out $O/prof
-  grep -A4 "GPU ms per step" $O/prof.log
-  step mlp_bench 90 python bench/bench_mlp.py --skip-gemm --json $O/bench_mlp.json; grep -E "^\|" $O/mlp_bench.log | head -8
-fi
+h200_items
 step med 150 python bench/bench_train.py --models gpt2-medium --kernels torch,tk --compile graphs --out $O/med
 grep "tok/s" $O/med.log | head -2
 (cd $O && tar -czf logs.tgz *.log $(ls *.json 2>/dev/null) $(ls -d prof med 2>/dev/null) && rm -rf *.log *.json prof med)
