@@ -14,8 +14,12 @@ Each run is train.py, twice (once per --kernels value), with the same seed, so b
                     first --iters steps, evaluated every --eval_interval steps (its 200 eval batches)
   gpt2              GPT-2 124M (train.py's defaults: 12 x 768, no bias, dropout 0) at block 1024, batch 16,
                     no gradient accumulation, on tiny shakespeare in GPT-2 BPE (data/shakespeare: the fixed
-                    token file), lr 6e-4 warmed up over a tenth of the steps and decayed to 6e-5 at --iters,
-                    20 eval batches per split
+                    token file), 20 eval batches per split, with --schedule:
+                      config  (default) config/train_gpt2.py's learning rate: 6e-4 warmed up over 2000 steps,
+                              so these are the first --iters steps of a real GPT-2 run
+                      short   6e-4 warmed up over a tenth of --iters and decayed to 6e-5 at --iters: a whole
+                              schedule in 300 steps, far more chaotic; two identical kernels=torch runs part by
+                              up to 2.1% there (bench/RESULTS.md, session 7), so run a torch,torch control beside it
 With dropout the two runs draw different masks (PyTorch's and our kernel's generators), so their losses agree
 only as closely as two seeds do; the gpt2 run has none. The data are prepared first if missing (offline: give
 --input PATH/TO/input.txt and, for gpt2, --bpe PATH/TO/r50k_base.tiktoken, or the SHAKESPEARE_INPUT and
@@ -48,12 +52,15 @@ TINY = ["--n_layer=2", "--n_head=2", "--n_embd=64", "--block_size=64", "--batch_
         "--dropout=0.0"]
 
 
-def train_args(run: str, iters: int, eval_interval: int) -> list[str]:
+def train_args(run: str, iters: int, eval_interval: int, schedule: str = "config") -> list[str]:
     """train.py's arguments for `run` (without --kernels, --out_dir and --log_file)."""
     args = list(RUNS[run]["args"]) + [f"--max_iters={iters}", f"--eval_interval={eval_interval}",
                                       "--always_save_checkpoint=False", "--overwrite=True"]
     if run == "gpt2":
-        args += [f"--lr_decay_iters={iters}", f"--warmup_iters={max(1, iters // 10)}"]
+        if schedule == "short":
+            args += [f"--lr_decay_iters={iters}", f"--warmup_iters={max(1, iters // 10)}"]
+        else:  # config/train_gpt2.py's schedule, stated rather than left to train.py's defaults
+            args += ["--warmup_iters=2000", "--lr_decay_iters=600000"]
     return args
 
 
@@ -110,6 +117,8 @@ def main(argv=None) -> int:
     p.add_argument("--kernels", default="torch,tk", help="the two kernels settings compared (default torch,tk)")
     p.add_argument("--iters", type=int, default=300, help="training steps per run (default 300)")
     p.add_argument("--eval_interval", type=int, default=50, help="steps between evals (default 50)")
+    p.add_argument("--schedule", default="config", choices=("config", "short"),
+                   help="the gpt2 run's learning-rate schedule (default config: config/train_gpt2.py's)")
     p.add_argument("--tol", type=float, default=0.01, help="largest relative loss difference (default 0.01)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--compile", default="True", help="train.py's --compile (default True)")
@@ -141,7 +150,7 @@ def main(argv=None) -> int:
     results, failed = {}, False
     for run in runs:
         prepare_data(RUNS[run]["dataset"], args.input, args.bpe)
-        base = train_args(run, args.iters, args.eval_interval) + [f"--device={args.device}",
+        base = train_args(run, args.iters, args.eval_interval, args.schedule) + [f"--device={args.device}",
                                                                    f"--compile={args.compile}"]
         if args.tiny:
             base += TINY

@@ -26,9 +26,13 @@ def test_compare_flags_the_largest_difference_and_missing_evals():
     assert not loss_parity.compare({}, {}, tol=0.01)["ok"]  # nothing compared is no parity
 
 
-def test_gpt2_run_decays_over_its_steps():
-    args = loss_parity.train_args("gpt2", 300, 50)
-    assert "--lr_decay_iters=300" in args and "--warmup_iters=30" in args and "--dataset=shakespeare" in args
+def test_gpt2_run_schedules():
+    config = loss_parity.train_args("gpt2", 300, 50)  # the first 300 steps of config/train_gpt2.py's schedule
+    assert "--warmup_iters=2000" in config and "--lr_decay_iters=600000" in config and "--dataset=shakespeare" in config
+    short = loss_parity.train_args("gpt2", 300, 50, schedule="short")  # a whole schedule in 300 steps
+    assert "--lr_decay_iters=300" in short and "--warmup_iters=30" in short
+    assert loss_parity.train_args("shakespeare_char", 300, 50, schedule="short") == \
+        loss_parity.train_args("shakespeare_char", 300, 50)  # its config's own schedule either way
 
 
 @pytest.mark.skipif(not (os.path.exists(SHAKESPEARE) and os.path.exists(BPE)), reason="needs ../shared/data")
