@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Session 33's fourth call (issues 9 and 12): the flagship config as a user runs it, on main (last measured in
+# session 18, before sessions 19-32's kernel and step changes): config/train_shakespeare_char.py (dropout 0.2, 5000
+# iterations, its evals, CUDA graphs), seeds 1337, 1, 2, alternating tk / torch, one run at a time, launch to exit
+# (dev/timeline.py). The first run of each setting compiles with cold Inductor caches. Carry [".gpu_data"].
+export MAX_JOBS=12 LIMIT=${LIMIT:-585}
+source dev/gpu_call_lib.sh
+nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
+for seed in 1337 1 2; do
+  for k in tk torch; do
+    step char_${k}_$seed 100 python dev/timeline.py -- python train.py config/train_shakespeare_char.py --kernels=$k \
+      --seed=$seed --out_dir=out-char-$k-$seed
+    echo "$k seed $seed: $(grep 'best val loss' $O/char_${k}_$seed.log | tail -1) | $(tail -1 $O/char_${k}_$seed.log)"
+  done
+done
+(cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
+echo "all done at $((SECONDS - t0)) s"
