@@ -15,6 +15,6 @@ ncu_one() {  # ncu_one NAME IMPL KERNEL_REGEX SHAPE
 }
 ncu_one b8k tk "attention_bwd_hopper" 2,16,8192,128
 ncu_one b16k tk "attention_bwd_hopper" 1,16,16384,128
-ncu_one c16k cudnn "bprop|dgrad|bwd" 1,16,16384,128
+ncu_one c16k cudnn "flash_bprop" 1,16,16384,128
 (cd $O && tar -czf logs.tgz *.log *.txt && rm -f *.log *.txt)
 echo "all done at $((SECONDS - t0)) s"
