@@ -35,7 +35,8 @@ ANCHOR = "<!-- results below, newest first -->"
 
 # name -> (script, arguments; {out} is the output directory)
 BENCHES = {
-    "attention": ("bench_attention.py", ["--json", "{out}/bench_attention.json", "--png", "{out}/bench_attention.png"]),
+    "attention": ("bench_attention.py", ["--rounds", "3", "--json", "{out}/bench_attention.json", "--png",
+                                        "{out}/bench_attention.png"]),
     "dropout": ("bench_attention_dropout.py", ["--json", "{out}/bench_attention_dropout.json"]),
     "mlp": ("bench_mlp.py", ["--json", "{out}/bench_mlp.json", "--png", "{out}/bench_mlp.png"]),
     "layernorm": ("bench_layernorm.py", ["--json", "{out}/bench_layernorm.json", "--png", "{out}/bench_layernorm.png"]),
