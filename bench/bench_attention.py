@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 
@@ -153,8 +154,7 @@ def run_rounds(shape, causal, dtype, impls, seed, graphs=False, rounds=1):
             if not timed:
                 out[mode][name] = runs[0][mode].get(name, {"error": "not run"})
                 continue
-            ms = sorted(x["ms"] for x in timed)[len(timed) // 2] if len(timed) % 2 else \
-                sum(sorted(x["ms"] for x in timed)[len(timed) // 2 - 1:len(timed) // 2 + 1]) / 2
+            ms = statistics.median(x["ms"] for x in timed)
             out[mode][name] = {"ms": ms, "rounds_ms": [x["ms"] for x in timed],
                                "p20_ms": min(x["p20_ms"] for x in timed), "p80_ms": max(x["p80_ms"] for x in timed),
                                "tflops": flops(*shape, causal, mode) / (ms * 1e-3) / 1e12}

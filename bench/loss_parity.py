@@ -178,14 +178,14 @@ def main(argv=None) -> int:
         a, b = read_evals(logs[names[0]]), read_evals(logs[names[1]])
         res = compare(a, b, args.tol)
         res.update(returncodes=codes, wall_s=round(time.time() - t0, 1), kernels=kernels,
-                   command=" ".join(base), b_args=args.b_args)
+                   command=" ".join(base), b_args=args.b_args, schedule=args.schedule if run == "gpt2" else "config")
         res["ok"] = res["ok"] and all(c == 0 for c in codes.values())
         results[run] = res
         failed |= not res["ok"]
         A, B = kernels
         B += f" {args.b_args}" if args.b_args else ""
-        print(f"\n{run}: {args.iters} steps, kernels={A} (A) vs kernels={B} (B), return codes {codes}, "
-              f"{res['wall_s']} s")
+        print(f"\n{run}: {args.iters} steps ({res['schedule']} schedule), kernels={A} (A) vs kernels={B} (B), "
+              f"return codes {codes}, {res['wall_s']} s")
         print(f"{'iter':>6}{'train A':>10}{'train B':>10}{'rel':>9}{'val A':>10}{'val B':>10}{'rel':>9}")
         for r in res["rows"]:
             if "missing" in r:
