@@ -6,6 +6,8 @@
 # Half the dq_accum reduce traffic (~2.3 TB/s of L2 reductions at (4,16,4096,64) non-causal, where ours is 0.88x
 # cuDNN, s33g). Compiled on the CPU machine (session 33): no spills, 168 registers, D = 128 kernels' SASS unchanged,
 # D = 64: UBLKRED 4 -> 2, HGMMA.64x64 40 -> 32 + 16 HGMMA.64x32, STS.128 16 -> 8, instructions -2.3% (non-causal bf16).
+# dS^T's two buffers alternate with the CTA's running block count (not the item's), so that an item's first block
+# never overwrites what the other consumer's dQ^T of the previous item's last block still reads.
 # Never run. Unverified assumption: an MN-major 128B-swizzled B operand may start 64 bytes into its swizzle rows
 # (dS^T's query columns 32..63), as the K-major k16 steps start 32-96 bytes in.
 #   1. tests/attention whole in .vdq; 2. dev/attention_bwd_pieces.py --compare against main's outputs (dK, dV bitwise,
