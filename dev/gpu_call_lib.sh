@@ -74,6 +74,19 @@ train_abab() {
   grep "tok/s" $O/train_a.log | head -2
   (cd "$1" && tk_step train_b); tk_step train_c; (cd "$1" && tk_step train_d)
 }
+# char_seeds             (session 33; session 18's loop) the flagship config as a user runs it, seeds 1337, 1, 2,
+#                        alternating tk / torch, one run at a time, launch to exit (dev/timeline.py): $O/char_K_S.log,
+#                        one line each with the best val loss and the timeline's launch-to-exit summary
+char_seeds() {
+  local seed k
+  for seed in 1337 1 2; do
+    for k in tk torch; do
+      step char_${k}_$seed 100 python dev/timeline.py -- python train.py config/train_shakespeare_char.py --kernels=$k \
+        --seed=$seed --out_dir=out-char-$k-$seed
+      echo "$k seed $seed: $(grep 'best val loss' $O/char_${k}_$seed.log | tail -1) | $(tail -1 $O/char_${k}_$seed.log)"
+    done
+  done
+}
 # h200_items             (sessions 32 on) what only an H200 can answer, run only on one and with the tree .vpair
 #                        (main + dev/patches/softmax_xent_pair_helper.patch): the pair's classifier GPU tests and
 #                        dev/softmax_xent_ab.py alternated with main, GPT-2's torch and tk step profiled, bench_mlp.

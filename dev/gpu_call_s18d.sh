@@ -6,13 +6,7 @@
 # Carry [".gpu_data"].
 export MAX_JOBS=16
 source dev/gpu_call_lib.sh
-for seed in 1337 1 2; do
-  for k in tk torch; do
-    step char_${k}_$seed 100 python dev/timeline.py -- python train.py config/train_shakespeare_char.py --kernels=$k \
-      --seed=$seed --out_dir=out-char-$k-$seed
-    echo "$k seed $seed: $(grep 'best val loss' $O/char_${k}_$seed.log | tail -1) | $(tail -1 $O/char_${k}_$seed.log)"
-  done
-done
+char_seeds
 step train_char 60 python bench/bench_train.py --models shakespeare_char --kernels torch,tk --compile graphs --dropout 0.2 --out $O/train_char
 tail -4 $O/train_char.log
 cd $O && tar czf logs.tgz --exclude logs.tgz *.log train_char 2>/dev/null; ls | grep -v logs.tgz | xargs rm -rf

@@ -6,12 +6,6 @@
 export MAX_JOBS=12 LIMIT=${LIMIT:-585}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
-for seed in 1337 1 2; do
-  for k in tk torch; do
-    step char_${k}_$seed 100 python dev/timeline.py -- python train.py config/train_shakespeare_char.py --kernels=$k \
-      --seed=$seed --out_dir=out-char-$k-$seed
-    echo "$k seed $seed: $(grep 'best val loss' $O/char_${k}_$seed.log | tail -1) | $(tail -1 $O/char_${k}_$seed.log)"
-  done
-done
+char_seeds
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"
