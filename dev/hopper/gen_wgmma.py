@@ -16,7 +16,7 @@ import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tk_kernels", "include", "warpgroup", "wgmma_ops.cuh")
-NS = (64, 128, 192, 256)
+NS = (32, 64, 128, 192, 256)
 TYPES = (("bf16", "__nv_bfloat16"), ("f16", "__half"))
 
 

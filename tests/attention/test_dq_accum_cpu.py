@@ -45,3 +45,25 @@ def test_frag64_and_xor32_offsets(tmp_path):
         for c in range(0, 32, 8):
             base = xor[r, c]
             assert base // 32 == r and base % 8 == 0 and all(xor[r, c + e] == base + e for e in range(8))
+
+
+def test_frag64_halves_of_the_d64_dq_split(tmp_path):
+    """The D = 64 Hopper backward's dQ^T split (session 33): consumer c holds an m64n32 accumulator of queries 32 c ..
+    and stages it as its own 8 KB (float4 r' of thread tid at (r' * 128 + tid) * 4), bulk-added at float offset 2048 c
+    of the 64 x 64 frag64 block: every one of its values must land where frag64 puts (row, 32 c + col)."""
+    exe = compile_host_program(tmp_path, "offsets", HOST_PROGRAM, "attention")
+    frag = {}
+    for line in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines():
+        kind, r, c, off = line.split()
+        if kind == "f":
+            frag[int(r), int(c)] = int(off)
+    seen = set()
+    for c in range(2):
+        for tid in range(128):
+            for reg in range(16):  # an m64n32 accumulator: 16 registers a thread
+                row, col = wgmma_d_position(tid, reg)
+                assert col < 32
+                off = 2048 * c + (reg // 4) * 512 + 4 * tid + reg % 4
+                assert frag[row, 32 * c + col] == off, (c, tid, reg)
+                seen.add(off)
+    assert seen == set(range(4096))

@@ -47,13 +47,21 @@
 //                               block parity), then
 //          dQ^T = K^T dS^T      wgmma m64n64k16 with A = K^T (the K tile read MN-major) and B = dS^T
 //                               (MN-major); the 64 x 64 fp32 result is this warpgroup's dQ partial.
-//                               D = 128: consumer c computes rows (head dims) 64c.. over all 128 keys
-//                               (a named barrier makes both halves of dS^T visible first); D = 64:
-//                               consumer c computes all 64 head dims over its own 64 keys (no barrier;
-//                               the two partials are both added into dq_accum).
+//                               A named barrier makes both consumers' halves of dS^T visible first, then
+//                               each computes its share over all 128 keys: D = 128 the rows (head dims)
+//                               64c.., D = 64 all 64 head dims for queries 32c.. (m64n32k16), so every dq_accum
+//                               element gets one reduction per key block. (Until session 33, D = 64 had each
+//                               consumer add all 64 x 64 over its own 64 keys: twice the bulk reductions,
+//                               32 KB a block, ~2.3 TB/s of L2 reduce traffic at (4,16,4096,64) non-causal.)
+//                               Measured (H100, session 34, bench_attention.py --graphs --rounds 3, the two
+//                               builds in one call, backward TFLOP/s before / after): causal (16,12,1024,64)
+//                               211.7 / 227.7 (cuDNN 217.0-217.5), (8,16,2048,64) 272.7 / 273.0, (4,16,4096,64)
+//                               300.6 / 305.4, (64,6,256,64) 70.2 / 75.3; non-causal 299.7 / 297.6, 324.3 /
+//                               325.4, 337.0 / 337.0, 131.4 / 143.1; GPT-2's train step 31.25 -> 31.13 ms,
+//                               GPT-2 medium's 82.50 -> 82.05 (alternated runs).
 //        The partial is staged in shared memory in dq_accum's "frag64" layout (dq_accum.cuh: the
 //        accumulator in register order, 8 x 16-byte stores per thread at immediate offsets; a 64-query,
-//        64-dim block of a head is 16 KB contiguous there) and added by two 8 KB TMA bulk reductions
+//        64-dim block of a head is 16 KB contiguous there) and added by 8 KB TMA bulk reductions
 //        (cp.reduce.async.bulk .add.f32); bwd_dq_convert_kernel turns dq_accum into dq (times scale)
 //        afterwards. dS^T goes to shared memory with stmatrix (4 per thread, wg::store_a_fragment).
 //        Both replaced per-element 4-byte stores (xor32 staging: 32 stores and ~100 integer instructions
@@ -257,7 +265,9 @@ struct hb_layout {
   static constexpr int KV_BYTES = PANELS * KV_PANEL;
   static constexpr int Q_BYTES = PANELS * Q_PANEL;
   static constexpr int DS_BYTES = HB_N * 128;              // dS^T [128 keys x 64 queries] 16-bit
-  static constexpr int DQ_STAGE_BYTES = 64 * 64 * 4;       // one consumer's 64 x 64 fp32 dQ partial
+  // dQ^T's N per consumer: D = 128 all 64 queries of its 64 head dims, D = 64 its half of the 64 queries (all dims)
+  static constexpr int DQ_N = D == 128 ? 64 : 32;
+  static constexpr int DQ_STAGE_BYTES = 64 * DQ_N * 4;     // one consumer's 64 x DQ_N fp32 dQ^T partial
   // the consumers' scratch: 2 x dS^T (by block parity), then the two consumers' dQ staging
   static constexpr int DS_OFF = 0;
   static constexpr int DQ_OFF = DS_OFF + 2 * DS_BYTES;
@@ -416,14 +426,16 @@ struct HbConsumer {
   using Slot = HbSlot<D>;
   using acc64 = wg::accumulator<64>;
   using acc_d = wg::accumulator<D>;
+  using acc_dq = wg::accumulator<L::DQ_N>;
   static constexpr bool SELF_PACED = true;
   // pipelined: compute(.., 0) is the prologue (S^T of block 0), compute(.., i) the rest of block i - 1 and
   // S^T of block i, drain the last block (no S^T after it): no wgmma under a runtime branch (C7520)
   static constexpr bool PEEL_FIRST = true;
   // the last block (drain) still reads K and V: the pipeline frees their buffer after it
   static constexpr bool ITEM_IN_DRAIN = true;
-  // dQ^T = K^T dS^T: D = 128: head dims 64c.. (panel c) over all keys; D = 64: all dims over own keys.
-  static constexpr int DQ_SLICES = D == 128 ? HB_N / 16 : 64 / 16;
+  // dQ^T = K^T dS^T over all 128 keys of the block (both consumers' dS^T rows): D = 128: head dims 64c.. (panel c),
+  // all 64 queries; D = 64: all head dims, queries 32c.. (an m64n32 accumulator).
+  static constexpr int DQ_SLICES = HB_N / 16;
 
   const HbGlobals<DROPOUT> &g;
   const hb_args_t<DROPOUT> &a;
@@ -436,6 +448,10 @@ struct HbConsumer {
   float *const dq_stage;
   hb_item w;
   int key0 = 0;               // this warpgroup's first key
+  // Blocks of the CTA's earlier items (persistent D = 64): dS^T's buffer alternates with the CTA's running block count,
+  // not the item's, so that an item's first block never writes the buffer of the previous item's last block, which the
+  // other consumer's dQ^T may still be reading (both consumers read all 128 rows of dS^T; see issue_dqt)
+  int blocks_before = 0;
   float *dq_head = nullptr;   // the head's dq_accum rows
   acc_d dv, dk;
   acc64 st;                   // pipelined: S^T of the next block, complete between compute calls
@@ -458,8 +474,9 @@ struct HbConsumer {
   }
 
   __device__ int dq_panel() const { return D == 128 ? c : 0; }
-  __device__ int dq_k0() const { return D == 128 ? 0 : 4 * c; }         // first k16 slice (16 keys) of the dQ GEMM
-  __device__ char *ds_buf(int j) const { return scratch + L::DS_OFF + (j & 1) * L::DS_BYTES; }
+  __device__ char *ds_buf(int j) const {
+    return scratch + L::DS_OFF + (((hb_persistent(D) ? blocks_before : 0) + j) & 1) * L::DS_BYTES;
+  }
 
   // Dropout (DROPOUT kernels only): the keep bits of this lane's 32 S^T elements of query block m0, bit i for
   // register i of the accumulator (dropout_bits_k_prefix_lane: the lane's key row key0 + 16 w + g is fixed,
@@ -595,34 +612,35 @@ struct HbConsumer {
     for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
     wg::mma_commit();
   }
-  // dQ^T partial = K^T dS^T, once the dS^T rows it reads are all written (D = 128: both consumers' halves)
-  __device__ void issue_dqt(acc64 &dqt, int j) {
-    if constexpr (D == 128) wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
-    else wg::sync(1 + c);
+  // dQ^T partial = K^T dS^T, once both consumers' dS^T rows are written. D = 64: this consumer's 32 queries start 64 c
+  // bytes into each 128-byte swizzled row of dS^T (the hardware swizzles the full address, as desc_advance_k relies on).
+  __device__ void issue_dqt(acc_dq &dqt, int j) {
+    wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
     wg::mma_fence(dqt.v);
     const uint64_t dka = wg::desc_mn128(k_tile + dq_panel() * L::KV_PANEL, L::KV_PANEL);
-    const uint64_t dsb = wg::desc_mn128(ds_buf(j), L::DS_BYTES);
+    const uint64_t dsb = wg::desc_mn128(ds_buf(j) + (D == 64 ? 2 * L::DQ_N * c : 0), L::DS_BYTES);
 #pragma unroll
     for (int kk = 0; kk < DQ_SLICES; kk++)
-      wg::wgmma_ss<T, 64, true, true>(dqt.v, wg::desc_advance_k_mn(dka, dq_k0() + kk),
-                                      wg::desc_advance_k_mn(dsb, dq_k0() + kk), kk > 0);
+      wg::wgmma_ss<T, L::DQ_N, true, true>(dqt.v, wg::desc_advance_k_mn(dka, kk), wg::desc_advance_k_mn(dsb, kk), kk > 0);
     wg::mma_commit();
   }
-  // dQ^T (rows = head dims, columns = queries m0q..) -> frag64 staging (8 x 16-byte stores per thread at
-  // immediate offsets, dq_accum.cuh) -> two 8 KB bulk reductions into the block's 16 KB of dq_accum
-  __device__ void reduce_dq(const acc64 &dqt, int m0q) {
+  // dQ^T (rows = head dims, columns = queries m0q..) -> frag64 staging (16-byte stores per thread at immediate
+  // offsets, dq_accum.cuh) -> bulk reductions into the block's 16 KB of dq_accum: D = 128 the 64 x 64 block of its
+  // head dims (two 8 KB), D = 64 the block's c-th 8 KB (columns 32.. of an m64n64 accumulator are its registers
+  // 16..31, so in frag64 order the m64n32 accumulator of queries 32c.. is exactly that half)
+  __device__ void reduce_dq(const acc_dq &dqt, int m0q) {
     if (me == 0) bulk_wait_group_read<0>();  // the previous block's reductions have read the staging
     wg::sync(1 + c);
     float4 *stage = reinterpret_cast<float4 *>(dq_stage) + me;
 #pragma unroll
-    for (int r = 0; r < acc64::REGS; r += 4)
+    for (int r = 0; r < acc_dq::REGS; r += 4)
       stage[(r / 4) * wg::WARPGROUP_THREADS] = make_float4(dqt.v[r], dqt.v[r + 1], dqt.v[r + 2], dqt.v[r + 3]);
     fence_proxy_async_shared();
     wg::sync(1 + c);
     if (me == 0) {
-      float *block = dq_head + int64_t((m0q / 64) * (D / 64) + dq_panel()) * 4096;
+      float *block = dq_head + int64_t((m0q / 64) * (D / 64) + dq_panel()) * 4096 + (D == 64 ? 2048 * c : 0);
 #pragma unroll
-      for (int ii = 0; ii < 2; ii++) bulk_reduce_add(block + ii * 2048, dq_stage + ii * 2048, 8192);
+      for (int ii = 0; ii < L::DQ_STAGE_BYTES / 8192; ii++) bulk_reduce_add(block + ii * 2048, dq_stage + ii * 2048, 8192);
       bulk_commit_group();
     }
   }
@@ -646,7 +664,7 @@ struct HbConsumer {
     wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
     ds_in_place(dpt, st, cur, stashed_keep(j));
     issue_dk(dsf, dpt, cur, j);
-    acc64 dqt;
+    acc_dq dqt;
     issue_dqt(dqt, j);
     wg::mma_wait<1>(dk.v);  // dV, dK retired (dQ^T may still run): pf, dsf and slot cur are free
     wg::pin_registers(dv.v);
@@ -709,6 +727,7 @@ struct HbConsumer {
             wg::pack2<T>(dk.v[i] * a.scale, dk.v[i + 1] * a.scale);
       }
     }
+    if constexpr (hb_persistent(D)) blocks_before += w.count;
   }
 };
 
