@@ -5,7 +5,7 @@
 # .v0 = 10bbbbe, .va / .vb / .vc its one-line variants, .vcv the first form on 10bbbbe).
 #   1. tests/attention whole in .vcv2; attention_bwd_pieces.py --compare against main (dK, dV bitwise, dQ to
 #      rounding); compute-sanitizer memcheck and racecheck on the small cases
-#   2. bench_attention --graphs --rounds 2 --impls tk, D = 64 shapes, backward: .v0 .va .vb .vc .vcv main .vcv2
+#   2. bench_attention --graphs --impls tk, D = 64 shapes, backward: main, .vcv2 (--rounds 2), .v0 .va .vb .vc .vcv (1)
 #   3. GPT-2's tk step, main / .vcv2 / main / .vcv2
 # Carry [".gpu_data", ".vcv2", ".v0", ".va", ".vb", ".vc", ".vcv"].
 export MAX_JOBS=4 VARIANTS=".vcv2 .v0 .va .vb .vc .vcv" VARIANT_JOBS=2 LIMIT=${LIMIT:-590}
@@ -25,7 +25,8 @@ done
 D64="16,12,1024,64;8,16,2048,64;4,16,4096,64;64,6,256,64"
 for tree_tag in ".:main" ".vcv2:cv2" ".v0:base" ".va:va" ".vb:vb" ".vc:vc" ".vcv:cv"; do
   tree=${tree_tag%%:*}; tag=${tree_tag#*:}
-  (cd $tree && step ba_$tag 40 python bench/bench_attention.py --graphs --rounds 2 --impls tk --shapes "$D64")
+  rounds=1; case $tag in main|cv2) rounds=2;; esac
+  (cd $tree && step ba_$tag 40 python bench/bench_attention.py --graphs --rounds $rounds --impls tk --shapes "$D64")
   echo "-- $tag: $(grep '^| (' $O/ba_$tag.log | grep bwd | awk -F'|' '{printf "%s%s %s; ", $2, $3, $5}')"
 done
 tk_step tr_main1; (cd .vcv2 && tk_step tr_cv2_1); tk_step tr_main2; (cd .vcv2 && tk_step tr_cv2_2)
