@@ -5,8 +5,8 @@
 #           reads 4 KB in 32 tensor cycles: the shared memory's whole 128 B a cycle)
 #   .vcv2 = HEAD + dev/patches/attention_bwd_d64_fused_convert.patch (second form; gpu_call_s34g.sh)
 # 1. bench_attention --graphs --rounds 2 --impls tk,cudnn at the D = 64 shapes (fwd + bwd printed: bwd changes)
-# 2. the Hopper backward's GPU tests (test_attention_hopper_bwd_gpu.py, test_attention_qkv_gpu.py) in both trees,
-#    attention_bwd_pieces.py --compare against main; 3. GPT-2's tk step main / .vkr / .vcv2 / main;
+# 2. GPT-2's tk step main / .vkr / .vcv2 / main; 3. the Hopper backward's GPU tests (test_attention_hopper_bwd_gpu.py,
+#    test_attention_qkv_gpu.py) in both trees, attention_bwd_pieces.py --compare against main;
 # 4. compute-sanitizer memcheck + racecheck on the small cases, .vkr then .vcv2; 5. tests/attention whole in .vkr.
 # Carry [".gpu_data", ".vkr", ".vcv2"].
 export MAX_JOBS=8 VARIANTS=".vkr .vcv2" VARIANT_JOBS=4 LIMIT=${LIMIT:-590}
@@ -18,13 +18,13 @@ ba() {  # ba TREE TAG
   echo "-- $2: $(grep '^| (' $O/ba_$2.log | grep bwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
 }
 ba . main; ba .vkr kr; ba .vcv2 cv2
+tk_step tr_main1; (cd .vkr && tk_step tr_kr); (cd .vcv2 && tk_step tr_cv2); tk_step tr_main2
 step ref 60 python dev/attention_bwd_pieces.py --save /tmp/ref_all.pt; tail -1 $O/ref.log
 for v in vkr vcv2; do
   (cd .$v && step t_$v 90 python -m pytest -m gpu -q -p no:cacheprovider tests/attention/test_attention_hopper_bwd_gpu.py \
      tests/attention/test_attention_qkv_gpu.py); tail -1 $O/t_$v.log; grep "^FAILED" $O/t_$v.log | head -3
   (cd .$v && step cmp_$v 60 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -1 $O/cmp_$v.log
 done
-tk_step tr_main1; (cd .vkr && tk_step tr_kr); (cd .vcv2 && tk_step tr_cv2); tk_step tr_main2
 step ref_s 30 python dev/attention_bwd_pieces.py --save /tmp/ref_small.pt --small; tail -1 $O/ref_s.log
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for v in vkr vcv2; do
