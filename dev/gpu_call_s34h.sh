@@ -4,21 +4,23 @@
 #           (wgmma_rs, loaded once per item), so their m64n64k16 read only Q / dO from shared memory (the SS form
 #           reads 4 KB in 32 tensor cycles: the shared memory's whole 128 B a cycle)
 #   .vcv2 = HEAD + dev/patches/attention_bwd_d64_fused_convert.patch (second form; gpu_call_s34g.sh)
+#   .vqr  = HEAD + dev/patches/attention_fwd_d64_q_registers.patch: the forward's S = Q K^T with Q from registers
+#           (loaded once per item; bench only)
 # 1. bench_attention --graphs --rounds 2 --impls tk,cudnn at the D = 64 shapes (fwd + bwd printed: bwd changes)
-# 2. GPT-2's tk step main / .vkr / .vcv2 / main; 3. the Hopper backward's GPU tests (test_attention_hopper_bwd_gpu.py,
+# 2. GPT-2's tk step main / .vkr / .vqr / .vcv2 / main; 3. the Hopper backward's GPU tests (test_attention_hopper_bwd_gpu.py,
 #    test_attention_qkv_gpu.py) in both trees, attention_bwd_pieces.py --compare against main;
 # 4. compute-sanitizer memcheck + racecheck on the small cases, .vkr then .vcv2; 5. tests/attention whole in .vkr.
-# Carry [".gpu_data", ".vkr", ".vcv2"].
-export MAX_JOBS=8 VARIANTS=".vkr .vcv2" VARIANT_JOBS=4 LIMIT=${LIMIT:-590}
+# Carry [".gpu_data", ".vkr", ".vcv2", ".vqr"].
+export MAX_JOBS=7 VARIANTS=".vkr .vcv2 .vqr" VARIANT_JOBS=3 LIMIT=${LIMIT:-590}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 D64="16,12,1024,64;8,16,2048,64;4,16,4096,64;64,6,256,64"
-ba() {  # ba TREE TAG
+ba() {  # ba TREE TAG [PASS]
   (cd $1 && step ba_$2 40 python bench/bench_attention.py --graphs --rounds 2 --impls tk,cudnn --shapes "$D64")
-  echo "-- $2: $(grep '^| (' $O/ba_$2.log | grep bwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
+  echo "-- $2: $(grep '^| (' $O/ba_$2.log | grep ${3:-bwd} | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
 }
-ba . main; ba .vkr kr; ba .vcv2 cv2
-tk_step tr_main1; (cd .vkr && tk_step tr_kr); (cd .vcv2 && tk_step tr_cv2); tk_step tr_main2
+ba . main; ba .vkr kr; ba .vcv2 cv2; ba .vqr qr fwd; echo "-- main fwd: $(grep '^| (' $O/ba_main.log | grep fwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
+tk_step tr_main1; (cd .vkr && tk_step tr_kr); (cd .vqr && tk_step tr_qr); (cd .vcv2 && tk_step tr_cv2); tk_step tr_main2
 step ref 60 python dev/attention_bwd_pieces.py --save /tmp/ref_all.pt; tail -1 $O/ref.log
 for v in vkr vcv2; do
   (cd .$v && step t_$v 90 python -m pytest -m gpu -q -p no:cacheprovider tests/attention/test_attention_hopper_bwd_gpu.py \
