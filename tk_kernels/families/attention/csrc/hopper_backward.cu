@@ -45,8 +45,8 @@
 //          dK_c += dS^T Q       the same with dS^T, Q
 //          dS^T -> shared memory (16-bit, 128B-swizzled [128 keys x 64 queries], double-buffered by
 //                               block parity), then
-//          dQ^T = K^T dS^T      wgmma m64n64k16 with A = K^T (the K tile read MN-major) and B = dS^T
-//                               (MN-major); the 64 x 64 fp32 result is this warpgroup's dQ partial.
+//          dQ^T = K^T dS^T      wgmma (m64n64k16 at D = 128, m64n32k16 at D = 64) with A = K^T (the K tile
+//                               read MN-major) and B = dS^T (MN-major); the fp32 result is this warpgroup's dQ partial.
 //                               A named barrier makes both consumers' halves of dS^T visible first, then
 //                               each computes its share over all 128 keys: D = 128 the rows (head dims)
 //                               64c.., D = 64 all 64 head dims for queries 32c.. (m64n32k16), so every dq_accum
