@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Session 34 (issues 8 / 12), the correctness gate of two D = 64 backward patches beside main, one call:
 #   .vdq = HEAD + dev/patches/attention_bwd_d64_dq_halves.patch (dQ^T split by queries: half the reduce traffic)
-#   .vcv = HEAD + dev/patches/attention_bwd_d64_fused_convert.patch (the last contributor converts dq_accum to dq)
+#   .vcv = HEAD (10bbbbe) + dev/patches/attention_bwd_d64_fused_convert_v1.patch (the last contributor converts dq_accum to dq)
 # For each: tests/attention whole, dev/attention_bwd_pieces.py --compare against main's outputs (dK, dV bitwise,
 # dQ to rounding), compute-sanitizer on the small cases (memcheck and racecheck: .vdq; memcheck, then racecheck
 # if time is left: .vcv); then bench_attention --rounds 3 --graphs at the D = 64 shapes, backward, in all three.
 # Prep: .vdq as in gpu_call_s34a.sh; rm -rf .vcv && mkdir .vcv && git archive HEAD | tar -x -C .vcv &&
-#   (cd .vcv && patch -p1 < ../dev/patches/attention_bwd_d64_fused_convert.patch). Carry [".gpu_data", ".vdq", ".vcv"].
+#   (cd .vcv && patch -p1 < ../dev/patches/attention_bwd_d64_fused_convert_v1.patch). Carry [".gpu_data", ".vdq", ".vcv"].
 export MAX_JOBS=6 VARIANTS=".vdq .vcv" VARIANT_JOBS=5 LIMIT=${LIMIT:-590} BUILD_ARGS="--family attention"
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Session 34 (issues 8 / 12), two D = 64 Hopper backward patches beside main (HEAD), within a short budget:
+# Session 34 (issues 8 / 12), three D = 64 Hopper attention patches beside main (HEAD), within a short budget:
 #   .vkr  = HEAD + dev/patches/attention_bwd_d64_kv_registers.patch: S^T and dP^T take K_c, V_c from registers
 #           (wgmma_rs, loaded once per item), so their m64n64k16 read only Q / dO from shared memory (the SS form
 #           reads 4 KB in 32 tensor cycles: the shared memory's whole 128 B a cycle)
-#   .vcv2 = HEAD + dev/patches/attention_bwd_d64_fused_convert.patch (second form; gpu_call_s34g.sh)
+#   .vcv2 = HEAD + dev/patches/attention_bwd_d64_fused_convert.patch (second form: a counter per 32-query half, each
+#           reduction waited for one reduction later with the staging double-buffered; dev/README, session 34)
 #   .vqr  = HEAD + dev/patches/attention_fwd_d64_q_registers.patch: the forward's S = Q K^T with Q from registers
 #           (loaded once per item; bench only)
 # 1. bench_attention --graphs --rounds 2 --impls tk,cudnn at the D = 64 shapes (fwd + bwd printed: bwd changes)
 # 2. GPT-2's tk step main / .vkr / .vqr / .vcv2 / main; 3. the Hopper backward's GPU tests (test_attention_hopper_bwd_gpu.py,
 #    test_attention_qkv_gpu.py) in both trees, attention_bwd_pieces.py --compare against main;
 # 4. compute-sanitizer memcheck + racecheck on the small cases, .vkr then .vcv2; 5. tests/attention whole in .vkr.
-# Carry [".gpu_data", ".vkr", ".vcv2", ".vqr"].
+# Prep: for each (T, P) above, rm -rf T && mkdir T && git archive HEAD | tar -x -C T && (cd T && patch -p1 <
+#   ../dev/patches/P). Carry [".gpu_data", ".vkr", ".vcv2", ".vqr"].
 export MAX_JOBS=7 VARIANTS=".vkr .vcv2 .vqr" VARIANT_JOBS=3 LIMIT=${LIMIT:-590}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
