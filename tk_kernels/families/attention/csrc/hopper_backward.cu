@@ -436,6 +436,10 @@ struct HbConsumer {
   // dQ^T = K^T dS^T over all 128 keys of the block (both consumers' dS^T rows): D = 128: head dims 64c.. (panel c),
   // all 64 queries; D = 64: all head dims, queries 32c.. (an m64n32 accumulator).
   static constexpr int DQ_SLICES = HB_N / 16;
+  // D = 64: S^T = K_c Q^T and dP^T = V_c dO^T take K_c and V_c from registers (wgmma_rs), loaded once per item:
+  // an m64n64k16 with both operands in shared memory reads 4 KB in 32 tensor cycles, the shared memory's whole
+  // 128 bytes a cycle, and the loop's other shared traffic (TMA, dS^T, the dQ staging) comes on top (see the header).
+  static constexpr bool KV_REGS = D == 64;
 
   const HbGlobals<DROPOUT> &g;
   const hb_args_t<DROPOUT> &a;
@@ -455,6 +459,7 @@ struct HbConsumer {
   float *dq_head = nullptr;   // the head's dq_accum rows
   acc_d dv, dk;
   acc64 st;                   // pipelined: S^T of the next block, complete between compute calls
+  wg::a_fragment<T> kf[4], vf[4];  // KV_REGS: this consumer's K_c, V_c rows as wgmma A fragments (the item's)
 
   __device__ HbConsumer(const HbGlobals<DROPOUT> &g, const pipeline::consumer_ctx<HbKV<D>> &ctx)
       : g(g), a(g.a),
@@ -513,23 +518,37 @@ struct HbConsumer {
   // S^T = K_c Q^T of slot s into acc (fenced, committed; the caller waits)
   __device__ void issue_st(acc64 &acc, const Slot &s) {
     wg::mma_fence(acc.v);
+    if constexpr (KV_REGS) {
+      const uint64_t dq_ = wg::desc_k128(s.tiles.q);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-      const uint64_t dq_ = wg::desc_k128(s.tiles.q + (kk / 4) * L::Q_PANEL);
-      wg::wgmma_ss<T, 64>(acc.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
+      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, 64, false>(acc.v, kf[kk].r, wg::desc_advance_k(dq_, kk), kk > 0);
+      wg::mma_commit();
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+        const uint64_t dq_ = wg::desc_k128(s.tiles.q + (kk / 4) * L::Q_PANEL);
+        wg::wgmma_ss<T, 64>(acc.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
+      }
+      wg::mma_commit();
     }
-    wg::mma_commit();
   }
   // dP^T = V_c dO^T of slot s (its own commit group)
   __device__ void issue_dpt(acc64 &dpt, const Slot &s) {
+    if constexpr (KV_REGS) {
+      const uint64_t do_ = wg::desc_k128(s.tiles.dout);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-      const uint64_t do_ = wg::desc_k128(s.tiles.dout + (kk / 4) * L::Q_PANEL);
-      wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
+      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, 64, false>(dpt.v, vf[kk].r, wg::desc_advance_k(do_, kk), kk > 0);
+      wg::mma_commit();
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+        const uint64_t do_ = wg::desc_k128(s.tiles.dout + (kk / 4) * L::Q_PANEL);
+        wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
+      }
+      wg::mma_commit();
     }
-    wg::mma_commit();
   }
 
   // P^T = 2^(S^T c - lse2) in place (rows = keys key0 + row, columns = queries m0 + col; masked: causal
@@ -694,6 +713,13 @@ struct HbConsumer {
   // bits), i > 0 the rest of block i - 1 on prev and S^T(i) on s.
   __device__ void compute(const Slot &s, const Slot &prev, int i) {
     if (i == 0) {  // (compile time: PEEL_FIRST)
+      if constexpr (KV_REGS) {  // the item's K and V have landed (the pipeline waited for them)
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+          wg::load_a_fragment(kf[kk], k_tile + c * 64 * 128, kk);
+          wg::load_a_fragment(vf[kk], v_tile + c * 64 * 128, kk);
+        }
+      }
       s.wait(0);
       issue_st(st, s);
       stash_keep(0, draw_keep(hb_block_of(w, 0) * HB_M));

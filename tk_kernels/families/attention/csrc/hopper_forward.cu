@@ -339,6 +339,11 @@ struct HopConsumer {
   const int c, me;
   char *const ctx_scratch;    // the O staging buffer (scratch; not DIRECT_O), consumer c's rows at c * 64 * 128
   uint64_t dq[L::PANELS];     // its 64 rows of the Q block
+  // D = 64: S = Q K^T takes Q from registers (wgmma_rs; loaded in compute(.., 0), the item's Q block having landed):
+  // its m64n128k16 then reads 4 KB of K from shared memory instead of 6 KB of Q and K (see the header)
+  static constexpr bool Q_REGS = D == 64;
+  wg::a_fragment<T> qf[4];
+  const char *q_rows = nullptr;  // Q_REGS: the item's Q block, this consumer's rows
   acc_s s;
   acc_o o;
   wg::a_fragment<T> p[HBLOCK_N / 16];
@@ -384,6 +389,7 @@ struct HopConsumer {
   __device__ void start(const hop_coord &w, const QBlock<D> &q) {
 #pragma unroll
     for (int pn = 0; pn < L::PANELS; pn++) dq[pn] = wg::desc_k128(q.q + pn * L::Q_PANEL + c * 64 * 128);
+    q_rows = q.q + c * 64 * 128;
 #pragma unroll
     for (int i = 0; i < acc_o::REGS; i++) o.v[i] = 0.f;
     m_run[0] = m_run[1] = neg_infty();
@@ -398,6 +404,7 @@ struct HopConsumer {
   // p[]. The group of S_j is issued first: the softmax waits only for it.
   __device__ void compute(const KVSlot<D> &sl, const KVSlot<D> &prev, int j) {
     if (j > 0) rescale_o();       // by the factor of tile j-1 (O is not in flight here)
+    if (Q_REGS && j == 0) load_q();
     my_turn();
     issue_s(sl.tiles.k);
     if (j > 0) issue_pv(prev);    // reading p[] from registers
@@ -482,14 +489,27 @@ struct HopConsumer {
       bulk_commit_group();
     }
   }
+  // Q_REGS: this consumer's 64 query rows as wgmma A fragments, from the Q block (dq[0]'s tile)
+  __device__ void load_q() {
+    const char *q_tile = q_rows;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wg::load_a_fragment(qf[kk], q_tile, kk);
+  }
   __device__ void issue_s(const char *k_tile) {
     wg::mma_fence(s.v);
+    if constexpr (Q_REGS) {
+      const uint64_t dk = wg::desc_k128(k_tile);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const uint64_t dk = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL);
-      wg::wgmma_ss<T, HBLOCK_N>(s.v, wg::desc_advance_k(dq[kk / 4], kk % 4), wg::desc_advance_k(dk, kk % 4), kk > 0);
+      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, HBLOCK_N, false>(s.v, qf[kk].r, wg::desc_advance_k(dk, kk), kk > 0);
+      wg::mma_commit();
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t dk = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL);
+        wg::wgmma_ss<T, HBLOCK_N>(s.v, wg::desc_advance_k(dq[kk / 4], kk % 4), wg::desc_advance_k(dk, kk % 4), kk > 0);
+      }
+      wg::mma_commit();
     }
-    wg::mma_commit();
   }
   __device__ void issue_pv(const KVSlot<D> &sl) {
     sl.wait(1);                   // its V has landed
