@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 35 (issues 8 / 12) on an H200, the issues' card, with little budget left: main (the register-operand
+# Session 35 (issues 8 / 12), asked for an H200 (the issues' card; it ran on the held H100), with little budget left: main (the register-operand
 # patches merged) GPT-2's step torch and tk (bench_train --compile graphs), then bench_attention at the D = 64 shapes
 # tk vs cuDNN. No prep; carry [".gpu_data"].
 export LIMIT=${LIMIT:-330}

@@ -37,8 +37,20 @@
 //      * Warpgroups 1 and 2, the consumers (240 registers), own 64 keys each (consumer c: keys
 //        n0 + 64c ..). Per query block, in the transposed orientation (rows = keys), so that P^T and
 //        dS^T come out of the accumulators directly as the register A operand of the dV / dK GEMMs:
-//          S^T  = K_c Q^T       wgmma m64n64k16, A = K_c, B = Q, both K-major in shared memory
+//          S^T  = K_c Q^T       wgmma m64n64k16, B = Q K-major in shared memory; A = K_c from shared memory
+//                               at D = 128, from registers at D = 64 (loaded once per item)
 //          dP^T = V_c dO^T      the same with V_c, dO (its own commit group, after S^T's)
+//                               Why registers at D = 64: with both operands in shared memory each m64n64k16
+//                               reads 4 KB in 32 tensor cycles, the shared memory's whole 128 B a cycle, and
+//                               the loop's TMA, dS^T and dQ staging traffic comes on top; from registers it
+//                               reads 2 KB. Measured (H100, session 35, bench_attention.py --graphs --rounds 2,
+//                               both builds in one call, backward TFLOP/s before / after, cuDNN): causal
+//                               (16,12,1024,64) 225.9 / 233.2 (217.6), (8,16,2048,64) 307.4 / 320.7 (302.6),
+//                               (4,16,4096,64) 345.2 / 370.9 (361.2), (64,6,256,64) 75.2 / 75.6 (76.5);
+//                               non-causal 314.2 / 335.3 (327.1), 374.0 / 394.2 (393.6), 397.0 / 422.9
+//                               (413.2), 143.7 / 144.6 (148.5); dK, dV bitwise the same. (At D = 128, K_c and V_c
+//                               would need 64 more registers a thread beside the 192 of the dK, dV, S^T and
+//                               dP^T accumulators: more than the consumers' 240.)
 //          P^T = 2^(S^T c - lse2_q) (masked: causal key > query, key >= T), dS^T = P^T o (dP^T - Delta_q)
 //          dV_c += P^T dO       wgmma m64nDk16, A = P^T from registers (wg::to_a_fragment), B = dO
 //                               MN-major (wg::desc_mn128), as O += P V in the forward
