@@ -15,8 +15,8 @@ grep "tok/s" $O/train.log | head -2
 step ba 150 python bench/bench_attention.py --graphs --rounds 2 --impls tk,cudnn --json $O/ba.json
 for p in fwd bwd; do echo "-- $p: $(grep '^| (' $O/ba.log | grep $p | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"; done
 step drop 40 python bench/bench_attention_dropout.py --graphs; grep -E "^[0-9]+x" $O/drop.log | grep -E " tk |cudnn"
-step cls 60 python bench/bench_classifier.py --json $O/cls.json; grep -E "^\|" $O/cls.log | head -8
-step mlp 90 python bench/bench_mlp.py --skip-gemm --json $O/mlp.json; grep -E "^\|" $O/mlp.log | head -8
+step cls 60 python bench/bench_classifier.py --json $O/cls.json; grep -E "^ *[0-9]+ +[0-9]+ +[0-9]+ \|" $O/cls.log
+step mlp 90 python bench/bench_mlp.py --skip-gemm --json $O/mlp.json; grep -E "^ *[0-9]+ +[0-9]+ \|" $O/mlp.log
 step med 120 python bench/bench_train.py --models gpt2-medium --kernels torch,tk --compile graphs --out $O/med
 grep "tok/s" $O/med.log | head -2
 (cd $O && tar -czf logs.tgz *.log *.json && rm -rf *.log *.json train med)
