@@ -527,41 +527,32 @@ struct HbConsumer {
     else return 0u;
   }
 
+  // acc = X_c Y^T: this consumer's 64 rows of the item's key-major tile x_tile (K or V; from registers, x_regs, at
+  // D = 64) times the slot's 64 x D tile y_tile (Q or dO), both K-major (committed; the caller fences and waits)
+  __device__ void issue_rows_t(acc64 &acc, const wg::a_fragment<T> (&x_regs)[4], const char *x_tile,
+                               const char *y_tile) {
+    if constexpr (KV_REGS) {
+      const uint64_t dy = wg::desc_k128(y_tile);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+        wg::wgmma_rs<T, 64, false>(acc.v, x_regs[kk].r, wg::desc_advance_k(dy, kk), kk > 0);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t dx = wg::desc_k128(x_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
+        const uint64_t dy = wg::desc_k128(y_tile + (kk / 4) * L::Q_PANEL);
+        wg::wgmma_ss<T, 64>(acc.v, wg::desc_advance_k(dx, kk % 4), wg::desc_advance_k(dy, kk % 4), kk > 0);
+      }
+    }
+    wg::mma_commit();
+  }
   // S^T = K_c Q^T of slot s into acc (fenced, committed; the caller waits)
   __device__ void issue_st(acc64 &acc, const Slot &s) {
     wg::mma_fence(acc.v);
-    if constexpr (KV_REGS) {
-      const uint64_t dq_ = wg::desc_k128(s.tiles.q);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, 64, false>(acc.v, kf[kk].r, wg::desc_advance_k(dq_, kk), kk > 0);
-      wg::mma_commit();
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t dk_ = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-        const uint64_t dq_ = wg::desc_k128(s.tiles.q + (kk / 4) * L::Q_PANEL);
-        wg::wgmma_ss<T, 64>(acc.v, wg::desc_advance_k(dk_, kk % 4), wg::desc_advance_k(dq_, kk % 4), kk > 0);
-      }
-      wg::mma_commit();
-    }
+    issue_rows_t(acc, kf, k_tile, s.tiles.q);
   }
   // dP^T = V_c dO^T of slot s (its own commit group)
-  __device__ void issue_dpt(acc64 &dpt, const Slot &s) {
-    if constexpr (KV_REGS) {
-      const uint64_t do_ = wg::desc_k128(s.tiles.dout);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, 64, false>(dpt.v, vf[kk].r, wg::desc_advance_k(do_, kk), kk > 0);
-      wg::mma_commit();
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t dv_ = wg::desc_k128(v_tile + (kk / 4) * L::KV_PANEL + c * 64 * 128);
-        const uint64_t do_ = wg::desc_k128(s.tiles.dout + (kk / 4) * L::Q_PANEL);
-        wg::wgmma_ss<T, 64>(dpt.v, wg::desc_advance_k(dv_, kk % 4), wg::desc_advance_k(do_, kk % 4), kk > 0);
-      }
-      wg::mma_commit();
-    }
-  }
+  __device__ void issue_dpt(acc64 &dpt, const Slot &s) { issue_rows_t(dpt, vf, v_tile, s.tiles.dout); }
 
   // P^T = 2^(S^T c - lse2) in place (rows = keys key0 + row, columns = queries m0 + col; masked: causal
   // key > query, key >= T)
