@@ -475,3 +475,26 @@ def test_cluster_excludes_item_buffers(tmp_path):
     assert r.returncode != 0
     assert "pipeline: CLUSTER > 1 with an item_stage, DYNAMIC, ONE_ITEM or SELF_PACED is not supported" in r.stderr, \
         r.stderr[-4000:]
+
+
+def _item_after_first(toy: str) -> str:
+    out = toy.replace("  static constexpr bool PEEL_FIRST = PIECES_ == 0;\n",
+                      "  static constexpr bool PEEL_FIRST = PIECES_ == 0;\n  static constexpr bool ITEM_AFTER_FIRST = true;\n")
+    assert "ITEM_AFTER_FIRST = true" in out, "the toy changed: update _item_after_first"
+    return out
+
+
+def test_item_after_first_compiles_clean(tmp_path):
+    ptx = _compiles_clean(tmp_path, _item_after_first(TOY))
+    # the same barriers as the plain toy: 3 stages x (2 full + 1 empty), the item buffer's full and empty
+    assert ptx.count("mbarrier.init") == 3 * 3 + 2, ptx.count("mbarrier.init")
+
+
+@pytest.mark.parametrize("case", ["pieces", "item_in_drain"])
+def test_item_after_first_needs_peel_first_and_no_late_reader(tmp_path, case):
+    if case == "pieces":  # a deferred epilogue (PEEL_FIRST off)
+        r = _compile(tmp_path, pieces=4, toy=_item_after_first(TOY))
+    else:  # drain() still reads the item buffer
+        r = _compile(tmp_path, pieces=0, toy=_item_after_first(_two_item_buffers(TOY)))
+    assert r.returncode != 0
+    assert "ITEM_AFTER_FIRST needs an item_stage, PEEL_FIRST" in r.stderr, r.stderr[-4000:]

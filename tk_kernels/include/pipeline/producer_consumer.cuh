@@ -73,6 +73,11 @@
 //     consumer::start(work)      per item, before its first slot (or start(work, item_stage &): above)
 //     consumer::ITEM_IN_DRAIN    true: drain() still reads the per-item buffer, so the template frees it after
 //                                drain() instead of before (the attention backward's last query block reads K, V)
+//     consumer::ITEM_AFTER_FIRST true: compute(.., 0) is the last to read the per-item buffer (it copied what it
+//                                needs into registers, and every thread of the warpgroup has finished reading
+//                                when it returns), so the template frees it after the first slot instead of
+//                                after the last: the producer can load the next item's buffer during the whole
+//                                item. Needs PEEL_FIRST, no deferred pieces, not ITEM_IN_DRAIN.
 //     consumer::retire()         after compute(i): every slot but the newest has been read (wgmma: wait<1>);
 //                                the template then frees slot i - 1
 //     consumer::drain()          after the item's last slot: every slot has been read (wgmma: wait<0>);
@@ -252,6 +257,10 @@ template <typename C> constexpr bool item_in_drain() {
   if constexpr (requires { C::ITEM_IN_DRAIN; }) return bool(C::ITEM_IN_DRAIN);
   else return false;
 }
+template <typename C> constexpr bool item_after_first() {
+  if constexpr (requires { C::ITEM_AFTER_FIRST; }) return bool(C::ITEM_AFTER_FIRST);
+  else return false;
+}
 template <typename C> constexpr bool paired_slots() {
   if constexpr (requires { C::PAIRED_SLOTS; }) return bool(C::PAIRED_SLOTS);
   else return false;
@@ -314,6 +323,7 @@ struct kernel {
   static constexpr bool PAIRED = detail::paired_slots<consumer>();
   static constexpr bool SELF_PACED = detail::self_paced<consumer>();
   static constexpr bool ITEM_IN_DRAIN = detail::item_in_drain<consumer>();
+  static constexpr bool ITEM_EARLY = detail::item_after_first<consumer>();
   static constexpr bool DYN = detail::dynamic<typename P::scheduler>();
   using records_t = std::conditional_t<DYN, detail::item_records<work, ITEM_STAGES>, detail::no_records>;
   using slot_t = slot<stage, FULL, side_stage>;
@@ -327,6 +337,8 @@ struct kernel {
                 "pipeline: a stage is a whole number of 1024-byte blocks (128B-swizzled tiles start on 1024 bytes)");
   static_assert(!HAS_ITEM || sizeof(item_stage) % 1024 == 0, "pipeline: item_stage must be a multiple of 1024 bytes");
   static_assert(ITEM_STAGES == 1 || ITEM_STAGES == 2, "pipeline: ITEM_STAGES (per-item buffers) must be 1 or 2");
+  static_assert(!ITEM_EARLY || (HAS_ITEM && PEEL && PIECES == 0 && !ITEM_IN_DRAIN),
+                "pipeline: ITEM_AFTER_FIRST needs an item_stage, PEEL_FIRST, no deferred pieces and not ITEM_IN_DRAIN");
   static_assert(!DYN || (HAS_ITEM && !ONE), "pipeline: a DYNAMIC scheduler needs an item_stage (one item record per item buffer) and more than one item per CTA (not ONE_ITEM)");
   static_assert(ITEM_STAGES == 1 || (HAS_ITEM && !ONE), "pipeline: ITEM_STAGES = 2 needs an item_stage and more than one item per CTA");
   static_assert(ITEM_STAGES == 1 || requires(consumer &c, const work &w, item_stage &b) { c.start(w, b); },
@@ -599,6 +611,9 @@ struct kernel {
         issue(n, 0, even);
         retire(n, 0);
         i++, n++;
+        if constexpr (ITEM_EARLY && !ONE) {  // compute(.., 0) was the item buffer's last reader
+          if (leader) arrive(item_bar[ITEM_STAGES + it % ITEM_STAGES]);
+        }
       }
       if constexpr (PAIRED) {  // slots in pairs: the parity of slot i is known at compile time (i starts at 0)
         for (; i + 1 < iters; i += 2, n += 2) {
@@ -619,7 +634,7 @@ struct kernel {
           retire(n, i);
         }
       }
-      if constexpr (HAS_ITEM && !ONE && !ITEM_IN_DRAIN) {
+      if constexpr (HAS_ITEM && !ONE && !ITEM_IN_DRAIN && !ITEM_EARLY) {
         if (leader) arrive(item_bar[ITEM_STAGES + it % ITEM_STAGES]);
       }
       detail::drain(c, slot_at(ring, full, empty, n - 1));

@@ -26,12 +26,20 @@
 //     "full" barriers (K landed, V landed: S = Q K^T may start before V arrives) and one "empty"
 //     barrier that both consumers arrive on when done with the slot.
 //   * Warpgroups 1 and 2, the consumers, grow to 240 registers and own 64 query rows each:
-//       S_j = Q K_j^T        wgmma m64n128k16, B = K K-major in shared memory; A = Q K-major from shared
-//                             memory at D = 128, from registers at D = 64 (loaded once per item: each wgmma
-//                             then reads 4 KB of shared memory instead of 6 KB. H100, session 35, forward
-//                             TFLOP/s before / after, one call: causal (16,12,1024,64) 299.1 / 301.3, (8,16,
-//                             2048,64) 358.1 / 368.1, (4,16,4096,64) 397.9 / 403.5, (64,6,256,64) 105.7 / 107.1;
-//                             non-causal 399.0 / 408.3, 429.5 / 438.8, 438.2 / 449.5, 224.7 / 225.1)
+//       S_j = Q K_j^T        wgmma m64n128k16, B = K K-major in shared memory; A = Q from registers
+//                             (loaded once per item: each wgmma then reads 4 KB of shared memory instead of
+//                             6 KB), except D = 128 with dropout (from shared memory: 32 more registers a
+//                             thread spilled there). H100, session 35, D = 64 forward TFLOP/s before / after,
+//                             one call: causal (16,12,1024,64) 299.1 / 301.3, (8,16,2048,64) 358.1 / 368.1,
+//                             (4,16,4096,64) 397.9 / 403.5, (64,6,256,64) 105.7 / 107.1; non-causal 399.0 /
+//                             408.3, 429.5 / 438.8, 438.2 / 449.5, 224.7 / 225.1. D = 128, whose one Q buffer
+//                             the pipeline then frees after the item's first key tile (ITEM_AFTER_FIRST: the
+//                             next item's Q loads during this one), H100, session 36, one call, TFLOP/s before /
+//                             after (cuDNN): causal (8,16,2048,128) 473.0 / 487.5 (497.0), (4,16,4096,128)
+//                             525.3 / 540.6 (526.5), (2,16,8192,128) 510.6 / 565.1 (557.4), (1,16,16384,128)
+//                             561.3 / 575.3 (582.0); non-causal 564.0 / 591.4 (619.4), 595.5 / 619.1
+//                             (607.9), 621.9 / 601.8 (610.9), 604.7 / 607.1 (627.1); Q from registers alone
+//                             was within the run-to-run spread)
 //       m' = max(m, rowmax S_j);  P_j = 2^(S_j c - m' c);  l = l 2^((m - m') c) + rowsum P_j
 //       O = O 2^((m - m') c) + P_j V_j     wgmma m64nDk16 with A = P_j from REGISTERS (the fp32
 //                             accumulator packed to 16 bits is the A fragment: wg::to_a_fragment)
@@ -344,10 +352,15 @@ struct HopConsumer {
   const int c, me;
   char *const ctx_scratch;    // the O staging buffer (scratch; not DIRECT_O), consumer c's rows at c * 64 * 128
   uint64_t dq[L::PANELS];     // its 64 rows of the Q block
-  // D = 64: S = Q K^T takes Q from registers (wgmma_rs; loaded in compute(.., 0), the item's Q block having landed):
-  // its m64n128k16 then reads 4 KB of K from shared memory instead of 6 KB of Q and K (see the header)
-  static constexpr bool Q_REGS = D == 64;
-  wg::a_fragment<T> qf[4];
+  // S = Q K^T takes Q from registers (wgmma_rs; loaded in compute(.., 0), the item's Q block having landed): its
+  // m64n128k16 then reads 4 KB of K from shared memory instead of 6 KB of Q and K (see the header). Not D = 128 with
+  // dropout: 32 more registers a thread there spilled (52 bytes in the non-causal instance).
+  static constexpr bool Q_REGS = D == 64 || !DROPOUT;
+  wg::a_fragment<T> qf[D / 16];
+  // With Q in registers, compute(.., 0) is the Q block's last reader: with one Q buffer (D = 128) the pipeline then
+  // frees it after the first key tile, not the last, so the producer loads the next item's Q during this item.
+  // D = 64 has two Q buffers already; there the extra barrier measured 1-2% slower (session 36).
+  static constexpr bool ITEM_AFTER_FIRST = Q_REGS && hop_q_stages(D) == 1;
   const char *q_rows = nullptr;  // Q_REGS: the item's Q block, this consumer's rows
   acc_s s;
   acc_o o;
@@ -409,7 +422,10 @@ struct HopConsumer {
   // p[]. The group of S_j is issued first: the softmax waits only for it.
   __device__ void compute(const KVSlot<D> &sl, const KVSlot<D> &prev, int j) {
     if (j > 0) rescale_o();       // by the factor of tile j-1 (O is not in flight here)
-    if (Q_REGS && j == 0) load_q();
+    if (Q_REGS && j == 0) {
+      load_q();
+      if (ITEM_AFTER_FIRST) wg::sync(1 + c);  // every thread has read the Q block before the leader frees it
+    }
     my_turn();
     issue_s(sl.tiles.k);
     if (j > 0) issue_pv(prev);    // reading p[] from registers
@@ -498,14 +514,16 @@ struct HopConsumer {
   __device__ void load_q() {
     const char *q_tile = q_rows;
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wg::load_a_fragment(qf[kk], q_tile, kk);
+    for (int kk = 0; kk < D / 16; kk++) wg::load_a_fragment(qf[kk], q_tile + (kk / 4) * L::Q_PANEL, kk % 4);
   }
   __device__ void issue_s(const char *k_tile) {
     wg::mma_fence(s.v);
     if constexpr (Q_REGS) {
-      const uint64_t dk = wg::desc_k128(k_tile);
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, HBLOCK_N, false>(s.v, qf[kk].r, wg::desc_advance_k(dk, kk), kk > 0);
+      for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t dk = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL);
+        wg::wgmma_rs<T, HBLOCK_N, false>(s.v, qf[kk].r, wg::desc_advance_k(dk, kk % 4), kk > 0);
+      }
       wg::mma_commit();
     } else {
 #pragma unroll
