@@ -4,7 +4,8 @@ backward, and the backward's outputs saved / compared bitwise between two trees.
     python dev/attention_bwd_pieces.py --save /tmp/a.pt      # in tree A
     python dev/attention_bwd_pieces.py --compare /tmp/a.pt   # in tree B: dK, dV bitwise, dQ to rounding?
     python dev/attention_bwd_pieces.py --time                # per-kernel us (torch.profiler, 20 backward calls)
-    (--small: only the small ragged cases, for compute-sanitizer; --save / --compare then pair small with small)
+    (--small: only the small ragged cases, for compute-sanitizer; --many: only those with more key blocks than
+    SMs; --save / --compare then pair runs of the same flags)
 
 Why (session 30): in the GPT-2 step (H100) the prep kernel took 26 us a layer for 50 MB (1.9 TB/s) and
 the dQ convert 29 us for 75 MB (2.6 TB/s), against 15 us for the 50 MB dq_accum fill beside them. The rewrite
@@ -34,6 +35,9 @@ CASES = [  # B, H, T, D, causal, dtype, dropout_p
     (4, 6, 333, 64, True, torch.bfloat16, 0.2),
     (1, 1, 1, 64, True, torch.bfloat16, 0.0),
     (2, 2, 17, 128, False, torch.bfloat16, 0.0),
+    (3, 23, 257, 128, False, torch.bfloat16, 0.0),  # 207 key blocks: several per CTA of a persistent grid
+    (2, 23, 380, 128, False, torch.float16, 0.2),
+    (3, 23, 257, 64, False, torch.bfloat16, 0.0),
 ]
 
 
@@ -54,8 +58,11 @@ def main():
     ap.add_argument("--compare")
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--small", action="store_true", help="only the small ragged cases (for compute-sanitizer)")
+    ap.add_argument("--many", action="store_true",
+                    help="only the cases with more key blocks than an H100 / H200 has SMs (several items per CTA)")
     args = ap.parse_args()
     cases = [c for c in CASES if not args.small or c[0] * c[1] * c[2] <= 20000]
+    cases = [c for c in cases if not args.many or c[0] * c[1] * -(-c[2] // 128) > 132]
     print(torch.cuda.get_device_name(), torch.__version__)
     if args.save or args.compare:
         outs = {}

@@ -112,6 +112,20 @@ def test_hopper_backward_many_heads_causal(B, H, dtype_name, D):
     check_case(q, k, v, dout, True, None, f"[{(B, H, 1000, D, 'causal', dtype_name)} seed={seed}]")
 
 
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_hopper_backward_more_key_blocks_than_ctas(D, causal):
+    """400 key blocks (B H ceil(T / 128) = 4 x 25 x 4), about 3 per SM: the persistent grids (D = 64; D = 128
+    non-causal) walk several items per CTA, reusing the K / V buffer(s) and alternating the dS^T buffers across
+    items; the one-CTA-per-item grids run several waves. A block skipped or visited twice shows as poisoned dK / dV
+    rows or a doubled dq share."""
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q, k, v = nanogpt_qkv(4, 25, 400, D, torch.bfloat16, g)
+    dout = torch.randn(q.shape, generator=g, device="cuda").to(torch.bfloat16)
+    check_case(q, k, v, dout, causal, None, f"[{(4, 25, 400, D, causal)} seed={seed}]")
+
+
 @pytest.mark.parametrize("scale", [0.05, 0.4])
 def test_hopper_backward_custom_scale(scale):
     seed = new_seed()
