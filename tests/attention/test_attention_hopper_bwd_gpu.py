@@ -3,8 +3,8 @@ TK_ATTENTION_BWD=hopper (set here for every test); skipped where the Hopper kern
 
 Every case runs tk attention + autograd on nanoGPT's strided q, k, v views and compares dq, dk, dv with a
 float64 reference (tolerance: max(2 x SDPA's error on the same inputs, a dtype floor), as in
-test_attention_gpu.py) and with the portable backward on the same forward output. Outputs are
-poisoned with NaN before the launch (the binding allocates dq, dk, dv first, like the portable one).
+test_attention_gpu.py) and with the portable backward on the same forward output. Outputs and workspaces
+are poisoned with NaN before the launch (the binding allocates dq, dk, dv first, like the portable one).
 The kernel's loop form (plain at D = 64 non-causal, pipelined otherwise) and its grouped causal launch
 order are fixed per (D, causal) in the kernel file; the cases below cover each (D, causal) pair, and the
 many-heads case the multi-group causal mapping. The whole portable matrix of test_attention_gpu.py runs
@@ -47,8 +47,13 @@ def nanogpt_qkv(B, H, T, D, dtype, g):
 
 
 def poison_bwd(q):
+    """NaN into the blocks the binding allocates next, in its order: dq, dk, dv, then the Hopper backward's workspaces
+    (Delta and lse2, (B, H, Tp) fp32 each; dq_accum, (B, H, Tp, D) fp32; Tp = T rounded up to 128), so that a
+    workspace the kernels assume zero-filled without filling it shows as NaN in dq."""
     B, H, T, D = q.shape
-    poison(((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype), ((B, H, T, D), q.dtype))
+    Tp = (T + 127) // 128 * 128
+    poison(*[((B, H, T, D), q.dtype)] * 3, ((B, H, Tp), torch.float32), ((B, H, Tp), torch.float32),
+           ((B, H, Tp, D), torch.float32))
 
 
 def grads_of(q, k, v, dout, causal, scale, path):
