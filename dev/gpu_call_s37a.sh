@@ -7,7 +7,8 @@
 #   bash dev/gpu_call_s37a.sh        the backward's kernels in main and .vzf (attention_bwd_pieces --time, the
 #                                    breakdown), outputs compared (dK, dV bitwise), bench_attention all shapes main /
 #                                    .vzf / main / .vzf, pytest -m gpu tests/attention in .vzf (its poisoned workspaces
-#                                    would show a missed zero as NaN)
+#                                    would show a missed zero as NaN), then Nsight Compute's stall samples of the
+#                                    D = 128 backward, ours and cuDNN's (dev/ncu_stalls.py)
 #   bash dev/gpu_call_s37a.sh step   (right after, warm) GPT-2's step main / .vzf alternated (train_abab), memcheck
 # Prep: rm -rf .vzf && mkdir .vzf && git archive HEAD | tar -x -C .vzf &&
 #       (cd .vzf && patch -p1 < ../dev/patches/attention_bwd_prep_zero_fill.patch); carry [".gpu_data", ".vzf"].
@@ -33,6 +34,14 @@ else
   ba . main1; ba .vzf z1; ba . main2; ba .vzf z2
   (cd .vzf && step t_att 200 python -m pytest -m gpu -q -p no:cacheprovider tests/attention); tail -1 $O/t_att.log
   grep "^FAILED" $O/t_att.log | head -5
+  # where the D = 128 backward's warps stall, ours beside cuDNN's (s36e: cuDNN's stall less; dev/README, session 36)
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for x in "tk attention_bwd_hopper 2" "cudnn flash_bprop 0"; do set -- $x
+    step ncu_$1 60 $NCU -k regex:$2 --launch-skip $3 -c 1 --section SourceCounters --section WarpStateStats -o $O/st_$1 \
+      python dev/ncu_attention.py --impl $1 --shape 8,16,2048,128 --causal 0
+    $NCU -i $O/st_$1.ncu-rep --page source --csv --print-source sass > $O/st_$1.csv 2>/dev/null
+    python dev/ncu_stalls.py $O/st_$1.csv --top 25 > $O/stalls_$1.log 2>&1; head -40 $O/stalls_$1.log
+  done
 fi
-(cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
+(cd $O && tar -czf logs.tgz *.log *.csv && rm -rf *.log *.csv *.ncu-rep)
 echo "all done at $((SECONDS - t0)) s"
