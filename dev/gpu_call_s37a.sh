@@ -37,8 +37,11 @@ else
   # where the D = 128 backward's warps stall, ours beside cuDNN's (s36e: cuDNN's stall less; dev/README, session 36)
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   for x in "tk attention_bwd_hopper 2" "cudnn flash_bprop 0"; do set -- $x
-    step ncu_$1 60 $NCU -k regex:$2 --launch-skip $3 -c 1 --section SourceCounters --section WarpStateStats -o $O/st_$1 \
+    step ncu_$1 60 $NCU -k regex:$2 --launch-skip $3 -c 1 --section SourceCounters --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SpeedOfLight -o $O/st_$1 \
       python dev/ncu_attention.py --impl $1 --shape 8,16,2048,128 --causal 0
+    $NCU -i $O/st_$1.ncu-rep --page details --print-details all > $O/details_$1.log 2>&1
+    grep -iE "pipe|shared|bank|Elapsed Cycles|Issue Slots|Executed Ipc" $O/details_$1.log | head -30
     $NCU -i $O/st_$1.ncu-rep --page source --csv --print-source sass > $O/st_$1.csv 2>/dev/null
     python dev/ncu_stalls.py $O/st_$1.csv --top 25 > $O/stalls_$1.log 2>&1; head -40 $O/stalls_$1.log
   done
