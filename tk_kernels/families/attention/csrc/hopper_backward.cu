@@ -174,6 +174,10 @@
 // takes the next item from a counter in global memory when it is done (the pipeline's DYNAMIC scheduler; the prep
 // kernel zeroes the counter; producer 56 / consumers 224 registers). D = 128 stays one CTA per key block (no room for a second 64 KB K / V buffer; its consumers
 // also share dS^T rows, which a next item's first block would overwrite). dK / dV are zeroed per item in start().
+// A persistent D = 128 non-causal grid with its one K / V buffer (the next block's K, V loaded during the dK / dV
+// stores; dS^T's parity carried across items as here) measured level: H100, session 36, backward TFLOP/s, two
+// alternated runs each, one CTA per key block / persistent: (8,16,2048,128) 450.0, 456.3 / 451.3, 456.5;
+// (1,16,16384,128) 507.2, 511.9 / 508.5, 519.0 (git 7d26bfc^: dev/patches/attention_bwd_d128_persistent.patch).
 // Measured (H200, bench_attention.py --graphs, backward TFLOP/s, one CTA per key block -> persistent, two builds in
 // back-to-back processes, bench/RESULTS.md session 16): (64,6,256,64) causal 76.3 -> 80.6, non-causal 141.8 ->
 // 154.4; (16,12,1024,64) 215.4 -> 217.7, 306.4 -> 321.7; (8,16,2048,64) 299.1 -> 299.2, 359.2 -> 368.6;
