@@ -323,7 +323,7 @@ struct kernel {
   static constexpr bool PAIRED = detail::paired_slots<consumer>();
   static constexpr bool SELF_PACED = detail::self_paced<consumer>();
   static constexpr bool ITEM_IN_DRAIN = detail::item_in_drain<consumer>();
-  static constexpr bool ITEM_EARLY = detail::item_after_first<consumer>();
+  static constexpr bool ITEM_AFTER_FIRST = detail::item_after_first<consumer>();
   static constexpr bool DYN = detail::dynamic<typename P::scheduler>();
   using records_t = std::conditional_t<DYN, detail::item_records<work, ITEM_STAGES>, detail::no_records>;
   using slot_t = slot<stage, FULL, side_stage>;
@@ -337,7 +337,7 @@ struct kernel {
                 "pipeline: a stage is a whole number of 1024-byte blocks (128B-swizzled tiles start on 1024 bytes)");
   static_assert(!HAS_ITEM || sizeof(item_stage) % 1024 == 0, "pipeline: item_stage must be a multiple of 1024 bytes");
   static_assert(ITEM_STAGES == 1 || ITEM_STAGES == 2, "pipeline: ITEM_STAGES (per-item buffers) must be 1 or 2");
-  static_assert(!ITEM_EARLY || (HAS_ITEM && PEEL && PIECES == 0 && !ITEM_IN_DRAIN),
+  static_assert(!ITEM_AFTER_FIRST || (HAS_ITEM && PEEL && PIECES == 0 && !ITEM_IN_DRAIN),
                 "pipeline: ITEM_AFTER_FIRST needs an item_stage, PEEL_FIRST, no deferred pieces and not ITEM_IN_DRAIN");
   static_assert(!DYN || (HAS_ITEM && !ONE), "pipeline: a DYNAMIC scheduler needs an item_stage (one item record per item buffer) and more than one item per CTA (not ONE_ITEM)");
   static_assert(ITEM_STAGES == 1 || (HAS_ITEM && !ONE), "pipeline: ITEM_STAGES = 2 needs an item_stage and more than one item per CTA");
@@ -611,7 +611,7 @@ struct kernel {
         issue(n, 0, even);
         retire(n, 0);
         i++, n++;
-        if constexpr (ITEM_EARLY && !ONE) {  // compute(.., 0) was the item buffer's last reader
+        if constexpr (ITEM_AFTER_FIRST && !ONE) {  // compute(.., 0) was the item buffer's last reader
           if (leader) arrive(item_bar[ITEM_STAGES + it % ITEM_STAGES]);
         }
       }
@@ -634,7 +634,7 @@ struct kernel {
           retire(n, i);
         }
       }
-      if constexpr (HAS_ITEM && !ONE && !ITEM_IN_DRAIN && !ITEM_EARLY) {
+      if constexpr (HAS_ITEM && !ONE && !ITEM_IN_DRAIN && !ITEM_AFTER_FIRST) {
         if (leader) arrive(item_bar[ITEM_STAGES + it % ITEM_STAGES]);
       }
       detail::drain(c, slot_at(ring, full, empty, n - 1));

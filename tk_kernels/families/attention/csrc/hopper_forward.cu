@@ -512,27 +512,20 @@ struct HopConsumer {
   }
   // Q_REGS: this consumer's 64 query rows as wgmma A fragments, from the Q block (dq[0]'s tile)
   __device__ void load_q() {
-    const char *q_tile = q_rows;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) wg::load_a_fragment(qf[kk], q_tile + (kk / 4) * L::Q_PANEL, kk % 4);
+    for (int kk = 0; kk < D / 16; kk++) wg::load_a_fragment(qf[kk], q_rows + (kk / 4) * L::Q_PANEL, kk % 4);
   }
   __device__ void issue_s(const char *k_tile) {
     wg::mma_fence(s.v);
-    if constexpr (Q_REGS) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t dk = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL);
+    for (int kk = 0; kk < D / 16; kk++) {
+      const uint64_t dk = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL);
+      if constexpr (Q_REGS)
         wg::wgmma_rs<T, HBLOCK_N, false>(s.v, qf[kk].r, wg::desc_advance_k(dk, kk % 4), kk > 0);
-      }
-      wg::mma_commit();
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t dk = wg::desc_k128(k_tile + (kk / 4) * L::KV_PANEL);
+      else
         wg::wgmma_ss<T, HBLOCK_N>(s.v, wg::desc_advance_k(dq[kk / 4], kk % 4), wg::desc_advance_k(dk, kk % 4), kk > 0);
-      }
-      wg::mma_commit();
     }
+    wg::mma_commit();
   }
   __device__ void issue_pv(const KVSlot<D> &sl) {
     sl.wait(1);                   // its V has landed
