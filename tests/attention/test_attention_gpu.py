@@ -36,6 +36,9 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ROW_FLOOR_FACTOR = 6.0  # worst-row errors get this times the floor: at (3,5,255,128) bf16 non-causal the worst dk
 # row over 16 seeds (dev/attention_row_errors.py, H200) averaged 1.05e-2 on every path (SDPA 9.8e-3) and reached
 # 1.76e-2, over the former 4x floor (1.6e-2) whenever SDPA's own worst row happened to be small
+ROW_SDPA_FACTOR = 2.5  # and this times SDPA's worst row (the relative L2 error gets 2x): a worst row is an extreme
+# over B H T rows, so its ratio to SDPA's spreads more; session 37 drew ours 4.20e-2 against SDPA's 2.02e-2 (2.08x)
+# for dk at (1,3,1024,128) causal bf16 on a kernel whose dk is bitwise that of builds that had passed
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -72,7 +75,7 @@ def check_close(name, ours, sdpa, ref, dtype, report):
     e, es = rel_err(ours, ref), rel_err(sdpa, ref)
     r, rs = row_err(ours, ref), row_err(sdpa, ref)
     tol = max(2 * es, FLOOR[dtype])
-    rtol = max(2 * rs, ROW_FLOOR_FACTOR * FLOOR[dtype])
+    rtol = max(ROW_SDPA_FACTOR * rs, ROW_FLOOR_FACTOR * FLOOR[dtype])
     report.append(f"{name.split()[-1]}: ours {e:.2e} sdpa {es:.2e} (tol {tol:.1e}) | worst row ours {r:.2e} sdpa {rs:.2e}")
     assert e <= tol, f"{name}: relative error {e:.3e} > {tol:.3e} (SDPA: {es:.3e})"
     assert r <= rtol, f"{name}: worst-row error {r:.3e} > {rtol:.3e} (SDPA: {rs:.3e})"

@@ -191,8 +191,12 @@ def test_qkv_bias_gradient_against_float64(T, D, causal, dtype_name, bwd_path):
     ref = bias_sums(*grads)
     assert ref[C:2 * C].abs().max().item() < 1e-9 * max(ref.abs().max().item(), 1.0)
     err_q, err_v = rel_err(dbias[:C], ref[:C]), rel_err(dbias[2 * C:], ref[2 * C:])
-    # d b_q: the sum of fp32 dq (not rounded to 16 bits); d b_v: fp32 sums of dout (Hopper) or of the 16-bit dv
-    assert err_q <= DQ_TOL[dtype] and err_v <= DQ_TOL[dtype], (err_q, err_v)
+    # d b_q: the sum of fp32 dq (not rounded to 16 bits); d b_v: fp32 sums of dout (Hopper) or of the 16-bit dv.
+    # At T = 1 (one key: P = 1, dS = dP - Delta) dq is exactly 0 and ours is the fp32 cancellation of dP against
+    # Delta, whatever the input dtype; rel_err measures it against its absolute floor, where fp16's 6e-4 is below
+    # that noise (session 37: 6.08e-4 at D = 128, fp16), so it gets bf16's bound.
+    tol_q = DQ_TOL[torch.bfloat16] if T == 1 else DQ_TOL[dtype]
+    assert err_q <= tol_q and err_v <= DQ_TOL[dtype], (err_q, err_v)
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])

@@ -7,6 +7,8 @@
 //   store_xor32(dst, src):                dst (4 KB shared block, xor32 layout) = src (32 x 32 fp32 tile)
 //   xor32_offset(r, c):                   offset of element (r, c) in an xor32 block
 //   frag64_offset(r, c):                  offset of element (r, c) in a frag64 block (the Hopper backward's)
+//   add_frag64(dst, v, tid):              dst (a frag64 block in global memory) += v (a warpgroup thread's
+//                                         accumulator registers), red.global.add.v4.f32 (sm_90)
 //
 // atomic_add<PITCH>, compared with the DSL's atomic_add(gl<float>, rt, coord) (runtime row stride): with
 // PITCH known, every fragment's offset from the lane's first element is an immediate, so the warp needs
@@ -70,14 +72,31 @@ __device__ __forceinline__ void store_xor32(float *dst, const RT &src) {
 
 // fp32 64 x 64 blocks in the "frag64" layout (16 KB, contiguous): a warpgroup's m64n64 wgmma accumulator
 // in register order, thread after thread in 16-byte groups: value v[r] of warpgroup thread tid is at
-// (r / 4) * 512 + 4 tid + r % 4. The Hopper backward writes its dQ^T partials so (hopper_backward.cu,
-// store_frag64): each thread stores 8 x 16 bytes at immediate offsets from one address, a quarter warp
-// covers 128 contiguous bytes (no bank conflicts) and no per-element address is computed; the xor32
-// staging it replaced needed 32 scattered 4-byte stores and ~100 integer instructions for their addresses
-// per query block (SASS, sm_90a). Element (r, c) of the accumulator (wgmma's D layout: warp r / 16, lane
+// (r / 4) * 512 + 4 tid + r % 4. The Hopper backward adds its dQ^T partials so (add_frag64): each thread
+// issues R / 4 16-byte vector reductions at immediate offsets from one address, a warp instruction covers
+// 512 contiguous bytes and no per-element address is computed (until session 37 it staged them in shared
+// memory in this order for TMA bulk reductions; the xor32 staging before that needed 32 scattered 4-byte
+// stores and ~100 integer instructions for their addresses per query block, SASS, sm_90a). Element (r, c) of the accumulator (wgmma's D layout: warp r / 16, lane
 // 4 (r % 8) + (c % 8) / 2, register 4 (c / 8) + 2 ((r / 8) % 2) + c % 2) is then at:
 __host__ __device__ constexpr int frag64_offset(int r, int c) {
   return (c / 8) * 512 + 4 * (32 * (r / 16) + 4 * (r % 8) + (c % 8) / 2) + 2 * ((r / 8) % 2) + (c % 2);
+}
+
+// dst += v: warpgroup thread tid's accumulator registers v[R] (an m64nN wgmma accumulator, N = 2 R) into the
+// frag64 block (or, R = 16, the half block of an m64n32 accumulator) at dst in global memory.
+template <int R>
+__device__ __forceinline__ void add_frag64(float *dst, const float (&v)[R], int tid) {
+  static_assert(R % 4 == 0, "add_frag64: whole 16-byte groups");
+  float4 *p = reinterpret_cast<float4 *>(dst) + tid;
+#pragma unroll
+  for (int r = 0; r < R; r += 4) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(p + (r / 4) * 128, make_float4(v[r], v[r + 1], v[r + 2], v[r + 3]));  // one red.global.add.v4.f32
+#else
+    float *q = reinterpret_cast<float *>(p + (r / 4) * 128);
+    atomicAdd(q, v[r]), atomicAdd(q + 1, v[r + 1]), atomicAdd(q + 2, v[r + 2]), atomicAdd(q + 3, v[r + 3]);
+#endif
+  }
 }
 
 }  // namespace tk_attn

@@ -20,13 +20,13 @@
 //      warpgroups. D = 128: one CTA per item. D = 64: a persistent grid, one CTA per SM walking the items in
 //      the same order, with two K / V buffers (the pipeline's ITEM_STAGES = 2), so the next item's K, V and
 //      first Q / dO blocks load while the CTA still works on this one (see "Persistent" below). The CTA walks the query blocks (64 queries each) that see its keys and accumulates
-//      dK, dV in registers; dQ partials go into the fp32 workspace dq_accum by TMA bulk reductions.
+//      dK, dV in registers; dQ partials are added into the fp32 workspace dq_accum by vector reductions.
 //      It is written on the DSL's producer / consumer template (pipeline/producer_consumer.cuh; the
 //      description HbPipe at the end of the kernel section, read top to bottom: globals, the walk over
 //      the items (one per CTA at D = 128, ONE_ITEM; persistent at D = 64), the consumer, the description):
 //      the template owns the ring, its barriers and parities, setmaxnreg and the producer's loop; the K / V tiles are its
-//      per-item buffer, Q / dO a slot's stage, lse2 / Delta the slot's side buffer (side_stage), dS^T and
-//      the dQ staging the scratch. The consumer waits for and frees its slots itself (SELF_PACED: the
+//      per-item buffer, Q / dO a slot's stage, lse2 / Delta the slot's side buffer (side_stage), dS^T
+//      the scratch. The consumer waits for and frees its slots itself (SELF_PACED: the
 //      pipelined loop frees block j's slot before it waits for block j + 1's, as the hand-written kernel
 //      did); the pipelined loop is compute(.., 0) = prologue, compute(.., i) = the rest of block i - 1 and
 //      S^T(i), drain = the last block (PEEL_FIRST: no runtime branch around wgmmas).
@@ -42,7 +42,7 @@
 //          dP^T = V_c dO^T      the same with V_c, dO (its own commit group, after S^T's)
 //                               Why registers at D = 64: with both operands in shared memory each m64n64k16
 //                               reads 4 KB in 32 tensor cycles, the shared memory's whole 128 B a cycle, and
-//                               the loop's TMA, dS^T and dQ staging traffic comes on top; from registers it
+//                               the loop's TMA and dS^T traffic comes on top; from registers it
 //                               reads 2 KB. Measured (H100, session 35, bench_attention.py --graphs --rounds 2,
 //                               both builds in one call, backward TFLOP/s before / after, cuDNN): causal
 //                               (16,12,1024,64) 225.9 / 233.2 (217.6), (8,16,2048,64) 307.4 / 320.7 (302.6),
@@ -71,21 +71,31 @@
 //                               300.6 / 305.4, (64,6,256,64) 70.2 / 75.3; non-causal 299.7 / 297.6, 324.3 /
 //                               325.4, 337.0 / 337.0, 131.4 / 143.1; GPT-2's train step 31.25 -> 31.13 ms,
 //                               GPT-2 medium's 82.50 -> 82.05 (alternated runs).
-//        The partial is staged in shared memory in dq_accum's "frag64" layout (dq_accum.cuh: the
-//        accumulator in register order, 8 x 16-byte stores per thread at immediate offsets; a 64-query,
-//        64-dim block of a head is 16 KB contiguous there) and added by 8 KB TMA bulk reductions
-//        (cp.reduce.async.bulk .add.f32); bwd_dq_convert_kernel turns dq_accum into dq (times scale)
+//        Each thread adds its registers of the partial into dq_accum, whose 64-query, 64-dim blocks are in
+//        the "frag64" layout (dq_accum.cuh: the accumulator in register order, 16 KB contiguous a block),
+//        with red.global.add.v4.f32 (8 a thread at D = 128, 4 at D = 64; 512 contiguous bytes a warp
+//        instruction; dq_accum.cuh's add_frag64); bwd_dq_convert_kernel turns dq_accum into dq (times scale)
 //        afterwards. dS^T goes to shared memory with stmatrix (4 per thread, wg::store_a_fragment).
-//        Both replaced per-element 4-byte stores (xor32 staging: 32 stores and ~100 integer instructions
+//        Until session 37 the partial was staged in shared memory in frag64 order (8 x 16-byte stores a
+//        thread, a proxy fence, two warpgroup barriers) and added by one thread's 8 KB TMA bulk reductions
+//        (cp.reduce.async.bulk): 32 KB of shared-memory writes and 32 KB of TMA reads a block at D = 128,
+//        in a loop bound by shared-memory bandwidth. Measured (H100, session 37, bench_attention.py
+//        --graphs --rounds 2, both builds in one call, two processes each, backward TFLOP/s staged / direct):
+//        causal (16,12,1024,64) 232.4, 232.0 / 243.2, 243.4; (8,16,2048,64) 318.6, 318.3 / 334.2, 332.1;
+//        (4,16,4096,64) 361.4, 351.9 / 377.3, 366.5; non-causal (16,12,1024,64) 334.9, 334.8 / 344.8, 344.4;
+//        D = 128 non-causal (8,16,2048,128) 411.8, 405.1 / 432.3, 425.5, the other D = 128 shapes within
+//        -2.5 .. +1 % (run to run +-2 %); GPT-2's train step 31.05, 31.08 -> 30.79, 30.84 ms (alternated).
+//        (In the portable backward it is the other way round: bulk reductions beat its red.global.add.v2
+//        bursts, session 3.) The frag64 staging and stmatrix had replaced per-element 4-byte stores
+//        (xor32 staging: 32 stores and ~100 integer instructions
 //        for their addresses per block; dS^T: 16 stores with 16 address registers): the query-block loop
 //        went from 741 to 584 SASS instructions (D = 64 causal), 566 -> 418 (D = 64 non-causal), 807 ->
 //        641 / 751 -> 566 (D = 128), 1040 -> 890 (D = 64 causal dropout). Nsight Compute (H200, causal
 //        (16,12,1024,64), before the change) had put the gap to cuDNN there: 90.1M executed instructions
 //        against cuDNN's 69.2M at the same issue rate (IPC 1.56 vs 1.52), 342 vs 276 us.
 //      * The query-block loop is rotated ("pipelined"): S^T of block j + 1 is issued at the end of block
-//        j, right after dQ^T(j) (a prologue issues S^T(0)); the consumer waits for dQ^T(j) only, does its
-//        dQ^T staging (8 16-byte shared stores, a proxy fence, two warpgroup barriers, the two bulk
-//        reductions) while S^T(j + 1) runs, and waits for S^T(j + 1) last; block j + 1 starts with dP^T's
+//        j, right after dQ^T(j) (a prologue issues S^T(0)); the consumer waits for dQ^T(j) only, adds it
+//        into dq_accum while S^T(j + 1) runs, and waits for S^T(j + 1) last; block j + 1 starts with dP^T's
 //        issue and the exponentials straight away. The Q / dO slot is freed once dV and dK retire (dQ^T
 //        reads only K and dS^T). Two ptxas constraints shaped it (both -Xptxas -v warnings, both serialize
 //        every wgmma of the kernel): no wgmma may be in flight across the loop's back edge (C7514: a first
@@ -94,7 +104,7 @@
 //        j), and the last block is a second instance of the loop body (HbConsumer::block<LAST>, LAST =
 //        true in drain: no S^T(j + 1)) instead of an if. (Until session 8 non-causal D = 64 ran a "plain"
 //        loop that waited for everything, staged dQ^T and only then issued S^T(j + 1); with the cheaper
-//        frag64 staging the rotated loop is faster there too: table below; the plain form: git show
+//        frag64 staging the rotated loop was faster there too: table below; the plain form: git show
 //        3efcd3e:tk_kernels/families/attention/csrc/hopper_backward.cu.)
 //      * Launch order. Non-causal: head-major; the CTAs of one head start their walk at a query block
 //        proportional to kb and wrap around (as the portable backward does), so they do not add into the
@@ -117,10 +127,10 @@
 //
 // Tiling and limits:
 //   * Shared memory (128B swizzle, 64-column panels), in the template's order: STAGES x (Q, dO 64 x D);
-//     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); 2 x dQ staging (16 KB); STAGES x 512 B of lse2 / Delta (side
-//     buffers: inside a 1024-aligned stage they would pad it by 512 B, 1.5 KB over the limit at D = 128);
-//     + 1 KB alignment slack. D = 64: 4 stages, 195 KB; D = 128: 3 stages, 226.5 KB of
-//     the 227 KB (with 2 stages the pipelined loop spilled 8-28 bytes of scalars at D = 128; with 3 none).
+//     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); STAGES x 512 B of lse2 / Delta (side
+//     buffers: inside a 1024-aligned stage they would pad it by 512 B); + 1 KB alignment slack. D = 64:
+//     4 stages, 179 KB; D = 128: 3 stages, 194.5 KB (until session 37 two 16 KB dQ staging buffers made it
+//     226.5 KB of the 227; with 2 stages the pipelined loop spilled 8-28 bytes of scalars at D = 128).
 //     One CTA per SM.
 //   * Registers (D = 128, the tight case): dK, dV 2 x 64 fp32 + S^T, dP^T 2 x 32 + the 16-bit P^T / dS^T
 //     fragments 2 x 16; dQ^T(j) and S^T(j + 1) are live together (the 16-bit fragments are dead by then).
@@ -202,7 +212,7 @@
 //   hoisted into a per-row prefix, dropout_prefix_k, recomputed per block from the key in static shared
 //   memory, hb_drop); dropout_bits_k_prefix_lane packs them into one 32-bit word, bit i for accumulator
 //   register i. The loop draws block
-//   j + 1's at the end of block j (after the dQ^T staging, with only dK, dV and S^T(j + 1) live) and parks
+//   j + 1's at the end of block j (after the dQ^T reductions, with only dK, dV and S^T(j + 1) live) and parks
 //   the word in the 4 bytes of block j + 1's dS^T buffer that this thread's first dS^T store overwrites later
 //   (read back twice before that store): with the word in a register through the exponentials, or drawn at
 //   the start of the block, the D = 128 instances spilled ~200 bytes.
@@ -283,11 +293,9 @@ struct hb_layout {
   static constexpr int DS_BYTES = HB_N * 128;              // dS^T [128 keys x 64 queries] 16-bit
   // dQ^T's N per consumer: D = 128 all 64 queries of its 64 head dims, D = 64 its half of the 64 queries (all dims)
   static constexpr int DQ_N = D == 128 ? 64 : 32;
-  static constexpr int DQ_STAGE_BYTES = 64 * DQ_N * 4;     // one consumer's 64 x DQ_N fp32 dQ^T partial
-  // the consumers' scratch: 2 x dS^T (by block parity), then the two consumers' dQ staging
+  // the consumers' scratch: 2 x dS^T (by block parity)
   static constexpr int DS_OFF = 0;
-  static constexpr int DQ_OFF = DS_OFF + 2 * DS_BYTES;
-  static constexpr int SCRATCH_BYTES = DQ_OFF + 2 * DQ_STAGE_BYTES;
+  static constexpr int SCRATCH_BYTES = DS_OFF + 2 * DS_BYTES;
 };
 
 // Shared memory (128B swizzle, 64-column panels), in the pipeline's order: the ring of Q / dO slots
@@ -454,7 +462,7 @@ struct HbConsumer {
   static constexpr int DQ_SLICES = HB_N / 16;
   // D = 64: S^T = K_c Q^T and dP^T = V_c dO^T take K_c and V_c from registers (wgmma_rs), loaded once per item:
   // an m64n64k16 with both operands in shared memory reads 4 KB in 32 tensor cycles, the shared memory's whole
-  // 128 bytes a cycle, and the loop's other shared traffic (TMA, dS^T, the dQ staging) comes on top (see the header).
+  // 128 bytes a cycle, and the loop's other shared traffic (TMA, dS^T) comes on top (see the header).
   static constexpr bool KV_REGS = D == 64;
 
   const HbGlobals<DROPOUT> &g;
@@ -465,7 +473,6 @@ struct HbConsumer {
   const int c, me;
   char *k_tile = nullptr, *v_tile = nullptr;  // the item's K / V buffer (start)
   char *const scratch;
-  float *const dq_stage;
   hb_item w;
   int key0 = 0;               // this warpgroup's first key
   // Blocks of the CTA's earlier items (persistent D = 64): dS^T's buffer alternates with the CTA's running block count,
@@ -480,8 +487,7 @@ struct HbConsumer {
   __device__ HbConsumer(const HbGlobals<DROPOUT> &g, const pipeline::consumer_ctx<HbKV<D>> &ctx)
       : g(g), a(g.a),
         c(DROPOUT ? int(__reduce_max_sync(0xffffffffu, unsigned(wg::warpgroupid() - 1))) : ctx.id),
-        me(wg::warpgroup_thread()), scratch(ctx.scratch),
-        dq_stage(reinterpret_cast<float *>(ctx.scratch + L::DQ_OFF + c * L::DQ_STAGE_BYTES)) {}
+        me(wg::warpgroup_thread()), scratch(ctx.scratch) {}
 
   // A new key block, its K and V in kv (one of the pipeline's ITEM_STAGES buffers)
   __device__ void start(const hb_item &item, HbKV<D> &kv) {
@@ -650,30 +656,17 @@ struct HbConsumer {
       wg::wgmma_ss<T, L::DQ_N, true, true>(dqt.v, wg::desc_advance_k_mn(dka, kk), wg::desc_advance_k_mn(dsb, kk), kk > 0);
     wg::mma_commit();
   }
-  // dQ^T (rows = head dims, columns = queries m0q..) -> frag64 staging (16-byte stores per thread at immediate
-  // offsets, dq_accum.cuh) -> bulk reductions into the block's 16 KB of dq_accum: D = 128 the 64 x 64 block of its
-  // head dims (two 8 KB), D = 64 the block's c-th 8 KB (columns 32.. of an m64n64 accumulator are its registers
-  // 16..31, so in frag64 order the m64n32 accumulator of queries 32c.. is exactly that half)
+  // dQ^T (rows = head dims, columns = queries m0q..) += into the block's 16 KB of dq_accum (frag64, dq_accum.cuh)
+  // straight from the registers: D = 128 the 64 x 64 block of its head dims, D = 64 the block's c-th 8 KB (columns
+  // 32.. of an m64n64 accumulator are its registers 16..31, so in frag64 order the m64n32 accumulator of queries
+  // 32c.. is exactly that half)
   __device__ void reduce_dq(const acc_dq &dqt, int m0q) {
-    if (me == 0) bulk_wait_group_read<0>();  // the previous block's reductions have read the staging
-    wg::sync(1 + c);
-    float4 *stage = reinterpret_cast<float4 *>(dq_stage) + me;
-#pragma unroll
-    for (int r = 0; r < acc_dq::REGS; r += 4)
-      stage[(r / 4) * wg::WARPGROUP_THREADS] = make_float4(dqt.v[r], dqt.v[r + 1], dqt.v[r + 2], dqt.v[r + 3]);
-    fence_proxy_async_shared();
-    wg::sync(1 + c);
-    if (me == 0) {
-      float *block = dq_head + int64_t((m0q / 64) * (D / 64) + dq_panel()) * 4096 + (D == 64 ? 2048 * c : 0);
-#pragma unroll
-      for (int ii = 0; ii < L::DQ_STAGE_BYTES / 8192; ii++) bulk_reduce_add(block + ii * 2048, dq_stage + ii * 2048, 8192);
-      bulk_commit_group();
-    }
+    add_frag64(dq_head + int64_t((m0q / 64) * (D / 64) + dq_panel()) * 4096 + (D == 64 ? 2048 * c : 0), dqt.v, me);
   }
 
   // Pipelined: block j on slot cur, S^T(j) complete in st. dP^T, P^T, dV, dS^T, dK, dQ^T; cur is freed once
   // dV and dK retire (dQ^T reads only K and dS^T); then (not LAST) S^T of block j + 1 on slot next, under
-  // which the dQ^T staging runs, and the keep bits of block j + 1 (drawn here, with only dK, dV and
+  // which the dQ^T reductions run, and the keep bits of block j + 1 (drawn here, with only dK, dV and
   // S^T(j + 1) live: drawn at the start of the block, with dP^T in flight, the D = 128 kernels spilled).
   // Nothing is in flight when it returns (a wgmma pending across the pipeline's loop edge, C7514, would
   // serialise every wgmma).
@@ -743,7 +736,6 @@ struct HbConsumer {
 
   // dV and scale * dK straight from registers (4-byte stores, keys >= T skipped)
   __device__ void finish(const hb_item &) {
-    if (me == 0) bulk_wait_group<0>();
     const int T_ = a.seq;
     T *dv_g = static_cast<T *>(a.dv) + int64_t(w.b) * a.dv_s.b + int64_t(w.h) * a.dv_s.h;
     T *dk_g = static_cast<T *>(a.dk) + int64_t(w.b) * a.dk_s.b + int64_t(w.h) * a.dk_s.h;
@@ -765,7 +757,7 @@ struct HbConsumer {
 };
 
 // The description: the ring holds the query blocks' Q, dO (stage) and lse2, Delta (side), the per-item
-// buffer the CTA's K and V, the scratch dS^T and the dQ staging.
+// buffer the CTA's K and V, the scratch dS^T.
 template <typename T, int D, bool CAUSAL, bool DROPOUT>
 struct HbPipe {
   using L = hb_layout<D>;
