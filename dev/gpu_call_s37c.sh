@@ -5,7 +5,8 @@
 #      lost reduction shows); 2. compute-sanitizer memcheck / racecheck over attention_bwd_pieces --small in TREE;
 #   3. Nsight Compute at (8,16,2048,128) non-causal: stall reasons per SASS line (dev/ncu_stalls.py) and the compute /
 #      memory workload sections (pipe and shared-memory use) of TREE's main kernel and cuDNN's.
-# Prep: as gpu_call_s37b.sh; carry [".gpu_data", TREE].
+# Prep: none for main (TREE = .); a patched tree as in gpu_call_s37b.sh (its merged patches are in git history);
+# carry [".gpu_data", TREE].
 T=${1:-.}
 export MAX_JOBS=8 BUILD_ARGS="--family attention" LIMIT=${LIMIT:-585}
 [ "$T" != . ] && export VARIANTS="$T" VARIANT_JOBS=8

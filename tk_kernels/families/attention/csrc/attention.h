@@ -56,8 +56,9 @@ struct BwdParams {
                                       // (attention_backward_hopper: B * H * dq_accum_rows(T), padded rows)
   float *lse_log2;                    // attention_backward_hopper only: B * H * dq_accum_rows(T) fp32 workspace
                                       // (lse * log2(e), padded); unused by attention_backward
-  float *dq_accum;                    // B * H * dq_accum_rows(T) * D fp32 workspace, zero-filled by the caller
-                                      // (its layout is the kernels' business)
+  float *dq_accum;                    // B * H * dq_accum_rows(T) * D fp32 workspace (its layout is the kernels'
+                                      // business): attention_backward needs it zero-filled by the caller,
+                                      // attention_backward_hopper zero-fills it itself (any contents)
   int *tile_counter;                  // attention_backward_hopper only: one int32 of workspace (any contents)
   Strides q_s, k_s, v_s, o_s, do_s, dq_s, dk_s, dv_s;
   int B, H, T, D;
@@ -95,8 +96,8 @@ cudaError_t attention_backward(const BwdParams &p, cudaStream_t stream);
 cudaError_t attention_forward_hopper(const FwdParams &p, cudaStream_t stream, const char **why = nullptr);
 // The sm_90a backward (hopper_backward.cu): the same dq, dk, dv as attention_backward for
 // deterministic == false, dropout included (deterministic: cudaErrorInvalidValue). Its workspaces differ: delta and
-// lse_log2 hold B * H * dq_accum_rows(T) floats each, dq_accum B * H * dq_accum_rows(T) * D floats,
-// zero-filled. Same launch conditions and *why as attention_forward_hopper.
+// lse_log2 hold B * H * dq_accum_rows(T) floats each, dq_accum B * H * dq_accum_rows(T) * D floats of any
+// contents (its prep kernel zero-fills them). Same launch conditions and *why as attention_forward_hopper.
 cudaError_t attention_backward_hopper(const BwdParams &p, cudaStream_t stream, const char **why = nullptr);
 
 // Shared memory per block (bytes) that the forward / backward need at least (their smallest
