@@ -89,9 +89,9 @@
 //        D = 128 non-causal (8,16,2048,128) 411.8, 405.1 / 432.3, 425.5, the other D = 128 shapes within
 //        -2.5 .. +1 % (run to run +-2 %); GPT-2's train step 31.05, 31.08 -> 30.79, 30.84 ms (alternated).
 //        (In the portable backward it is the other way round: bulk reductions beat its red.global.add.v2
-//        bursts, session 3.) The frag64 staging and stmatrix had replaced per-element 4-byte stores
-//        (xor32 staging: 32 stores and ~100 integer instructions
-//        for their addresses per block; dS^T: 16 stores with 16 address registers): the query-block loop
+//        bursts, session 3.) The frag64 staging and stmatrix had replaced per-element 4-byte stores (xor32
+//        staging: 32 stores and ~100 integer instructions for their addresses per block; dS^T: 16 stores with
+//        16 address registers): the query-block loop
 //        went from 741 to 584 SASS instructions (D = 64 causal), 566 -> 418 (D = 64 non-causal), 807 ->
 //        641 / 751 -> 566 (D = 128), 1040 -> 890 (D = 64 causal dropout). Nsight Compute (H200, causal
 //        (16,12,1024,64), before the change) had put the gap to cuDNN there: 90.1M executed instructions
