@@ -132,8 +132,10 @@
 //   * Shared memory (128B swizzle, 64-column panels), in the template's order: STAGES x (Q, dO 64 x D);
 //     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); STAGES x 512 B of lse2 / Delta (side
 //     buffers: inside a 1024-aligned stage they would pad it by 512 B); + 1 KB alignment slack. D = 64:
-//     4 stages, 179 KB; D = 128: 3 stages, 194.5 KB (until session 37 two 16 KB dQ staging buffers made it
-//     226.5 KB of the 227; with 2 stages the pipelined loop spilled 8-28 bytes of scalars at D = 128).
+//     4 stages, 163 KB; D = 128: 3 stages, 194.5 KB (until session 37 the two consumers' dQ staging buffers,
+//     2 x 8 KB / 2 x 16 KB, made them 179 KB and 226.5 KB of the 227; with 2 stages the pipelined loop spilled
+//     8-28 bytes of scalars at D = 128; a fourth stage at D = 128 would need the whole 227 KB plus the kernel's
+//     static shared memory).
 //     One CTA per SM.
 //   * Registers (D = 128, the tight case): dK, dV 2 x 64 fp32 + S^T, dP^T 2 x 32 + the 16-bit P^T / dS^T
 //     fragments 2 x 16; dQ^T(j) and S^T(j + 1) are live together (the 16-bit fragments are dead by then).
