@@ -7,7 +7,7 @@
 #           warp-instruction, instead of the frag64 staging in shared memory (16-byte stores, a proxy fence, two
 #           warpgroup barriers, then one thread's bulk reductions): 64 KB a block less of shared-memory traffic at
 #           D = 128 (~368 KB by the session-36 arithmetic), and no barrier between the consumers' dQ^T waits)
-#   .vown = .vred + dev/patches/attention_bwd_dq_own_keys.patch (D = 128: each consumer's dQ^T covers only its own 64
+#   .vown = .vred + attention_bwd_dq_own_keys.patch (git show 1e8f27a:dev/patches/...; dropped after this call; D = 128: each consumer's dQ^T covers only its own 64
 #           keys, in two halves of 64 head dims one after the other in the same registers, so the consumers no longer
 #           wait for each other's dS^T at every block (s36e: they run in lockstep); twice the dq_accum reductions.
 #           The causal dropout D = 128 instances spill 4 bytes.)
@@ -16,7 +16,7 @@
 # --impls tk,cudnn at every shape, main / .vzf / .vred / .vown twice, alternated.
 # Prep: for t in vzf:attention_bwd_prep_zero_fill vred:attention_bwd_dq_red_v4; do rm -rf .${t%%:*} &&
 #   mkdir .${t%%:*} && git archive HEAD | tar -x -C .${t%%:*} && (cd .${t%%:*} && patch -p1 < ../dev/patches/${t#*:}.patch); done;
-#   rm -rf .vown && cp -r .vred .vown && (cd .vown && patch -p1 < ../dev/patches/attention_bwd_dq_own_keys.patch)
+#   rm -rf .vown && cp -r .vred .vown && (cd .vown && git show 1e8f27a:dev/patches/attention_bwd_dq_own_keys.patch | patch -p1)
 # carry [".gpu_data", ".vzf", ".vred", ".vown"].
 export MAX_JOBS=4 BUILD_ARGS="--family attention" VARIANTS=".vzf .vred .vown" VARIANT_JOBS=4 LIMIT=${LIMIT:-585}
 source dev/gpu_call_lib.sh

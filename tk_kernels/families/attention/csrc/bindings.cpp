@@ -273,7 +273,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(
   at::Tensor delta = at::empty({B, H, hopper ? Tp : T}, f32);
   at::Tensor lse_log2 = hopper ? at::empty({B, H, Tp}, f32) : at::Tensor();
   // the Hopper backward's prep kernel zero-fills dq_accum itself (one launch and one pass fewer)
-  at::Tensor dq_accum = deterministic ? at::Tensor() : hopper ? at::empty({B, H, Tp, D}, f32) : at::zeros({B, H, Tp, D}, f32);
+  at::Tensor dq_accum = deterministic ? at::Tensor()
+                        : hopper      ? at::empty({B, H, Tp, D}, f32)
+                                      : at::zeros({B, H, Tp, D}, f32);
   at::Tensor tile_counter = hopper ? at::empty({1}, q.options().dtype(at::kInt)) : at::Tensor();
 
   tk_attn::BwdParams p{};

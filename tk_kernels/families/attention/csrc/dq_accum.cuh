@@ -76,27 +76,23 @@ __device__ __forceinline__ void store_xor32(float *dst, const RT &src) {
 // issues R / 4 16-byte vector reductions at immediate offsets from one address, a warp instruction covers
 // 512 contiguous bytes and no per-element address is computed (until session 37 it staged them in shared
 // memory in this order for TMA bulk reductions; the xor32 staging before that needed 32 scattered 4-byte
-// stores and ~100 integer instructions for their addresses per query block, SASS, sm_90a). Element (r, c) of the accumulator (wgmma's D layout: warp r / 16, lane
-// 4 (r % 8) + (c % 8) / 2, register 4 (c / 8) + 2 ((r / 8) % 2) + c % 2) is then at:
+// stores and ~100 integer instructions for their addresses per query block, SASS, sm_90a). Element (r, c) of
+// the accumulator (wgmma's D layout: warp r / 16, lane 4 (r % 8) + (c % 8) / 2, register 4 (c / 8) +
+// 2 ((r / 8) % 2) + c % 2) is then at:
 __host__ __device__ constexpr int frag64_offset(int r, int c) {
   return (c / 8) * 512 + 4 * (32 * (r / 16) + 4 * (r % 8) + (c % 8) / 2) + 2 * ((r / 8) % 2) + (c % 2);
 }
 
 // dst += v: warpgroup thread tid's accumulator registers v[R] (an m64nN wgmma accumulator, N = 2 R) into the
-// frag64 block (or, R = 16, the half block of an m64n32 accumulator) at dst in global memory.
+// frag64 block (or, R = 16, the half block of an m64n32 accumulator) at dst in global memory, v[r .. r + 3] at
+// the layout's (r / 4) * 512 + 4 tid. sm_90 only (atomicAdd on float4: one red.global.add.v4.f32); its one
+// caller, the Hopper backward, has a kernel body only for sm_90a.
 template <int R>
 __device__ __forceinline__ void add_frag64(float *dst, const float (&v)[R], int tid) {
   static_assert(R % 4 == 0, "add_frag64: whole 16-byte groups");
-  float4 *p = reinterpret_cast<float4 *>(dst) + tid;
+  float4 *p = reinterpret_cast<float4 *>(dst) + tid;  // 4 tid floats
 #pragma unroll
-  for (int r = 0; r < R; r += 4) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(p + (r / 4) * 128, make_float4(v[r], v[r + 1], v[r + 2], v[r + 3]));  // one red.global.add.v4.f32
-#else
-    float *q = reinterpret_cast<float *>(p + (r / 4) * 128);
-    atomicAdd(q, v[r]), atomicAdd(q + 1, v[r + 1]), atomicAdd(q + 2, v[r + 2]), atomicAdd(q + 3, v[r + 3]);
-#endif
-  }
+  for (int r = 0; r < R; r += 4) atomicAdd(p + (r / 4) * 128, make_float4(v[r], v[r + 1], v[r + 2], v[r + 3]));
 }
 
 }  // namespace tk_attn

@@ -13,8 +13,8 @@
 //      and zeros into dq_accum (D floats per row: the workspace's size, whatever its layout; as cuDNN's
 //      dot(dO, O) kernel does. H100, session 37: ATen's fill 40.2 us + prep 56.7 -> prep 91.0 at (8,16,2048,128)
 //      non-causal; backward TFLOP/s at GPT-2's causal (16,12,1024,64) 241.2, 243.0 -> 247.3, 245.6, GPT-2's step
-//      30.95, 30.79 -> 30.80, 30.64 ms, alternated processes), Tp = dq_accum_rows(T) (a multiple of 128), padded with Delta = 0, lse2 = +inf: a padded query row
-//      then gets P = 2^(s c - inf) = 0 and dS = 0 without any mask, and every 64-entry block of a row is
+//      30.95, 30.79 -> 30.80, 30.64 ms, alternated processes), Tp = dq_accum_rows(T) (a multiple of 128),
+//      padded with Delta = 0, lse2 = +inf: a padded query row then gets P = 2^(s c - inf) = 0 and dS = 0 without any mask, and every 64-entry block of a row is
 //      16-byte aligned, so the main kernel reads them with TMA. With BwdParams::dbias (a fused projection's
 //      bias handed over, no dropout) it also sums dO by column (d b_v, qkv_bias_grad.cuh), as the dQ convert
 //      (launch 3) sums dq (d b_q), and qkv_bias_grad_finish_kernel adds up their per-CTA partials (launch 4):
@@ -908,7 +908,8 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
     constexpr int rows_per_cta = HB_PREP_THREADS / (D / 8);
     hbwd_prep_kernel<T, D><<<unsigned(cdiv64(rows, rows_per_cta)), HB_PREP_THREADS, 0, stream>>>(
         static_cast<const T *>(p.o), p.o_s, static_cast<const T *>(p.dout), p.do_s, p.lse, p.lse_log2, p.delta,
-        p.dq_accum, p.H, p.T, Tp, rows, p.tile_counter, p.dbias ? p.bias_partial + qkv_bias_partial_rows(p) * p.H * D : nullptr);
+        p.dq_accum, p.H, p.T, Tp, rows, p.tile_counter,
+        p.dbias ? p.bias_partial + qkv_bias_partial_rows(p) * p.H * D : nullptr);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
