@@ -12,23 +12,28 @@
 #            Registers 24 / 240: the consumers are spill-free, the producer thread's ring loop spills 64 B (two smem
 #            base values it kept in uniform registers before; at 32 / 232 the consumers spilled 16 B instead):
 #            a first look at whether the form pays, not a candidate to merge as is.
+#   .vpw   = .vcols + dev/patches/attention_bwd_dq_warp_bulk.patch (D = 128 only): the consumers stage their dQ^T
+#            partial the same way, but each warp adds its own part (8 runs of 512 B) by bulk reductions issued by its
+#            lane 0 after a __syncwarp: no barrier between warps, no writer warp, registers as main (spill-free);
+#            lane 0 waits for its previous block's reductions to have read the staging before the warp writes it.
 # Steps: outputs against main (dK, dV bitwise; dQ to rounding), bench_attention --graphs --rounds 2 --impls tk,cudnn
-# main / .vcols / .vwr twice alternated, then .vwr's Hopper backward tests and racecheck / memcheck.
+# main / .vcols / .vwr / .vpw twice alternated, then .vpw's Hopper backward tests and racecheck / memcheck.
 # Prep: rm -rf .vcols .vwr; for t in .vcols .vwr; do mkdir $t && git archive HEAD | tar -x -C $t &&
 #   (cd $t && patch -p1 < ../dev/patches/attention_bwd_early_columns.patch); done;
-#   (cd .vwr && patch -p1 < ../dev/patches/attention_bwd_dq_writer_warp.patch)   carry [".gpu_data", ".vcols", ".vwr"]
-export MAX_JOBS=6 BUILD_ARGS="--family attention" VARIANTS=".vcols .vwr" VARIANT_JOBS=5 LIMIT=${LIMIT:-585}
+#   cp -r .vcols .vpw; (cd .vwr && patch -p1 < ../dev/patches/attention_bwd_dq_writer_warp.patch);
+#   (cd .vpw && patch -p1 < ../dev/patches/attention_bwd_dq_warp_bulk.patch)   carry [".gpu_data", ".vcols", ".vwr", ".vpw"]
+export MAX_JOBS=6 BUILD_ARGS="--family attention" VARIANTS=".vcols .vwr .vpw" VARIANT_JOBS=4 LIMIT=${LIMIT:-585}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 step ref 40 python dev/attention_bwd_pieces.py --save /tmp/ref_all.pt; tail -1 $O/ref.log
-for t in .vcols .vwr; do (cd $t && step cmp$t 40 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -3 $O/cmp$t.log; done
+for t in .vcols .vwr .vpw; do (cd $t && step cmp$t 40 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -3 $O/cmp$t.log; done
 ba() {  # ba TREE TAG
   (cd $1 && step ba_$2 50 python bench/bench_attention.py --graphs --rounds 2 --impls tk,cudnn)
   echo "-- $2 bwd: $(grep '^| (' $O/ba_$2.log | grep bwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
 }
-ba . main1; ba .vcols cols1; ba .vwr wr1; ba . main2; ba .vcols cols2; ba .vwr wr2
-(cd .vwr && step t_hb 90 python -m pytest -m gpu -q -p no:cacheprovider tests/attention/test_attention_hopper_bwd_gpu.py); tail -1 $O/t_hb.log
+ba . main1; ba .vcols cols1; ba .vwr wr1; ba .vpw pw1; ba . main2; ba .vcols cols2; ba .vwr wr2; ba .vpw pw2
+(cd .vpw && step t_hb 90 python -m pytest -m gpu -q -p no:cacheprovider tests/attention/test_attention_hopper_bwd_gpu.py); tail -1 $O/t_hb.log
 grep "^FAILED" $O/t_hb.log | head -5
-sanitize .vwr 50 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small
+sanitize .vpw 50 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"
