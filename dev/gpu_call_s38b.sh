@@ -38,5 +38,6 @@ ba() {  # ba TREE TAG
 ba . main1; ba .vcols cols1; ba .vpw pw1; ba .vpt pt1; ba . main2; ba .vcols cols2; ba .vpw pw2; ba .vpt pt2
 (cd .vpt && step t_att 150 python -m pytest -m gpu -q -p no:cacheprovider tests/attention); tail -1 $O/t_att.log
 grep "^FAILED" $O/t_att.log | head -5
+sanitize .vpt 45 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small  # (cut short if the call's time is up)
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"
