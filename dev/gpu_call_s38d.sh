@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
-# Session 38, the call that fits the device time left after six failed starts (~7 min): .vpt alone beside main.
-#   .vpt = main + attention_bwd_early_columns.patch + attention_bwd_dq_warp_bulk.patch + attention_bwd_dq_warp_tma.patch
-#          (see gpu_call_s38b.sh: lse2 / Delta read early; at D = 128 the dQ^T partials staged in shared memory and
-#          added by one tensor reduce-add per warp and block)
-# Steps: outputs against main; bench_attention --graphs --rounds 2 --impls tk,cudnn, main / .vpt twice alternated;
-# .vpt's attention GPU tests; memcheck / racecheck (cut short if the call's time is up).
-# Prep: as gpu_call_s38b.sh (.vpt); carry [".gpu_data", ".vpt"]
-export MAX_JOBS=8 BUILD_ARGS="--family attention" VARIANTS=".vpt" VARIANT_JOBS=8 LIMIT=${LIMIT:-430}
+# Session 38, the call that fits the device time left after six failed starts (~7 min): .vmerge alone beside main.
+#   .vmerge = main + dev/patches/attention_bwd_dq_staged_tma.patch: the .vpt of gpu_call_s38b.sh (lse2 / Delta read
+#            early; at D = 128 the dQ^T partials staged in shared memory and added by one tensor reduce-add per warp
+#            and block) with its code tidied for merging (the D = 64 path's address shared, the unused dq_head gone)
+# Steps: outputs against main; bench_attention --graphs --rounds 2 --impls tk,cudnn, main / .vmerge twice alternated;
+# .vmerge's attention GPU tests; memcheck / racecheck (cut short if the call's time is up).
+# Prep: rm -rf .vmerge && mkdir .vmerge && git archive HEAD | tar -x -C .vmerge &&
+#   (cd .vmerge && patch -p1 < ../dev/patches/attention_bwd_dq_staged_tma.patch); carry [".gpu_data", ".vmerge"]
+export MAX_JOBS=8 BUILD_ARGS="--family attention" VARIANTS=".vmerge" VARIANT_JOBS=8 LIMIT=${LIMIT:-430}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 step ref 30 python dev/attention_bwd_pieces.py --save /tmp/ref_all.pt; tail -1 $O/ref.log
-(cd .vpt && step cmp 30 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -3 $O/cmp.log
+(cd .vmerge && step cmp 30 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -3 $O/cmp.log
 ba() {  # ba TREE TAG
   (cd $1 && step ba_$2 45 python bench/bench_attention.py --graphs --rounds 2 --impls tk,cudnn)
   echo "-- $2 bwd: $(grep '^| (' $O/ba_$2.log | grep bwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
 }
-ba . main1; ba .vpt pt1; ba . main2; ba .vpt pt2
-(cd .vpt && step t_att 150 python -m pytest -m gpu -q -p no:cacheprovider -x tests/attention); tail -1 $O/t_att.log
+ba . main1; ba .vmerge pt1; ba . main2; ba .vmerge pt2
+(cd .vmerge && step t_att 150 python -m pytest -m gpu -q -p no:cacheprovider -x tests/attention); tail -1 $O/t_att.log
 grep "^FAILED" $O/t_att.log | head -5
-sanitize .vpt 40 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small
+sanitize .vmerge 40 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"
