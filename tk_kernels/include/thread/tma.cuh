@@ -11,8 +11,9 @@
 //                                          wait for): e.g. an output tile an epilogue will read back
 //   load_async(dst, map, bar, c0, c1, c2, c3)   the same for a rank-4 map (e.g. (D, T, H, B) of an
 //   store_async(map, src, c0, c1, c2, c3)       attention operand, any strides): each dimension is
-//                                               bounds-checked on its own, so a box never reads or
-//                                               writes across the end of its row range
+//   store_add_async(map, src, c0, c1, c2, c3)   bounds-checked on its own, so a box never reads or
+//                                               writes across the end of its row range (the attention
+//                                               backward adds a warp's dQ share through a rank-4 map)
 //
 // `map` is a CUtensorMap built on the host (host/tensor_map.cuh) and passed to the kernel as a
 // `const __grid_constant__ CUtensorMap` parameter. Coordinates are in elements, innermost first.
@@ -87,6 +88,16 @@ __device__ __forceinline__ void load_async(void *dst, const CUtensorMap &map, ba
 __device__ __forceinline__ void store_async(const CUtensorMap &map, const void *src, int c0, int c1, int c2, int c3) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n"
+               ::"l"(reinterpret_cast<uint64_t>(&map)), "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void store_add_async(const CUtensorMap &map, const void *src, int c0, int c1, int c2, int c3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n"
                ::"l"(reinterpret_cast<uint64_t>(&map)), "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
 #else

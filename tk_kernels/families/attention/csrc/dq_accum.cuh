@@ -95,4 +95,17 @@ __device__ __forceinline__ void add_frag64(float *dst, const float (&v)[R], int 
   for (int r = 0; r < R; r += 4) atomicAdd(p + (r / 4) * 128, make_float4(v[r], v[r + 1], v[r + 2], v[r + 3]));
 }
 
+// A warp's share of a frag64 block (the R / 4 runs of 512 bytes its threads hold, 2 KB apart) is one box of a
+// tensor map over dq_accum with dims (128 floats, 4 warps, rows of 2 KB) and box (128, 1, R / 4). dst = v:
+// warp-group thread tid's registers into that box's dense shared-memory image (R / 4 rows of 512 bytes; each
+// 16-byte store instruction of a warp covers one row: conflict-free), for one tensor reduce-add per warp.
+template <int R>
+__device__ __forceinline__ void store_frag64_warp(float *dst, const float (&v)[R], int tid) {
+  static_assert(R % 4 == 0, "store_frag64_warp: whole 16-byte groups");
+  float4 *p = reinterpret_cast<float4 *>(dst) + (tid & 31);
+#pragma unroll
+  for (int r = 0; r < R; r += 4) p[(r / 4) * 32] = make_float4(v[r], v[r + 1], v[r + 2], v[r + 3]);
+}
+// the frag64 block (or half block) that starts `offset` floats into dq_accum: its first 2 KB row of the map
+__host__ __device__ constexpr int64_t frag64_row(int64_t offset) { return offset / 512; }
 }  // namespace tk_attn

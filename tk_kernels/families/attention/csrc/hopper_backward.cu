@@ -22,8 +22,10 @@
 //   2. attention_bwd_hopper_kernel (FlashAttention-3's scheme): a work item is a (128-key block, b, h), 3
 //      warpgroups. D = 128: one CTA per item. D = 64: a persistent grid, one CTA per SM walking the items in
 //      the same order, with two K / V buffers (the pipeline's ITEM_STAGES = 2), so the next item's K, V and
-//      first Q / dO blocks load while the CTA still works on this one (see "Persistent" below). The CTA walks the query blocks (64 queries each) that see its keys and accumulates
-//      dK, dV in registers; dQ partials are added into the fp32 workspace dq_accum by vector reductions.
+//      first Q / dO blocks load while the CTA still works on this one (see "Persistent" below). The CTA walks
+//      the query blocks (64 queries each) that see its keys and accumulates dK, dV in registers; dQ partials
+//      are added into the fp32 workspace dq_accum (D = 128: staged in shared memory, one tensor reduce-add a
+//      warp; D = 64: vector reductions).
 //      It is written on the DSL's producer / consumer template (pipeline/producer_consumer.cuh; the
 //      description HbPipe at the end of the kernel section, read top to bottom: globals, the walk over
 //      the items (one per CTA at D = 128, ONE_ITEM; persistent at D = 64), the consumer, the description):
@@ -55,6 +57,8 @@
 //                               would need 64 more registers a thread beside the 192 of the dK, dV, S^T and
 //                               dP^T accumulators: more than the consumers' 240.)
 //          P^T = 2^(S^T c - lse2_q) (masked: causal key > query, key >= T), dS^T = P^T o (dP^T - Delta_q)
+//                               (lse2 read from the slot before dP^T's issue, Delta before the dP^T wait at
+//                               D = 64 and right after it at D = 128, where it spilled 32 B before the wait)
 //          dV_c += P^T dO       wgmma m64nDk16, A = P^T from registers (wg::to_a_fragment), B = dO
 //                               MN-major (wg::desc_mn128), as O += P V in the forward
 //          dK_c += dS^T Q       the same with dS^T, Q
@@ -74,15 +78,38 @@
 //                               300.6 / 305.4, (64,6,256,64) 70.2 / 75.3; non-causal 299.7 / 297.6, 324.3 /
 //                               325.4, 337.0 / 337.0, 131.4 / 143.1; GPT-2's train step 31.25 -> 31.13 ms,
 //                               GPT-2 medium's 82.50 -> 82.05 (alternated runs).
-//        Each thread adds its registers of the partial into dq_accum, whose 64-query, 64-dim blocks are in
-//        the "frag64" layout (dq_accum.cuh: the accumulator in register order, 16 KB contiguous a block),
-//        with red.global.add.v4.f32 (8 a thread at D = 128, 4 at D = 64; 512 contiguous bytes a warp
-//        instruction; dq_accum.cuh's add_frag64); bwd_dq_convert_kernel turns dq_accum into dq (times scale)
-//        afterwards. dS^T goes to shared memory with stmatrix (4 per thread, wg::store_a_fragment).
+//        The partial goes into dq_accum, whose 64-query, 64-dim blocks are in the "frag64" layout
+//        (dq_accum.cuh: the accumulator in register order, 16 KB contiguous a block); bwd_dq_convert_kernel
+//        turns dq_accum into dq (times scale) afterwards. D = 128: each warp stores its share (8 runs of 512 B,
+//        2 KB apart in the block) densely into the consumer's 16 KB of shared staging (8 x 16-byte stores a
+//        thread), and its lane 0, after a proxy fence and __syncwarp, adds it by ONE tensor reduce-add
+//        (cp.reduce.async.bulk.tensor over the map dq_map: dq_accum as 128 floats x 4 warps x rows of 2 KB,
+//        box 128 x 1 x 8), waiting for its previous one to have read the staging before the warp writes it
+//        again: no barrier between the warps. cuDNN's kernel does the same (s38a: STS.128 as many as our
+//        reductions, 8 UTMAREDG a block). D = 64: each thread adds its registers with red.global.add.v4.f32
+//        (4 a thread; 512 contiguous bytes a warp instruction; add_frag64). dS^T goes to shared memory with
+//        stmatrix (4 per thread, wg::store_a_fragment).
+//        Why staged at D = 128 (session 38): Nsight Compute at (8,16,2048,128) non-causal (H100) put the
+//        largest consumer stall at the loop head (8.2% of all samples, long_sb): the next block's registers
+//        waited for the 8 red.global.add.v4 of the previous one to read them, under the lg queue's throttle
+//        (4.2% more); cuDNN's kernel 1.070x ours in cycles. With the staging, and lse2 / Delta read before
+//        the GEMM that precedes their use (the short_sb stalls on them were 5.2% + 1.9%), 2,212,911 ->
+//        2,157,310 cycles (cuDNN 2,067,835). bench_attention.py --graphs --rounds 2, main and this in
+//        alternated processes (H100, s38d), backward TFLOP/s main / staged: D = 128 causal (8,16,2048,128)
+//        340.6, 345.9 / 349.4, 343.5; (4,16,4096,128) 390.1, 408.5 / 418.0, 409.1; (2,16,8192,128) 476.3,
+//        478.6 / 484.4, 486.3; (1,16,16384,128) 511.8, 509.6 / 537.1, 534.1; non-causal 418.9, 425.8 /
+//        425.1, 415.6; 481.8, 488.8 / 485.0, 483.6; 526.4, 527.0 / 527.3, 532.4; 512.1, 512.2 / 523.3,
+//        523.7. (The early lse2 / Delta loads alone, D = 64 non-causal: (16,12,1024,64) 348.4, 348.7 /
+//        355.5, 354.5; (4,16,4096,64) 405.0, 410.0 / 425.7, 422.3; causal level.) Not at D = 64: its causal
+//        dropout instance spilled 8 bytes staged. Other forms compiled, not timed: 8 plain bulk reductions a
+//        warp (each in a ptxas ELECT loop: 3320 SASS instructions against 3112) and a writer warp in the
+//        producer warpgroup (FlashAttention-3's: the producer thread then spilled 64 bytes at 24 registers);
+//        dev/patches/attention_bwd_dq_warp_bulk.patch, _writer_warp.patch.
 //        Until session 37 the partial was staged in shared memory in frag64 order (8 x 16-byte stores a
 //        thread, a proxy fence, two warpgroup barriers) and added by one thread's 8 KB TMA bulk reductions
 //        (cp.reduce.async.bulk): 32 KB of shared-memory writes and 32 KB of TMA reads a block at D = 128,
-//        in a loop bound by shared-memory bandwidth. Measured (H100, session 37, bench_attention.py
+//        in a loop bound by shared-memory bandwidth; then, until session 38, red.global.add.v4 at both D.
+//        Measured (H100, session 37, bench_attention.py
 //        --graphs --rounds 2, both builds in one call, two processes each, backward TFLOP/s staged / direct):
 //        causal (16,12,1024,64) 232.4, 232.0 / 243.2, 243.4; (8,16,2048,64) 318.6, 318.3 / 334.2, 332.1;
 //        (4,16,4096,64) 361.4, 351.9 / 377.3, 366.5; non-causal (16,12,1024,64) 334.9, 334.8 / 344.8, 344.4;
@@ -130,12 +157,11 @@
 //
 // Tiling and limits:
 //   * Shared memory (128B swizzle, 64-column panels), in the template's order: STAGES x (Q, dO 64 x D);
-//     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); STAGES x 512 B of lse2 / Delta (side
-//     buffers: inside a 1024-aligned stage they would pad it by 512 B); + 1 KB alignment slack. D = 64:
-//     4 stages, 163 KB; D = 128: 3 stages, 194.5 KB (until session 37 the two consumers' dQ staging buffers,
-//     2 x 8 KB / 2 x 16 KB, made them 179 KB and 226.5 KB of the 227; with 2 stages the pipelined loop spilled
-//     8-28 bytes of scalars at D = 128; a fourth stage at D = 128 would need the whole 227 KB plus the kernel's
-//     static shared memory).
+//     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); D = 128: the consumers' dQ^T staging (2 x 16 KB);
+//     STAGES x 512 B of lse2 / Delta (side buffers: inside a 1024-aligned stage they would pad it by 512 B);
+//     + 1 KB alignment slack. D = 64: 4 stages, 163 KB; D = 128: 3 stages, 226.5 KB of the 227 (194.5 KB in
+//     session 37 without the staging; with 2 stages the pipelined loop spilled 8-28 bytes of scalars at
+//     D = 128).
 //     One CTA per SM.
 //   * Registers (D = 128, the tight case): dK, dV 2 x 64 fp32 + S^T, dP^T 2 x 32 + the 16-bit P^T / dS^T
 //     fragments 2 x 16; dQ^T(j) and S^T(j + 1) are live together (the 16-bit fragments are dead by then).
@@ -298,9 +324,15 @@ struct hb_layout {
   static constexpr int DS_BYTES = HB_N * 128;              // dS^T [128 keys x 64 queries] 16-bit
   // dQ^T's N per consumer: D = 128 all 64 queries of its 64 head dims, D = 64 its half of the 64 queries (all dims)
   static constexpr int DQ_N = D == 128 ? 64 : 32;
-  // the consumers' scratch: 2 x dS^T (by block parity)
+  // D = 128: the dQ^T partials go through shared memory (16 KB a consumer), each warp adding its part into dq_accum by
+  // one tensor reduce-add (dq_map); D = 64: red.global.add straight from registers (staged, the causal dropout
+  // instance spilled 8 bytes)
+  static constexpr bool STAGED_DQ = D == 128;
+  // the consumers' scratch: 2 x dS^T (by block parity), then (STAGED_DQ) the two consumers' dQ^T staging
   static constexpr int DS_OFF = 0;
-  static constexpr int SCRATCH_BYTES = DS_OFF + 2 * DS_BYTES;
+  static constexpr int DQ_OFF = DS_OFF + 2 * DS_BYTES;
+  static constexpr int DQ_BYTES = 64 * DQ_N * 4;
+  static constexpr int SCRATCH_BYTES = DQ_OFF + (STAGED_DQ ? 2 * DQ_BYTES : 0);
 };
 
 // Shared memory (128B swizzle, 64-column panels), in the pipeline's order: the ring of Q / dO slots
@@ -355,7 +387,7 @@ __shared__ hb_dropout hb_drop;
 
 template <bool DROPOUT>
 struct HbGlobals {
-  const CUtensorMap &q_map, &k_map, &v_map, &do_map, &lse_map, &delta_map;
+  const CUtensorMap &q_map, &k_map, &v_map, &do_map, &lse_map, &delta_map, &dq_map;
   const hb_args_t<DROPOUT> &a;
   int group;  // causal: heads per launch group (see the header)
 };
@@ -484,7 +516,6 @@ struct HbConsumer {
   // not the item's, so that an item's first block never writes the buffer of the previous item's last block, which the
   // other consumer's dQ^T may still be reading (both consumers read all 128 rows of dS^T; see issue_dqt)
   int blocks_before = 0;
-  float *dq_head = nullptr;   // the head's dq_accum rows
   acc_d dv, dk;
   acc64 st;                   // pipelined: S^T of the next block, complete between compute calls
   wg::a_fragment<T> kf[4], vf[4];  // KV_REGS: this consumer's K_c, V_c rows as wgmma A fragments (the item's)
@@ -502,7 +533,6 @@ struct HbConsumer {
     for (int i = 0; i < acc_d::REGS; i++) dv.v[i] = dk.v[i] = 0.f;
     w = item;
     key0 = w.n0 + 64 * c;
-    dq_head = a.dq_accum + int64_t(w.bh) * a.padded_rows * D;
   }
 
   __device__ int dq_panel() const { return D == 128 ? c : 0; }
@@ -571,14 +601,19 @@ struct HbConsumer {
 
   // P^T = 2^(S^T c - lse2) in place (rows = keys key0 + row, columns = queries m0 + col; masked: causal
   // key > query, key >= T)
-  __device__ void exponentials(acc64 &sa, const Slot &s, int m0) const {
-    const float *lse2 = s.side().lse2;
+  // The block's lse2 (or Delta) entries of this thread's 16 query columns, read from the slot's side buffer
+  // before the GEMM that precedes their use is issued, so that the shared loads' latency hides under its issue
+  __device__ void load_columns(float2 (&v)[8], const float *vec) const {
+#pragma unroll
+    for (int gi = 0; gi < 8; gi++) v[gi] = *reinterpret_cast<const float2 *>(vec + acc64::col(4 * gi));
+  }
+  __device__ void exponentials(acc64 &sa, const float2 (&l2s)[8], int m0) const {
     const int T_ = a.seq;
     const bool masked = CAUSAL ? key0 + 63 > m0 : key0 + 64 > T_;
 #pragma unroll
     for (int gi = 0; gi < 8; gi++) {
       const int col0 = acc64::col(4 * gi);
-      const float2 l2 = *reinterpret_cast<const float2 *>(lse2 + col0);
+      const float2 l2 = l2s[gi];
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int i = 4 * gi + e;
@@ -609,11 +644,10 @@ struct HbConsumer {
   // form: one select and one multiply by the kernel parameter keep_scale, read as a constant operand, per
   // element; the (1 - p) dS form of dropout_bwd_k needs 1 - p and the scaled Delta in registers here, where
   // the D = 128 kernels have none to spare: it spilled 4-28 bytes).
-  __device__ void ds_in_place(acc64 &dpt, const acc64 &sa, const Slot &s, uint32_t keep) const {
-    const float *delta = s.side().delta;
+  __device__ void ds_in_place(acc64 &dpt, const acc64 &sa, const float2 (&dls)[8], uint32_t keep) const {
 #pragma unroll
     for (int gi = 0; gi < 8; gi++) {
-      const float2 dl = *reinterpret_cast<const float2 *>(delta + acc64::col(4 * gi));
+      const float2 dl = dls[gi];
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int i = 4 * gi + e;
@@ -661,12 +695,32 @@ struct HbConsumer {
       wg::wgmma_ss<T, L::DQ_N, true, true>(dqt.v, wg::desc_advance_k_mn(dka, kk), wg::desc_advance_k_mn(dsb, kk), kk > 0);
     wg::mma_commit();
   }
-  // dQ^T (rows = head dims, columns = queries m0q..) += into the block's 16 KB of dq_accum (frag64, dq_accum.cuh)
-  // straight from the registers: D = 128 the 64 x 64 block of its head dims, D = 64 the block's c-th 8 KB (columns
+  // dQ^T (rows = head dims, columns = queries m0q..) += into the block's 16 KB of dq_accum (frag64, dq_accum.cuh).
+  // D = 128 (STAGED_DQ): through this consumer's 16 KB of staging, each warp storing its share densely
+  // (store_frag64_warp) and adding it by one tensor reduce-add that its lane 0 issues; no barrier between the
+  // warps: lane 0 waits for its previous reduction to have read the staging before the warp writes it again.
+  // D = 64: straight from the registers with red.global.add.v4.f32 (add_frag64) into the block's c-th 8 KB (columns
   // 32.. of an m64n64 accumulator are its registers 16..31, so in frag64 order the m64n32 accumulator of queries
   // 32c.. is exactly that half)
   __device__ void reduce_dq(const acc_dq &dqt, int m0q) {
-    add_frag64(dq_head + int64_t((m0q / 64) * (D / 64) + dq_panel()) * 4096 + (D == 64 ? 2048 * c : 0), dqt.v, me);
+    const int64_t block = int64_t(w.bh) * a.padded_rows * D + int64_t((m0q / 64) * (D / 64) + dq_panel()) * 4096 +
+                          (D == 64 ? 2048 * c : 0);
+    if constexpr (L::STAGED_DQ) {
+      const int warp = me >> 5;
+      float *staged = reinterpret_cast<float *>(scratch + L::DQ_OFF + c * L::DQ_BYTES) + warp * (L::DQ_BYTES / 16);
+      const bool leader = (me & 31) == 0;
+      if (leader) bulk_wait_group_read<0>();
+      __syncwarp();
+      store_frag64_warp(staged, dqt.v, me);
+      fence_proxy_async_shared();
+      __syncwarp();
+      if (leader) {
+        tma::store_add_async(g.dq_map, staged, 0, warp, int(frag64_row(block)), 0);
+        bulk_commit_group();
+      }
+    } else {
+      add_frag64(a.dq_accum + block, dqt.v, me);
+    }
   }
 
   // Pipelined: block j on slot cur, S^T(j) complete in st. dP^T, P^T, dV, dS^T, dK, dQ^T; cur is freed once
@@ -679,14 +733,20 @@ struct HbConsumer {
   __device__ __forceinline__ void block(const Slot &cur, const Slot &next, int j) {
     const int m0 = hb_block_of(w, j) * HB_M;
     acc64 dpt;
+    float2 cols[8];
+    load_columns(cols, cur.side().lse2);
     wg::mma_fence(dpt.v);
     issue_dpt(dpt, cur);
-    exponentials(st, cur, m0);
+    exponentials(st, cols, m0);
     wg::a_fragment<T> pf[4], dsf[4];
     p_fragments(pf, st, stashed_keep(j));
     issue_dv(pf, cur);
+    // Delta before the wait where the registers allow it (D = 64; at D = 128 its 16 registers beside dK, dV, P^T,
+    // dP^T and the P^T fragments spilled 32 bytes in the non-causal kernels)
+    if constexpr (D == 64) load_columns(cols, cur.side().delta);
     wg::mma_wait<1>(dpt.v);  // dP^T done (dV may still run)
-    ds_in_place(dpt, st, cur, stashed_keep(j));
+    if constexpr (D == 128) load_columns(cols, cur.side().delta);
+    ds_in_place(dpt, st, cols, stashed_keep(j));
     issue_dk(dsf, dpt, cur, j);
     acc_dq dqt;
     issue_dqt(dqt, j);
@@ -758,6 +818,10 @@ struct HbConsumer {
       }
     }
     if constexpr (hb_persistent(D)) blocks_before += w.count;
+    // STAGED_DQ: the last block's bulk reductions have read the staging before the CTA's shared memory goes away
+    if constexpr (L::STAGED_DQ) {
+      if ((me & 31) == 0) bulk_wait_group_read<0>();
+    }
   }
 };
 
@@ -819,9 +883,11 @@ __global__ void __launch_bounds__(HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, 1)
 attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
                             const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap delta_map,
-                            const __grid_constant__ hb_args_t<DROPOUT> a, const int group) {
+                            const __grid_constant__ CUtensorMap dq_map, const __grid_constant__ hb_args_t<DROPOUT> a,
+                            const int group) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  HbPipeline<T, D, CAUSAL, DROPOUT>::run(HbGlobals<DROPOUT>{q_map, k_map, v_map, do_map, lse_map, delta_map, a, group});
+  HbPipeline<T, D, CAUSAL, DROPOUT>::run(
+      HbGlobals<DROPOUT>{q_map, k_map, v_map, do_map, lse_map, delta_map, dq_map, a, group});
 #else
   __trap();
 #endif
@@ -913,7 +979,7 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
-  CUtensorMap qm, km, vm, dom, lm, dm;
+  CUtensorMap qm, km, vm, dom, lm, dm, dqm;
   try {
     qm = bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, HB_M);
     km = bhtd_map<T>(p.k, p.k_s, p.B, p.H, p.T, D, HB_N);
@@ -921,6 +987,10 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
     dom = bhtd_map<T>(p.dout, p.do_s, p.B, p.H, p.T, D, HB_M);
     lm = host::matrix_map<float>(p.lse_log2, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
     dm = host::matrix_map<float>(p.delta, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
+    // dq_accum as (128 floats, 4 warps, rows of 2 KB): a warp's share of a frag64 block is one box (dq_accum.cuh)
+    const uint64_t rows = uint64_t(p.B) * p.H * Tp * D / 512;
+    dqm = host::tensor_map_4d<float>(p.dq_accum, {128u, 4u, rows, 1u}, {512u, 2048u, 16u},
+                                     {128u, 1u, uint32_t(hb_layout<D>::DQ_N / 8), 1u}, 0);
   } catch (const std::exception &e) {  // a tensor map the driver rejects (alignment, strides)
     static thread_local std::string reason;
     reason = std::string("tensor map: ") + e.what();
@@ -956,7 +1026,8 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
   if constexpr (hb_persistent(D)) {
     if ((err = persistent_blocks(n_blocks, n_blocks)) != cudaSuccess) return err;
   }
-  kernel<<<unsigned(n_blocks), HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, a, group);
+  kernel<<<unsigned(n_blocks), HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, dqm, a,
+                                                                                          group);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
   // dq = scale * dq_accum (frag64 blocks, Tp rows per head)
