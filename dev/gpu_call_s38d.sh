@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 38, the call that fits the device time left after six failed starts (~7 min): .vmerge alone beside main.
-#   .vmerge = main + dev/patches/attention_bwd_dq_staged_tma.patch: the .vpt of gpu_call_s38b.sh (git show 24fcb4e:dev/gpu_call_s38b.sh; it never ran) (lse2 / Delta read
-#            early; at D = 128 the dQ^T partials staged in shared memory and added by one tensor reduce-add per warp
+#   .vmerge = main + dev/patches/attention_bwd_dq_staged_tma.patch: the .vpt of gpu_call_s38b.sh (it never ran; both
+#            in git history, 24fcb4e) (lse2 / Delta read early; at D = 128 the dQ^T partials staged in shared memory and added by one tensor reduce-add per warp
 #            and block) with its code tidied for merging (the D = 64 path's address shared, the unused dq_head gone)
 # Steps: outputs against main; bench_attention --graphs --rounds 2 --impls tk,cudnn, main / .vmerge twice alternated;
 # .vmerge's attention GPU tests; memcheck / racecheck (cut short if the call's time is up).
