@@ -5,6 +5,8 @@
 #   san, epi   (session 21 on) the MLP GEMM epilogues' sanitizer runs and timings in a tree: see their comments below
 #   train_abab TREE   (session 24) GPT-2's step here and in TREE, alternated: see its comment below
 #   sanitize TREE SECS CMD...   (session 29) compute-sanitizer memcheck and racecheck on CMD in TREE
+#   ba TREE TAG        (session 37) bench_attention --graphs --rounds 2 --impls tk,cudnn in TREE: $O/ba_TAG.log, and one
+#                      line of its backward TFLOP/s, ours / cuDNN per shape
 #   BUILD_ARGS (set before sourcing): arguments of the one build, e.g. "--family attention" (default: all families)
 #   VARIANTS, VARIANT_JOBS (set before sourcing): trees beside the working tree (e.g. ".variant .variant2", patched
 #              copies) whose attention family builds at the same time, VARIANT_JOBS compile jobs each (default 3),
@@ -102,4 +104,10 @@ h200_items() {
   step prof 150 python bench/bench_train.py --models gpt2 --kernels torch,tk --compile graphs --profile --top 60 --out $O/prof
   grep -A4 "GPU ms per step" $O/prof.log
   step mlp_bench 90 python bench/bench_mlp.py --skip-gemm --json $O/bench_mlp.json; grep -E "^\|" $O/mlp_bench.log | head -8
+}
+# ba TREE TAG            bench_attention.py --graphs --rounds 2 --impls tk,cudnn in TREE (up to 45 s): $O/ba_TAG.log, then
+#                        one line of the backward rows, ours / cuDNN TFLOP/s per shape
+ba() {
+  (cd $1 && step ba_$2 45 python bench/bench_attention.py --graphs --rounds 2 --impls tk,cudnn)
+  echo "-- $2 bwd: $(grep '^| (' $O/ba_$2.log | grep bwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
 }

@@ -25,10 +25,6 @@ for t in . .vzf .vred .vown; do (cd $t && step br$t 40 python dev/attention_bwd_
   grep -E "us per backward|^ +[0-9.]+ us" $O/br$t.log | cut -c1-120; done
 step ref 40 python dev/attention_bwd_pieces.py --save /tmp/ref_all.pt; tail -1 $O/ref.log
 for t in .vzf .vred .vown; do (cd $t && step cmp$t 40 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -2 $O/cmp$t.log; done
-ba() {  # ba TREE TAG
-  (cd $1 && step ba_$2 45 python bench/bench_attention.py --graphs --rounds 2 --impls tk,cudnn)
-  echo "-- $2 bwd: $(grep '^| (' $O/ba_$2.log | grep bwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
-}
 ba . main1; ba .vzf zf1; ba .vred red1; ba .vown own1; ba . main2; ba .vzf zf2; ba .vred red2; ba .vown own2
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"

@@ -24,10 +24,6 @@ source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 step ref 30 python dev/attention_bwd_pieces.py --save /tmp/ref_all.pt; tail -1 $O/ref.log
 for t in .vlf .vds .vboth; do (cd $t && step cmp$t 30 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -1 $O/cmp$t.log; done
-ba() {  # ba TREE TAG
-  (cd $1 && step ba_$2 45 python bench/bench_attention.py --graphs --rounds 2 --impls tk,cudnn)
-  echo "-- $2 bwd: $(grep '^| (' $O/ba_$2.log | grep bwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
-}
 ba . main1; ba .vlf lf1; ba .vds ds1; ba .vboth both1; ba . main2; ba .vlf lf2; ba .vds ds2; ba .vboth both2
 (cd .vboth && step t_att 150 python -m pytest -m gpu -q -p no:cacheprovider tests/attention); tail -1 $O/t_att.log
 grep "^FAILED" $O/t_att.log | head -5
