@@ -9,6 +9,9 @@
 //   frag64_offset(r, c):                  offset of element (r, c) in a frag64 block (the Hopper backward's)
 //   add_frag64(dst, v, tid):              dst (a frag64 block in global memory) += v (a warpgroup thread's
 //                                         accumulator registers), red.global.add.v4.f32 (sm_90)
+//   store_frag64_warp(dst, v, tid):       a warp's share of a frag64 block, densely into shared dst (one
+//                                         tensor reduce-add's box: the Hopper backward at D = 128)
+//   frag64_row(offset):                   that box's first 2 KB row for a block `offset` floats into dq_accum
 //
 // atomic_add<PITCH>, compared with the DSL's atomic_add(gl<float>, rt, coord) (runtime row stride): with
 // PITCH known, every fragment's offset from the lane's first element is an immediate, so the warp needs

@@ -10,15 +10,15 @@
 //
 // Launches:
 //   1. hbwd_prep_kernel: Delta = rowsum(dO o O) and lse2 = lse log2(e) into two (B H, Tp) fp32 workspaces,
-//      and zeros into dq_accum (D floats per row: the workspace's size, whatever its layout; as cuDNN's
-//      dot(dO, O) kernel does. H100, session 37: ATen's fill 40.2 us + prep 56.7 -> prep 91.0 at (8,16,2048,128)
-//      non-causal; backward TFLOP/s at GPT-2's causal (16,12,1024,64) 241.2, 243.0 -> 247.3, 245.6, GPT-2's step
-//      30.95, 30.79 -> 30.80, 30.64 ms, alternated processes), Tp = dq_accum_rows(T) (a multiple of 128),
-//      padded with Delta = 0, lse2 = +inf: a padded query row then gets P = 2^(s c - inf) = 0 and dS = 0 without any mask, and every 64-entry block of a row is
-//      16-byte aligned, so the main kernel reads them with TMA. With BwdParams::dbias (a fused projection's
-//      bias handed over, no dropout) it also sums dO by column (d b_v, qkv_bias_grad.cuh), as the dQ convert
-//      (launch 3) sums dq (d b_q), and qkv_bias_grad_finish_kernel adds up their per-CTA partials (launch 4):
-//      GPT-2's layer on an H100, backward + c_attn's column sums of dqkv 343.5 us -> 325.0 us (session 32).
+//      and zeros into dq_accum (D floats per row: the workspace's size, whatever its layout; as cuDNN's dot(dO, O)
+//      kernel does. H100, session 37: ATen's fill 40.2 us + prep 56.7 -> prep 91.0 at (8,16,2048,128) non-causal;
+//      backward TFLOP/s at GPT-2's causal (16,12,1024,64) 241.2, 243.0 -> 247.3, 245.6, GPT-2's step 30.95, 30.79 ->
+//      30.80, 30.64 ms, alternated processes), Tp = dq_accum_rows(T) (a multiple of 128), padded with Delta = 0, lse2 =
+//      +inf: a padded query row then gets P = 2^(s c - inf) = 0 and dS = 0 without any mask, and every 64-entry block
+//      of a row is 16-byte aligned, so the main kernel reads them with TMA. With BwdParams::dbias (a fused projection's
+//      bias handed over, no dropout) it also sums dO by column (d b_v, qkv_bias_grad.cuh), as the dQ convert (launch 3)
+//      sums dq (d b_q), and qkv_bias_grad_finish_kernel adds up their per-CTA partials (launch 4): GPT-2's layer on an
+//      H100, backward + c_attn's column sums of dqkv 343.5 us -> 325.0 us (session 32).
 //   2. attention_bwd_hopper_kernel (FlashAttention-3's scheme): a work item is a (128-key block, b, h), 3
 //      warpgroups. D = 128: one CTA per item. D = 64: a persistent grid, one CTA per SM walking the items in
 //      the same order, with two K / V buffers (the pipeline's ITEM_STAGES = 2), so the next item's K, V and
@@ -104,7 +104,7 @@
 //        dropout instance spilled 8 bytes staged. Other forms compiled, not timed: 8 plain bulk reductions a
 //        warp (each in a ptxas ELECT loop: 3320 SASS instructions against 3112) and a writer warp in the
 //        producer warpgroup (FlashAttention-3's: the producer thread then spilled 64 bytes at 24 registers);
-//        dev/patches/attention_bwd_dq_warp_bulk.patch, _writer_warp.patch.
+//        git show 17566d8:dev/patches/attention_bwd_dq_warp_bulk.patch (and _writer_warp.patch).
 //        Until session 37 the partial was staged in shared memory in frag64 order (8 x 16-byte stores a
 //        thread, a proxy fence, two warpgroup barriers) and added by one thread's 8 KB TMA bulk reductions
 //        (cp.reduce.async.bulk): 32 KB of shared-memory writes and 32 KB of TMA reads a block at D = 128,
