@@ -19,7 +19,8 @@
 # convert / main kernel times of main, .vmb, .vmb64 (attention_bwd_pieces.py --time: is the (queries, dims) convert
 # slower?); bench_attention --graphs --rounds 2 --impls tk,cudnn main / .vmb / .vmb64 / .valt twice alternated;
 # .vmb64's attention GPU tests (both D). Merge the racecheck-clean form that keeps .valt's speed at D = 128 (D = 64
-# SASS is main's in .valt and .vmb), and .vmb64's D = 64 if it pays (then GPT-2's step: gpu_call_s40b.sh .vmb64, at once on the warm machine).
+# SASS is main's in .valt and .vmb), and .vmb64's D = 64 if it pays (then GPT-2's step: gpu_call_s40b.sh .vmb64, at
+# once on the warm machine).
 # Prep: for t in .valt .vmb .vmb64; do rm -rf $t && mkdir $t && git archive HEAD | tar -x -C $t; done;
 #   (cd .valt && patch -p1 < ../dev/patches/attention_bwd_dq_one_wg.patch);
 #   (cd .vmb && patch -p1 < ../dev/patches/attention_bwd_dq_one_wg_mbarrier.patch);
