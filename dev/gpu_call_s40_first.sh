@@ -3,7 +3,7 @@
 # trees beside main, each HEAD + one patch, all compiled spill-free without C75xx warnings, none run yet:
 #   .vmb   = dev/patches/attention_bwd_dq_one_wg_mbarrier.patch: at D = 128 ONE consumer computes the block's whole
 #            dQ = dS K (consumer j % 2 for block j), the other hands its dS^T rows over on an mbarrier. Its named-barrier
-#            form (attention_bwd_dq_one_wg.patch) measured +2.4-6.5% at every D = 128 shape in s39d (H100), passed the
+#            form (attention_bwd_dq_one_wg.patch) measured +2.9-6.4% at every D = 128 shape in s39d (H100), passed the
 #            tests and memcheck, but racecheck reported 48 hazards on the shared dQ staging (ordered only by bar.arrive
 #            -> bar.sync); the mbarrier is an order racecheck follows. The dQ convert now branches once on its layout
 #            (the per-element select cost D = 64 ~1.5% in s39d).
