@@ -100,7 +100,7 @@ struct bwd_args {
   int dq_rows;            // dq_accum_rows(T)
   bool dq_xor32;          // dq_accum layout written by the bulk dQ path
   bool dq_frag64;         // dq_accum layout written by the Hopper backward: heads of dq_rows x D, 64 x 64
-                          // frag64 blocks (dq_accum.cuh) of (head dims, queries), block (i, j) (queries
+                          // frag64 blocks (dq_accum.cuh) of (queries, head dims), block (i, j) (queries
                           // 64 i.., dims 64 j..) at (i * D / 64 + j) * 4096 floats
   const float *lse;       // (B, H, T) contiguous
   const float *delta;     // (B, H, T) contiguous

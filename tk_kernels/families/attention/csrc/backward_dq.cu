@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(DELTA_THREADS) bwd_delta_kernel(const gl<T> o,
 // dq = scale * dq_accum (atomic path)
 // One thread per 8 consecutive elements of a row, one 16-byte store. The 8 elements are contiguous in the
 // row-major and xor32 layouts (xor32 permutes whole groups of 8 within a row): two 16-byte fp32 loads. In
-// frag64 they are 16 floats apart: 8 scalar loads, which a warp's 32 threads (4 rows of 8 chunks at D = 64)
-// turn into fully used 32-byte sectors (dims 16 w + 8 h and queries 2 t + e of one 8-query group).
+// frag64's (queries, dims) blocks they are 4 pairs 4 floats apart: 4 8-byte loads, each 32-byte sector holding a
+// pair of query t and of query t + 8 (which another warp of the CTA reads: half of each sector per instruction).
 // With colsum_partial (frag64: the Hopper backward's qkv bias gradient, qkv_bias_grad.cuh) the rows run over each
 // head's dq_rows padded rows, so that a CTA lies in one head, and each CTA also writes its column sums of dq.
 constexpr int CONVERT_THREADS = ROW_PASS_THREADS;
@@ -79,8 +79,14 @@ __global__ void __launch_bounds__(CONVERT_THREADS) bwd_dq_convert_kernel(const _
     const float *head = a.dq_accum.ptr + int64_t(bh) * (a.dq_xor32 || a.dq_frag64 ? a.dq_rows : a.seq) * D;
     if (a.dq_frag64) {
       const float *block = head + int64_t((t / 64) * (D / 64) + col / 64) * 4096;
+      // (queries, dims) blocks: dims 2e, 2e + 1 of a row are adjacent, 4 floats after dims 2e - 2, 2e - 1
+      // (frag64_offset): 4 8-byte loads
+      const float2 *row = reinterpret_cast<const float2 *>(block + frag64_offset(t % 64, col % 64));
 #pragma unroll
-      for (int e = 0; e < 8; e++) x[e] = block[frag64_offset(col % 64 + e, t % 64)];
+      for (int e = 0; e < 4; e++) {
+        const float2 v = row[2 * e];
+        x[2 * e] = v.x, x[2 * e + 1] = v.y;
+      }
     } else {
       const int64_t off = a.dq_xor32 ? int64_t((t / 32) * (D / 32) + col / 32) * 1024 + xor32_offset(t % 32, col % 32)
                                      : int64_t(t) * D + col;

@@ -75,7 +75,7 @@ __device__ __forceinline__ void store_xor32(float *dst, const RT &src) {
 
 // fp32 64 x 64 blocks in the "frag64" layout (16 KB, contiguous): a warpgroup's m64n64 wgmma accumulator
 // in register order, thread after thread in 16-byte groups: value v[r] of warpgroup thread tid is at
-// (r / 4) * 512 + 4 tid + r % 4. The Hopper backward adds its dQ^T partials so (add_frag64): each thread
+// (r / 4) * 512 + 4 tid + r % 4. The Hopper backward adds its dQ blocks so (add_frag64): each thread
 // issues R / 4 16-byte vector reductions at immediate offsets from one address, a warp instruction covers
 // 512 contiguous bytes and no per-element address is computed (until session 37 it staged them in shared
 // memory in this order for TMA bulk reductions; the xor32 staging before that needed 32 scattered 4-byte

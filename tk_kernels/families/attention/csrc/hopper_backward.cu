@@ -24,8 +24,8 @@
 //      the same order, with two K / V buffers (the pipeline's ITEM_STAGES = 2), so the next item's K, V and
 //      first Q / dO blocks load while the CTA still works on this one (see "Persistent" below). The CTA walks
 //      the query blocks (64 queries each) that see its keys and accumulates dK, dV in registers; dQ partials
-//      are added into the fp32 workspace dq_accum (D = 128: staged in shared memory, one tensor reduce-add a
-//      warp; D = 64: vector reductions).
+//      are added into the fp32 workspace dq_accum: one consumer computes the block's whole dQ, by block parity
+//      (D = 128 staged in shared memory, one tensor reduce-add a warp; D = 64 vector reductions from registers).
 //      It is written on the DSL's producer / consumer template (pipeline/producer_consumer.cuh; the
 //      description HbPipe at the end of the kernel section, read top to bottom: globals, the walk over
 //      the items (one per CTA at D = 128, ONE_ITEM; persistent at D = 64), the consumer, the description):
@@ -64,31 +64,54 @@
 //          dK_c += dS^T Q       the same with dS^T, Q
 //          dS^T -> shared memory (16-bit, 128B-swizzled [128 keys x 64 queries], double-buffered by
 //                               block parity), then
-//          dQ^T = K^T dS^T      wgmma (m64n64k16 at D = 128, m64n32k16 at D = 64) with A = K^T (the K tile
-//                               read MN-major) and B = dS^T (MN-major); the fp32 result is this warpgroup's dQ partial.
-//                               A named barrier makes both consumers' halves of dS^T visible first, then
-//                               each computes its share over all 128 keys: D = 128 the rows (head dims)
-//                               64c.., D = 64 all 64 head dims for queries 32c.. (m64n32k16), so every dq_accum
-//                               element gets one reduction per key block. (Until session 33, D = 64 had each
-//                               consumer add all 64 x 64 over its own 64 keys: twice the bulk reductions,
-//                               32 KB a block, ~2.3 TB/s of L2 reduce traffic at (4,16,4096,64) non-causal.)
-//                               Measured (H100, session 34, bench_attention.py --graphs --rounds 3, the two
-//                               builds in one call, backward TFLOP/s before / after): causal (16,12,1024,64)
-//                               211.7 / 227.7 (cuDNN 217.0-217.5), (8,16,2048,64) 272.7 / 273.0, (4,16,4096,64)
-//                               300.6 / 305.4, (64,6,256,64) 70.2 / 75.3; non-causal 299.7 / 297.6, 324.3 /
-//                               325.4, 337.0 / 337.0, 131.4 / 143.1; GPT-2's train step 31.25 -> 31.13 ms,
-//                               GPT-2 medium's 82.50 -> 82.05 (alternated runs).
+//          dQ = dS K            ONE consumer, c = g % 2 for the CTA's g-th query block (the other hands its
+//                               dS^T rows over: below): wgmma m64nDk16 over the 128 keys, A = dS (dS^T's
+//                               buffer read MN-major), B = K (MN-major, its D / 64 panels): the block's 64
+//                               queries x D dims, so every dq_accum element gets one reduction per key block.
+//                               (Until session 40 each consumer computed half of dQ^T = K^T dS^T after a
+//                               named barrier of both: at D = 128 the head dims 64c.. (m64n64k16), at D = 64
+//                               the queries 32c.. (m64n32k16); until session 33, D = 64 had each consumer add
+//                               all 64 x 64 over its own 64 keys: twice the reductions, ~2.3 TB/s of L2 reduce
+//                               traffic at (4,16,4096,64) non-causal; session 34, H100, backward TFLOP/s before /
+//                               after: causal (16,12,1024,64) 211.7 / 227.7, (64,6,256,64) 70.2 / 75.3,
+//                               non-causal 131.4 / 143.1 at (64,6,256,64), level elsewhere.)
 //        The partial goes into dq_accum, whose 64-query, 64-dim blocks are in the "frag64" layout
-//        (dq_accum.cuh: the accumulator in register order, 16 KB contiguous a block); bwd_dq_convert_kernel
-//        turns dq_accum into dq (times scale) afterwards. D = 128: each warp stores its share (8 runs of 512 B,
-//        2 KB apart in the block) densely into the consumer's 16 KB of shared staging (8 x 16-byte stores a
+//        (dq_accum.cuh: the accumulator in register order, 16 KB contiguous a block, (queries, dims));
+//        bwd_dq_convert_kernel turns dq_accum into dq (times scale) afterwards.
+//        D = 128: each warp of the block's dQ consumer stores its share (16 runs of 512 B, 2 KB apart, over
+//        the block's two frag64 blocks) densely into the CTA's 32 KB of shared staging (16 x 16-byte stores a
 //        thread), and its lane 0, after a proxy fence and __syncwarp, adds it by ONE tensor reduce-add
 //        (cp.reduce.async.bulk.tensor over the map dq_map: dq_accum as 128 floats x 4 warps x rows of 2 KB,
-//        box 128 x 1 x 8), waiting for its previous one to have read the staging before the warp writes it
-//        again: no barrier between the warps. cuDNN's kernel does the same (s38a: STS.128 as many as our
-//        reductions, 8 UTMAREDG a block). D = 64: each thread adds its registers with red.global.add.v4.f32
+//        box 128 x 1 x 16): no barrier between the warps. The staging alternates between the consumers with
+//        the blocks: the other consumer's lanes 0 wait for their previous reduce-adds to have read it before
+//        it arrives on the block's dS^T barrier (hand_over). cuDNN's kernel stages its dQ too (s38a: STS.128
+//        as many as our reductions then, 8 UTMAREDG a block). D = 64: each thread adds its registers with
+//        red.global.add.v4.f32
 //        (4 a thread; 512 contiguous bytes a warp instruction; add_frag64). dS^T goes to shared memory with
 //        stmatrix (4 per thread, wg::store_a_fragment).
+//        Why one consumer's dQ (session 40, tried at D = 128 in session 39; cuDNN's kernel computes dQ with
+//        N = 128 too, s37): at D = 128 the two m64n64 SS chains of dQ^T (each reading 4 KB of shared memory in
+//        32 tensor cycles, the shared memory's whole 128 B a cycle) become one m64n128 chain (6 KB in 64
+//        cycles: 48 KB a block instead of 64), at D = 64 the two m64n32 chains one m64n64 (32 KB instead of 48,
+//        where the D = 64 loop moves ~144 KB a block in ~1,280 tensor cycles), and only the block's dQ consumer
+//        waits for the other's dS^T rows (the named barrier both waited at was 5.7% of the stall samples at
+//        D = 128, s38e): the other arrives on an mbarrier (hb_ds_ready, phase g for the CTA's block g). dS^T's
+//        buffers and the staging are safe by the same order: a consumer arrives for block g only after its dQ
+//        of block g - 1 is done and (D = 128) its reduce-adds have read the staging. (The first form,
+//        bar.arrive / bar.sync on two named barriers by block parity, measured below, made racecheck report
+//        the two consumers' staging stores as unordered.) The runtime branch between the two block bodies holds no
+//        wgmma in flight (no C75xx; the two bodies make the kernel ~4.2K SASS instructions instead of
+//        ~2.9K at D = 128). bench_attention.py --graphs --rounds 2 --impls tk,cudnn, main / this in
+//        alternated processes (H100, session 40, two processes each; backward TFLOP/s, ours / cuDNN after):
+//        causal (16,12,1024,64) 246.4, 247.7 / 251.3, 252.5 (1.16x); (8,16,2048,64) 338.5, 337.4 / 345.1,
+//        345.2 (1.15x); (4,16,4096,64) 384.0, 376.4 / 384.6, 410.5 (1.10x); (64,6,256,64) 77.7, 77.2 / 78.5,
+//        79.2 (1.03x); (8,16,2048,128) 344.9, 350.4 / 352.7, 353.6 (0.93x); (4,16,4096,128) 423.3, 410.4 /
+//        430.4, 438.7 (1.00x); (2,16,8192,128) 496.9, 469.8 / 518.2, 511.9 (1.06x); (1,16,16384,128) 543.8,
+//        540.9 / 571.6, 563.8 (1.08x); non-causal, same order: 355.1, 354.3 / 367.1, 368.9 (1.13x); 418.4,
+//        413.4 / 426.2, 427.9 (1.09x); 414.1, 433.6 / 444.2, 441.8 (1.05x); 147.0, 147.1 / 149.8, 150.0
+//        (1.02x); 427.8, 428.4 / 458.5, 453.5 (0.97x); 492.7, 489.8 / 501.4, 507.3 (0.99x); 525.6, 540.1 /
+//        555.9, 553.0 (1.04x); 512.6, 521.0 / 535.1, 543.7 (0.99x): +1.6% to +6.6% at every shape. The
+//        named-barrier form at D = 128 alone had measured +2.9-6.4% (s39d).
 //        Why staged at D = 128 (session 38): Nsight Compute at (8,16,2048,128) non-causal (H100) put the
 //        largest consumer stall at the loop head (8.2% of all samples, long_sb): the next block's registers
 //        waited for the 8 red.global.add.v4 of the previous one to read them, under the lg queue's throttle
@@ -124,10 +147,11 @@
 //        (16,12,1024,64), before the change) had put the gap to cuDNN there: 90.1M executed instructions
 //        against cuDNN's 69.2M at the same issue rate (IPC 1.56 vs 1.52), 342 vs 276 us.
 //      * The query-block loop is rotated ("pipelined"): S^T of block j + 1 is issued at the end of block
-//        j, right after dQ^T(j) (a prologue issues S^T(0)); the consumer waits for dQ^T(j) only, adds it
-//        into dq_accum while S^T(j + 1) runs, and waits for S^T(j + 1) last; block j + 1 starts with dP^T's
-//        issue and the exponentials straight away. The Q / dO slot is freed once dV and dK retire (dQ^T
-//        reads only K and dS^T). Two ptxas constraints shaped it (both -Xptxas -v warnings, both serialize
+//        j (a prologue issues S^T(0)): at D = 64 right after dQ(j), which the block's dQ consumer waits for
+//        alone and adds into dq_accum while S^T(j + 1) runs; at D = 128 after dQ(j)'s reduce-add (registers:
+//        below); the other consumer issues it right after its hand-over. Each waits for S^T(j + 1) last; block
+//        j + 1 starts with dP^T's issue and the exponentials straight away. The Q / dO slot is freed once dV
+//        and dK retire (dQ reads only K and dS^T). Two ptxas constraints shaped it (both -Xptxas -v warnings, both serialize
 //        every wgmma of the kernel): no wgmma may be in flight across the loop's back edge (C7514: a first
 //        version carried dQ^T(j) into block j + 1), and no wgmma may be issued under a runtime branch
 //        (C7520). Hence nothing is pending at the back edge (S^T(j + 1) is waited for at the end of block
@@ -157,14 +181,17 @@
 //
 // Tiling and limits:
 //   * Shared memory (128B swizzle, 64-column panels), in the template's order: STAGES x (Q, dO 64 x D);
-//     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); D = 128: the consumers' dQ^T staging (2 x 16 KB);
+//     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); D = 128: the dQ staging (32 KB);
 //     STAGES x 512 B of lse2 / Delta (side buffers: inside a 1024-aligned stage they would pad it by 512 B);
 //     + 1 KB alignment slack. D = 64: 4 stages, 163 KB; D = 128: 3 stages, 226.5 KB of the 227 (194.5 KB in
 //     session 37 without the staging; with 2 stages the pipelined loop spilled 8-28 bytes of scalars at
 //     D = 128).
 //     One CTA per SM.
 //   * Registers (D = 128, the tight case): dK, dV 2 x 64 fp32 + S^T, dP^T 2 x 32 + the 16-bit P^T / dS^T
-//     fragments 2 x 16; dQ^T(j) and S^T(j + 1) are live together (the 16-bit fragments are dead by then).
+//     fragments 2 x 16. The block's dQ consumer holds dK, dV and the 64 registers of dQ: it lets dV and dK
+//     retire before it issues dQ, and issues S^T(j + 1) after the reduce-add (dQ beside the fragments or
+//     beside S^T(j + 1): C7512, every wgmma serialised); the other consumer issues S^T(j + 1) right after
+//     it hands over. (D = 64: dQ(j) and S^T(j + 1) live together, the 16-bit fragments dead by then.)
 //     ptxas -v (CUDA 13, every instantiation): 168 registers at launch (65536 / 384; setmaxnreg then
 //     gives 24 / 240), no spills, no stack, no C75xx warnings.
 //   * Causal: the mask is applied only where a consumer's keys reach past the block's first query.
@@ -306,7 +333,6 @@ constexpr int HB_M = 64;           // queries per block
 constexpr int HB_PANEL = 64;       // 16-bit columns per 128-byte swizzle row
 constexpr int HB_PRODUCER_REGS = 24;
 constexpr int HB_CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
-constexpr int HB_DS_BAR = 3;           // named barrier of both consumers (1, 2: each consumer's own)
 
 // D = 64: a persistent grid (one CTA per SM walks the key blocks) with two K / V buffers, so that the next key
 // block's K and V (and its first Q / dO blocks) load while the CTA still works on this one: see the header.
@@ -322,17 +348,18 @@ struct hb_layout {
   static constexpr int KV_BYTES = PANELS * KV_PANEL;
   static constexpr int Q_BYTES = PANELS * Q_PANEL;
   static constexpr int DS_BYTES = HB_N * 128;              // dS^T [128 keys x 64 queries] 16-bit
-  // dQ^T's N per consumer: D = 128 all 64 queries of its 64 head dims, D = 64 its half of the 64 queries (all dims)
-  static constexpr int DQ_N = D == 128 ? 64 : 32;
-  // D = 128: the dQ^T partials go through shared memory (16 KB a consumer), each warp adding its part into dq_accum by
-  // one tensor reduce-add (dq_map); D = 64: red.global.add straight from registers (staged, the causal dropout
-  // instance spilled 8 bytes)
+  // ONE consumer computes the block's whole dQ = dS K (m64nDk16 over the 128 keys: 64 queries x D head dims),
+  // consumer g % 2 for the CTA's g-th query block; the accumulator's N is the head dims
+  static constexpr int DQ_N = D;
+  // D = 128: the block's dQ goes through shared memory (32 KB, the block's dQ consumer's), each warp adding its part
+  // into dq_accum by one tensor reduce-add (dq_map); D = 64: red.global.add straight from registers (staged, the
+  // causal dropout instance spilled 8 bytes)
   static constexpr bool STAGED_DQ = D == 128;
-  // the consumers' scratch: 2 x dS^T (by block parity), then (STAGED_DQ) the two consumers' dQ^T staging
+  // the consumers' scratch: 2 x dS^T (by block parity), then (STAGED_DQ) the dQ staging
   static constexpr int DS_OFF = 0;
   static constexpr int DQ_OFF = DS_OFF + 2 * DS_BYTES;
   static constexpr int DQ_BYTES = 64 * DQ_N * 4;
-  static constexpr int SCRATCH_BYTES = DQ_OFF + (STAGED_DQ ? 2 * DQ_BYTES : 0);
+  static constexpr int SCRATCH_BYTES = DQ_OFF + (STAGED_DQ ? DQ_BYTES : 0);
 };
 
 // Shared memory (128B swizzle, 64-column panels), in the pipeline's order: the ring of Q / dO slots
@@ -381,6 +408,11 @@ struct hb_dropout {
   int bh;           // the CTA's head
 };
 __shared__ hb_dropout hb_drop;
+// Query block g's dS^T hand-over (the CTA's g-th block), phase g of this barrier. The consumer without the block's
+// dQ arrives with all its 128 threads once its dS^T rows are stored (and, D = 128, its last reduce-adds have read the
+// staging: hand_over); the block's dQ consumer waits for the phase (parity g % 2, issue_dq). An mbarrier, not a
+// named barrier's arrive / sync: the same order, and one that compute-sanitizer's racecheck follows.
+__shared__ barrier hb_ds_ready;
 
 // ------------------------------------------------------------------------------------------------
 // the kernel: a tk::pipeline description (pipeline/producer_consumer.cuh), read top to bottom
@@ -479,7 +511,7 @@ struct HbWalk<CAUSAL, true> {
 };
 
 // One consumer warpgroup: keys key0 = n0 + 64 c .. + 63, dK and dV accumulated across the query blocks
-// (the ring's slots), dQ^T partials reduced into dq_accum per block. It waits for and frees its slots
+// (the ring's slots), every other query block's dQ reduced into dq_accum. It waits for and frees its slots
 // itself (SELF_PACED): the pipelined loop frees block j's slot before it waits for block j + 1's.
 template <typename T, int D, bool CAUSAL, bool DROPOUT>
 struct HbConsumer {
@@ -494,8 +526,7 @@ struct HbConsumer {
   static constexpr bool PEEL_FIRST = true;
   // the last block (drain) still reads K and V: the pipeline frees their buffer after it
   static constexpr bool ITEM_IN_DRAIN = true;
-  // dQ^T = K^T dS^T over all 128 keys of the block (both consumers' dS^T rows): D = 128: head dims 64c.. (panel c),
-  // all 64 queries; D = 64: all head dims, queries 32c.. (an m64n32 accumulator).
+  // dQ = dS K over all 128 keys of the block (both consumers' dS^T rows)
   static constexpr int DQ_SLICES = HB_N / 16;
   // D = 64: S^T = K_c Q^T and dP^T = V_c dO^T take K_c and V_c from registers (wgmma_rs), loaded once per item:
   // an m64n64k16 with both operands in shared memory reads 4 KB in 32 tensor cycles, the shared memory's whole
@@ -504,9 +535,9 @@ struct HbConsumer {
 
   const HbGlobals<DROPOUT> &g;
   const hb_args_t<DROPOUT> &a;
-  // DROPOUT: c through a warp reduction, a uniform register for ptxas (REDUX), so that c's descriptors and
-  // offsets stay in the uniform datapath (the D = 128 dropout instances spilled them otherwise; header). The
-  // p = 0 kernels keep the plain form (their SASS is the measured one).
+  // c through a warp reduction, a uniform register for ptxas (REDUX), so that c's descriptors and offsets stay in
+  // the uniform datapath (the D = 128 dropout instances spilled them otherwise, and with the one-consumer dQ the
+  // causal p = 0 ones 16 bytes; header).
   const int c, me;
   char *k_tile = nullptr, *v_tile = nullptr;  // the item's K / V buffer (start)
   char *const scratch;
@@ -514,7 +545,7 @@ struct HbConsumer {
   int key0 = 0;               // this warpgroup's first key
   // Blocks of the CTA's earlier items (persistent D = 64): dS^T's buffer alternates with the CTA's running block count,
   // not the item's, so that an item's first block never writes the buffer of the previous item's last block, which the
-  // other consumer's dQ^T may still be reading (both consumers read all 128 rows of dS^T; see issue_dqt)
+  // other consumer's dQ may still be reading (see issue_dq); the block's dQ consumer alternates with it too
   int blocks_before = 0;
   acc_d dv, dk;
   acc64 st;                   // pipelined: S^T of the next block, complete between compute calls
@@ -522,7 +553,7 @@ struct HbConsumer {
 
   __device__ HbConsumer(const HbGlobals<DROPOUT> &g, const pipeline::consumer_ctx<HbKV<D>> &ctx)
       : g(g), a(g.a),
-        c(DROPOUT ? int(__reduce_max_sync(0xffffffffu, unsigned(wg::warpgroupid() - 1))) : ctx.id),
+        c(int(__reduce_max_sync(0xffffffffu, unsigned(wg::warpgroupid() - 1)))),
         me(wg::warpgroup_thread()), scratch(ctx.scratch) {}
 
   // A new key block, its K and V in kv (one of the pipeline's ITEM_STAGES buffers)
@@ -535,9 +566,16 @@ struct HbConsumer {
     key0 = w.n0 + 64 * c;
   }
 
-  __device__ int dq_panel() const { return D == 128 ? c : 0; }
+  // The CTA's g-th query block (g = gblock(j)) is consumer g % 2's dQ; the other one hands its dS^T rows over by
+  // completing phase g of hb_ds_ready. Each consumer arrives for block g + 1 only after it has waited for phase g (and
+  // the other for block g + 2 only after phase g + 1), so no arrival ever lands in the phase before its own; and a warp
+  // waits for phase g only after S^T(g) has completed, a wgmma that all four warps of its warpgroup issue after
+  // arriving for block g - 1, so phase g - 1 is complete by then (a parity wait during the phase before would return
+  // at once).
+  __device__ int gblock(int j) const { return (hb_persistent(D) ? blocks_before : 0) + j; }
+  __device__ bool my_dq(int j) const { return ((gblock(j) ^ c) & 1) == 0; }
   __device__ char *ds_buf(int j) const {
-    return scratch + L::DS_OFF + (((hb_persistent(D) ? blocks_before : 0) + j) & 1) * L::DS_BYTES;
+    return scratch + L::DS_OFF + (gblock(j) & 1) * L::DS_BYTES;
   }
 
   // Dropout (DROPOUT kernels only): the keep bits of this lane's 32 S^T elements of query block m0, bit i for
@@ -683,35 +721,32 @@ struct HbConsumer {
     for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
     wg::mma_commit();
   }
-  // dQ^T partial = K^T dS^T, once both consumers' dS^T rows are written. D = 64: this consumer's 32 queries start 64 c
-  // bytes into each 128-byte swizzled row of dS^T (the hardware swizzles the full address, as desc_advance_k relies on).
-  __device__ void issue_dqt(acc_dq &dqt, int j) {
-    wg::named_sync(HB_DS_BAR, 2 * wg::WARPGROUP_THREADS);
-    wg::mma_fence(dqt.v);
-    const uint64_t dka = wg::desc_mn128(k_tile + dq_panel() * L::KV_PANEL, L::KV_PANEL);
-    const uint64_t dsb = wg::desc_mn128(ds_buf(j) + (D == 64 ? 2 * L::DQ_N * c : 0), L::DS_BYTES);
+  // The block's dQ = dS K, once the other consumer's dS^T rows are there (phase j of hb_ds_ready): A = dS (queries x
+  // keys) is dS^T's buffer read MN-major, B = K (keys x D dims) MN-major over its panels
+  __device__ void issue_dq(acc_dq &dq, int j) {
+    tk::wait(hb_ds_ready, gblock(j) & 1);
+    wg::mma_fence(dq.v);
+    const uint64_t dsa = wg::desc_mn128(ds_buf(j), L::DS_BYTES);
+    const uint64_t kb = wg::desc_mn128(k_tile, L::KV_PANEL);
 #pragma unroll
     for (int kk = 0; kk < DQ_SLICES; kk++)
-      wg::wgmma_ss<T, L::DQ_N, true, true>(dqt.v, wg::desc_advance_k_mn(dka, kk), wg::desc_advance_k_mn(dsb, kk), kk > 0);
+      wg::wgmma_ss<T, L::DQ_N, true, true>(dq.v, wg::desc_advance_k_mn(dsa, kk), wg::desc_advance_k_mn(kb, kk), kk > 0);
     wg::mma_commit();
   }
-  // dQ^T (rows = head dims, columns = queries m0q..) += into the block's 16 KB of dq_accum (frag64, dq_accum.cuh).
-  // D = 128 (STAGED_DQ): through this consumer's 16 KB of staging, each warp storing its share densely
-  // (store_frag64_warp) and adding it by one tensor reduce-add that its lane 0 issues; no barrier between the
-  // warps: lane 0 waits for its previous reduction to have read the staging before the warp writes it again.
-  // D = 64: straight from the registers with red.global.add.v4.f32 (add_frag64) into the block's c-th 8 KB (columns
-  // 32.. of an m64n64 accumulator are its registers 16..31, so in frag64 order the m64n32 accumulator of queries
-  // 32c.. is exactly that half)
-  __device__ void reduce_dq(const acc_dq &dqt, int m0q) {
-    const int64_t block = int64_t(w.bh) * a.padded_rows * D + int64_t((m0q / 64) * (D / 64) + dq_panel()) * 4096 +
-                          (D == 64 ? 2048 * c : 0);
+  // The dQ partial += into dq_accum (frag64, dq_accum.cuh). D = 128 (STAGED_DQ): dQ (rows = queries m0q.., columns =
+  // the 128 head dims), the block's two frag64 blocks, through the 32 KB of staging, each warp storing its share
+  // densely (store_frag64_warp) and adding it by one tensor reduce-add that its lane 0 issues; no barrier between
+  // the warps (the staging's previous reduce-adds, the other consumer's, have read it: hand_over).
+  // D = 64: the block's frag64 block straight from the registers with red.global.add.v4.f32 (add_frag64).
+  __device__ void reduce_dq(const acc_dq &dq, int m0q) {
+    const int64_t block = int64_t(w.bh) * a.padded_rows * D + int64_t((m0q / 64) * (D / 64)) * 4096;
     if constexpr (L::STAGED_DQ) {
       const int warp = me >> 5;
-      float *staged = reinterpret_cast<float *>(scratch + L::DQ_OFF + c * L::DQ_BYTES) + warp * (L::DQ_BYTES / 16);
+      float *staged = reinterpret_cast<float *>(scratch + L::DQ_OFF) + warp * (L::DQ_BYTES / 16);
       const bool leader = (me & 31) == 0;
-      if (leader) bulk_wait_group_read<0>();
-      __syncwarp();
-      store_frag64_warp(staged, dqt.v, me);
+      // the staging's previous reduce-adds (the other consumer's, block j - 1) have read it: that consumer waited
+      // for them before it arrived on this block's barrier (hand_over)
+      store_frag64_warp(staged, dq.v, me);
       fence_proxy_async_shared();
       __syncwarp();
       if (leader) {
@@ -719,18 +754,34 @@ struct HbConsumer {
         bulk_commit_group();
       }
     } else {
-      add_frag64(a.dq_accum + block, dqt.v, me);
+      add_frag64(a.dq_accum + block, dq.v, me);
     }
   }
 
-  // Pipelined: block j on slot cur, S^T(j) complete in st. dP^T, P^T, dV, dS^T, dK, dQ^T; cur is freed once
-  // dV and dK retire (dQ^T reads only K and dS^T); then (not LAST) S^T of block j + 1 on slot next, under
-  // which the dQ^T reductions run, and the keep bits of block j + 1 (drawn here, with only dK, dV and
-  // S^T(j + 1) live: drawn at the start of the block, with dP^T in flight, the D = 128 kernels spilled).
-  // Nothing is in flight when it returns (a wgmma pending across the pipeline's loop edge, C7514, would
-  // serialise every wgmma).
+  // The consumer without block j's dQ: (D = 128) its last reduce-adds (block j - 1's) have read the staging, then its
+  // dS^T rows (stored and fenced in issue_dk) go to the other consumer
+  __device__ void hand_over(int j) const {
+    if constexpr (L::STAGED_DQ) {
+      if ((me & 31) == 0) bulk_wait_group_read<0>();
+      __syncwarp();
+    }
+    arrive(hb_ds_ready);
+  }
+
   template <bool LAST>
   __device__ __forceinline__ void block(const Slot &cur, const Slot &next, int j) {
+    if (my_dq(j)) block_as<LAST, true>(cur, next, j);
+    else block_as<LAST, false>(cur, next, j);
+  }
+
+  // Pipelined: block j on slot cur, S^T(j) complete in st. dP^T, P^T, dV, dS^T, dK, then (DQ) the block's dQ or (not
+  // DQ) the hand-over; cur is freed once dV and dK retire (dQ reads only K and dS^T); then (not LAST)
+  // S^T of block j + 1 on slot next, under which the dQ reductions run, and the keep bits of block j + 1 (drawn here,
+  // with only dK, dV and S^T(j + 1) live: drawn at the start of the block, with dP^T in flight, the D = 128 kernels
+  // spilled). Nothing is in flight when it returns (a wgmma pending across the pipeline's loop edge, C7514, would
+  // serialise every wgmma).
+  template <bool LAST, bool DQ>
+  __device__ __forceinline__ void block_as(const Slot &cur, const Slot &next, int j) {
     const int m0 = hb_block_of(w, j) * HB_M;
     acc64 dpt;
     float2 cols[8];
@@ -748,29 +799,60 @@ struct HbConsumer {
     if constexpr (D == 128) load_columns(cols, cur.side().delta);
     ds_in_place(dpt, st, cols, stashed_keep(j));
     issue_dk(dsf, dpt, cur, j);
-    acc_dq dqt;
-    issue_dqt(dqt, j);
-    wg::mma_wait<1>(dk.v);  // dV, dK retired (dQ^T may still run): pf, dsf and slot cur are free
+    if constexpr (DQ) {
+      acc_dq dq;
+      if constexpr (D == 128) {
+        // the whole block's dQ (64 registers) beside dK, dV and the P^T / dS^T fragments, or beside S^T(j + 1), would
+        // not fit (C7512): dV and dK retire first, S^T(j + 1) comes after the reduce
+        wg::mma_wait<0>(dk.v);  // dV, dK retired: pf, dsf and slot cur are free
+        pin_block_fragments(pf, dsf);
+        if (me == 0) cur.release();
+        issue_dq(dq, j);
+        wg::mma_wait<0>(dq.v);
+        reduce_dq(dq, m0);
+        if constexpr (!LAST) {
+          next.wait(0);
+          issue_st(st, next);
+        }
+      } else {
+        issue_dq(dq, j);
+        wg::mma_wait<1>(dk.v);  // dV, dK retired (dQ may still run): pf, dsf and slot cur are free
+        pin_block_fragments(pf, dsf);
+        if (me == 0) cur.release();
+        if constexpr (!LAST) {
+          next.wait(0);
+          issue_st(st, next);
+          wg::mma_wait<1>(dq.v);  // dQ(j) done (S^T(j + 1) runs on)
+        } else {
+          wg::mma_wait<0>(dq.v);
+        }
+        reduce_dq(dq, m0);
+      }
+    } else {
+      hand_over(j);
+      if constexpr (!LAST) {
+        next.wait(0);
+        issue_st(st, next);
+        wg::mma_wait<1>(dk.v);  // dV, dK retired (S^T(j + 1) runs on): pf, dsf and slot cur are free
+      } else {
+        wg::mma_wait<0>(dk.v);
+      }
+      pin_block_fragments(pf, dsf);
+      if (me == 0) cur.release();
+    }
+    if constexpr (!LAST) {
+      // block j + 1's buffer was last read by the dQ GEMMs of block j - 1, done before their consumer (the other one)
+      // arrived on block j's hand-over
+      stash_keep(j + 1, draw_keep(hb_block_of(w, j + 1) * HB_M));
+      wg::mma_wait<0>(st.v);
+    }
+  }
+  __device__ void pin_block_fragments(wg::a_fragment<T> (&pf)[4], wg::a_fragment<T> (&dsf)[4]) {
     wg::pin_registers(dv.v);
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
       wg::pin_registers(pf[kk].r);
       wg::pin_registers(dsf[kk].r);
-    }
-    if (me == 0) cur.release();
-    if constexpr (!LAST) {
-      next.wait(0);
-      issue_st(st, next);
-      wg::mma_wait<1>(dqt.v);  // dQ^T(j) done (S^T(j + 1) runs on)
-    } else {
-      wg::mma_wait<0>(dqt.v);
-    }
-    reduce_dq(dqt, m0);
-    if constexpr (!LAST) {
-      // block j + 1's buffer was last read by the dQ^T GEMMs of block j - 1, done in both consumers (the
-      // other one finished them before it reached this block's dS^T barrier)
-      stash_keep(j + 1, draw_keep(hb_block_of(w, j + 1) * HB_M));
-      wg::mma_wait<0>(st.v);
     }
   }
 
@@ -849,6 +931,8 @@ struct HbPipe {
   static constexpr int SCRATCH_BYTES = L::SCRATCH_BYTES;
   // DROPOUT: thread 0 puts the dropout key and the CTA's head into static shared memory (hb_drop)
   __device__ static void setup(const globals &g) {
+    init(hb_ds_ready, wg::WARPGROUP_THREADS);  // the dS^T hand-over: the 128 threads of the consumer without the dQ
+    fence_barrier_init();
     if constexpr (DROPOUT) {
       uint64_t seed, offset;
       hb_drop.key = load_dropout_key(g.a.drop.rng, g.a.drop.threshold, seed, offset);
