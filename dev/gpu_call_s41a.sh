@@ -8,7 +8,10 @@
 #   .vst = dev/patches/attention_bwd_phase_stamps.patch: clock64 stamps per CTA (D = 128, one item a CTA) and
 #          dev/attention_bwd_phases.py, which prints the median cycles of each phase (entry -> first K / V load ->
 #          first slot ready, per loop block, last block, finish = dK / dV stores, same-SM gap between CTAs) and the
-#          fixed cost outside the loop in query blocks, per shape. Diagnostic only (never merged).
+#          fixed cost outside the loop in query blocks, per shape; and for the persistent forward, per CTA and
+#          consumer, the shares of the first-tile wait, the key-tile loop, the drain and the finish (O / lse stores),
+#          cycles per item and per key tile (the forward gaps: (64,6,256,64) causal 0.945x, long non-causal D = 128
+#          0.96x). Diagnostic only (never merged; the D = 128 dropout forwards spill 4-16 B with it, p = 0 none).
 # Steps: outputs against main (dK, dV bitwise? the TMA store rounds the same: expect bitwise), racecheck + memcheck of
 # .vep, bench_attention main / .vep twice alternated, the phase table, .vep's attention GPU tests.
 # Prep: for t in .vep .vst; do rm -rf $t && mkdir $t && git archive HEAD | tar -x -C $t; done;
