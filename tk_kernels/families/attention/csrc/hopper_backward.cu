@@ -151,8 +151,8 @@
 //        alone and adds into dq_accum while S^T(j + 1) runs; at D = 128 after dQ(j)'s reduce-add (registers:
 //        below); the other consumer issues it right after its hand-over. Each waits for S^T(j + 1) last; block
 //        j + 1 starts with dP^T's issue and the exponentials straight away. The Q / dO slot is freed once dV
-//        and dK retire (dQ reads only K and dS^T). Two ptxas constraints shaped it (both -Xptxas -v warnings, both serialize
-//        every wgmma of the kernel): no wgmma may be in flight across the loop's back edge (C7514: a first
+//        and dK retire (dQ reads only K and dS^T). Two ptxas constraints shaped it (both -Xptxas -v warnings,
+//        both serialize every wgmma of the kernel): no wgmma may be in flight across the loop's back edge (C7514: a first
 //        version carried dQ^T(j) into block j + 1), and no wgmma may be issued under a runtime branch
 //        (C7520). Hence nothing is pending at the back edge (S^T(j + 1) is waited for at the end of block
 //        j), and the last block is a second instance of the loop body (HbConsumer::block<LAST>, LAST =
@@ -721,8 +721,8 @@ struct HbConsumer {
     for (int kk = 0; kk < 4; kk++) wg::wgmma_rs<T, D, true>(dk.v, dsf[kk].r, wg::desc_advance_k_mn(dqm, kk), 1);
     wg::mma_commit();
   }
-  // The block's dQ = dS K, once the other consumer's dS^T rows are there (phase j of hb_ds_ready): A = dS (queries x
-  // keys) is dS^T's buffer read MN-major, B = K (keys x D dims) MN-major over its panels
+  // The block's dQ = dS K, once the other consumer's dS^T rows are there (phase gblock(j) of hb_ds_ready): A = dS
+  // (queries x keys) is dS^T's buffer read MN-major, B = K (keys x D dims) MN-major over its panels
   __device__ void issue_dq(acc_dq &dq, int j) {
     tk::wait(hb_ds_ready, gblock(j) & 1);
     wg::mma_fence(dq.v);
@@ -760,7 +760,7 @@ struct HbConsumer {
 
   // The consumer without block j's dQ: (D = 128) its last reduce-adds (block j - 1's) have read the staging, then its
   // dS^T rows (stored and fenced in issue_dk) go to the other consumer
-  __device__ void hand_over(int j) const {
+  __device__ void hand_over() const {
     if constexpr (L::STAGED_DQ) {
       if ((me & 31) == 0) bulk_wait_group_read<0>();
       __syncwarp();
@@ -829,7 +829,7 @@ struct HbConsumer {
         reduce_dq(dq, m0);
       }
     } else {
-      hand_over(j);
+      hand_over();
       if constexpr (!LAST) {
         next.wait(0);
         issue_st(st, next);
@@ -929,7 +929,8 @@ struct HbPipe {
   static constexpr int PRODUCER_REGS = DYNAMIC_WALK ? 56 : HB_PRODUCER_REGS;
   static constexpr int CONSUMER_REGS = DYNAMIC_WALK ? 224 : HB_CONSUMER_REGS;
   static constexpr int SCRATCH_BYTES = L::SCRATCH_BYTES;
-  // DROPOUT: thread 0 puts the dropout key and the CTA's head into static shared memory (hb_drop)
+  // Thread 0: the dS^T hand-over barrier; DROPOUT: the dropout key and the CTA's head into static shared memory
+  // (hb_drop)
   __device__ static void setup(const globals &g) {
     init(hb_ds_ready, wg::WARPGROUP_THREADS);  // the dS^T hand-over: the 128 threads of the consumer without the dQ
     fence_barrier_init();
