@@ -2,25 +2,26 @@
 # Session 41, the call that replaced s41a after the first hour brought no machine (~9 min, any card): the two
 # mergeable candidates, without s41a's diagnostic phase stamps.
 #   .vep    = dev/patches/attention_bwd_dkdv_tma_store.patch (s41a's: dK / dV through shared memory and TMA stores)
-#   .vbn    = dev/patches/attention_fwd_wide_tiles.patch: the forward's D = 128 non-causal p = 0 instance on 192-key
-#             K / V tiles (m64n192 S, 12 k-steps of P V; 2 stages of 96 KB, Q from shared memory: 96 + 48 + 64
-#             accumulator / P / O registers, Q in registers too spilled 224 B), the other 12 instances unchanged
-#             (FlashAttention-3 picks 128 x 176 there, with 128 x 192 "quite good too").
+#   .vbn    = dev/patches/attention_fwd_wide_tiles.patch: the forward's non-causal p = 0 instances on 192-key K / V
+#             tiles (m64n192 S, 12 k-steps of P V). D = 128: 2 stages of 96 KB, Q from shared memory (96 + 48 + 64
+#             accumulator / P / O registers; Q in registers too spilled 224 B); D = 64: 3 stages of 48 KB, Q from
+#             registers. Causal and dropout instances unchanged. (FlashAttention-3 picks 128 x 176 at D = 128
+#             non-causal, with 128 x 192 "quite good too", and 192 x 192 at D = 64.) Spill-free, no C75xx.
 #   .vbn176 = the same with 176-key tiles (wgmma_ops.cuh regenerated with n = 176).
-# Steps: .vep's outputs against main, its racecheck + memcheck; the D = 128 non-causal forwards of main / .vbn /
-# .vbn176 alternated twice (bench_attention --causal false, tk and cuDNN); .vbn and .vbn176's D = 128 GPU tests;
-# bench_attention main / .vep alternated (one round each).
+# Steps: the non-causal forwards of main / .vbn / .vbn176 (bench_attention --causal false, tk and cuDNN); .vep's
+# outputs against main, its racecheck + memcheck; bench_attention main / .vep; .vbn and .vbn176's forward GPU tests;
+# the non-causal forwards again in the reverse order.
 # Prep: for t in .vep .vbn .vbn176; do rm -rf $t && mkdir $t && git archive HEAD | tar -x -C $t; done;
 #   (cd .vep && patch -p1 < ../dev/patches/attention_bwd_dkdv_tma_store.patch);
 #   (cd .vbn && patch -p1 < ../dev/patches/attention_fwd_wide_tiles.patch);
-#   (cd .vbn176 && patch -p1 < ../dev/patches/attention_fwd_wide_tiles.patch && sed -i 's/#define BN_WIDE 192/#define BN_WIDE 176/' tk_kernels/families/attention/csrc/hopper_forward.cu && sed -i 's/^NS = (32, 64, 128, 192, 256)/NS = (32, 64, 128, 176, 192, 256)/' dev/hopper/gen_wgmma.py && python dev/hopper/gen_wgmma.py)
+#   (cd .vbn176 && patch -p1 < ../dev/patches/attention_fwd_wide_tiles.patch && sed -i 's/#define BN_WIDE 192/#define BN_WIDE 176/; s/#define BN_WIDE64 192/#define BN_WIDE64 176/' tk_kernels/families/attention/csrc/hopper_forward.cu && sed -i 's/^NS = (32, 64, 128, 192, 256)/NS = (32, 64, 128, 176, 192, 256)/' dev/hopper/gen_wgmma.py && python dev/hopper/gen_wgmma.py)
 #   carry [".gpu_data", ".vep", ".vbn", ".vbn176"]
 export MAX_JOBS=6 BUILD_ARGS="--family attention" VARIANTS=".vep .vbn .vbn176" VARIANT_JOBS=4 LIMIT=${LIMIT:-560}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 python -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
-FWD="8,16,2048,128;4,16,4096,128;2,16,8192,128;1,16,16384,128"
-bf() {  # bf TREE TAG: the D = 128 non-causal forwards and backwards, ours and cuDNN's
+FWD="16,12,1024,64;8,16,2048,64;4,16,4096,64;64,6,256,64;8,16,2048,128;4,16,4096,128;2,16,8192,128;1,16,16384,128"
+bf() {  # bf TREE TAG: the non-causal forwards and backwards, ours and cuDNN's
   (cd $1 && step bf_$2 40 python bench/bench_attention.py --graphs --causal false --shapes "$FWD" --impls tk,cudnn)
   echo "-- $2 fwd: $(grep '^| (' $O/bf_$2.log | grep fwd | awk -F'|' '{printf "%s %s/%s; ", $2, $5, $6}')"
 }
@@ -32,11 +33,11 @@ for tool in racecheck memcheck; do
   (cd .vep && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${tool} 50 $cs --tool $tool --error-exitcode 9 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small)
   grep -E "RACECHECK SUMMARY|ERROR SUMMARY" $O/${tool}.log
 done
-bf .vbn176 w176b; bf .vbn w192b; bf . main2
+ba . main1; ba .vep ep1
 for t in .vbn .vbn176; do
-  (cd $t && step t_fwd$t 60 python -m pytest -m gpu -q -p no:cacheprovider tests/attention/test_attention_gpu.py -k "128 or layouts or hopper_forward or repeat or poison or raw_forward")
+  (cd $t && step t_fwd$t 60 python -m pytest -m gpu -q -p no:cacheprovider tests/attention/test_attention_gpu.py -k "full or layouts or hopper_forward or repeat or poison or raw_forward")
   tail -1 $O/t_fwd$t.log; grep "^FAILED" $O/t_fwd$t.log | head -3
 done
-ba . main1; ba .vep ep1
+bf .vbn176 w176b; bf .vbn w192b; bf . main2
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"
