@@ -105,6 +105,34 @@ h200_items() {
   grep -A4 "GPU ms per step" $O/prof.log
   step mlp_bench 90 python bench/bench_mlp.py --skip-gemm --json $O/bench_mlp.json; grep -E "^\|" $O/mlp_bench.log | head -8
 }
+# bf TREE TAG            (session 41) the non-causal forwards and backwards of issue 8's shapes in TREE (bench_attention
+#                        --graphs --causal false --impls tk,cudnn, up to 40 s): $O/bf_TAG.log, one line of the forward
+#                        rows, ours / cuDNN TFLOP/s per shape
+bf() {
+  local shapes="16,12,1024,64;8,16,2048,64;4,16,4096,64;64,6,256,64;8,16,2048,128;4,16,4096,128;2,16,8192,128;1,16,16384,128"
+  (cd $1 && step bf_$2 40 python bench/bench_attention.py --graphs --causal false --shapes "$shapes" --impls tk,cudnn)
+  echo "-- $2 fwd: $(grep '^| (' $O/bf_$2.log | grep fwd | awk -F'|' '{printf "%s %s/%s; ", $2, $5, $6}')"
+}
+# fwd_tests TREE         (session 41) the Hopper forward's GPU tests in TREE (non-causal matrix, layouts, the portable
+#                        match, repeatability, poison, raw lse; up to 60 s): $O/t_fwdTREE.log, its summary and failures
+fwd_tests() {
+  (cd $1 && step t_fwd$1 60 python -m pytest -m gpu -q -p no:cacheprovider tests/attention/test_attention_gpu.py \
+     -k "full or layouts or hopper_forward or repeat or poison or raw_forward")
+  tail -1 $O/t_fwd$1.log; grep "^FAILED" $O/t_fwd$1.log | head -3
+}
+# bwd_checks TREE        (session 41) the attention backward's pieces in TREE against the working tree's
+#                        (dev/attention_bwd_pieces.py --save / --compare), then compute-sanitizer racecheck and memcheck
+#                        of TREE on its --small cases: $O/ref.log, cmp.log, racecheck.log, memcheck.log, their summaries
+bwd_checks() {
+  local tool cs
+  step ref 30 python dev/attention_bwd_pieces.py --save /tmp/ref_all.pt; tail -1 $O/ref.log
+  (cd $1 && step cmp 30 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -1 $O/cmp.log
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in racecheck memcheck; do
+    (cd $1 && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${tool} 50 $cs --tool $tool --error-exitcode 9 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small)
+    grep -E "RACECHECK SUMMARY|ERROR SUMMARY" $O/${tool}.log
+  done
+}
 # ba TREE TAG            bench_attention.py --graphs --rounds 2 --impls tk,cudnn in TREE (up to 45 s): $O/ba_TAG.log, then
 #                        one line of the backward rows, ours / cuDNN TFLOP/s per shape
 ba() {

@@ -22,13 +22,7 @@ export MAX_JOBS=6 BUILD_ARGS="--family attention" VARIANTS=".vep .vst" VARIANT_J
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 python -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
-step ref 30 python dev/attention_bwd_pieces.py --save /tmp/ref_all.pt; tail -1 $O/ref.log
-(cd .vep && step cmp 30 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -1 $O/cmp.log
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in racecheck memcheck; do
-  (cd .vep && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${tool} 50 $cs --tool $tool --error-exitcode 9 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small)
-  grep -E "RACECHECK SUMMARY|ERROR SUMMARY" $O/${tool}.log
-done
+bwd_checks .vep
 ba . main1; ba .vep ep1
 (cd .vst && step phases 60 python dev/attention_bwd_phases.py); cat $O/phases.log
 ba . main2; ba .vep ep2

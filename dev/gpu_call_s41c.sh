@@ -20,24 +20,10 @@ export MAX_JOBS=6 BUILD_ARGS="--family attention" VARIANTS=".vep .vbn .vbn176" V
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 python -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
-FWD="16,12,1024,64;8,16,2048,64;4,16,4096,64;64,6,256,64;8,16,2048,128;4,16,4096,128;2,16,8192,128;1,16,16384,128"
-bf() {  # bf TREE TAG: the non-causal forwards and backwards, ours and cuDNN's
-  (cd $1 && step bf_$2 40 python bench/bench_attention.py --graphs --causal false --shapes "$FWD" --impls tk,cudnn)
-  echo "-- $2 fwd: $(grep '^| (' $O/bf_$2.log | grep fwd | awk -F'|' '{printf "%s %s/%s; ", $2, $5, $6}')"
-}
 bf . main1; bf .vbn w192a; bf .vbn176 w176a
-step ref 30 python dev/attention_bwd_pieces.py --save /tmp/ref_all.pt; tail -1 $O/ref.log
-(cd .vep && step cmp 30 python dev/attention_bwd_pieces.py --compare /tmp/ref_all.pt); tail -1 $O/cmp.log
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in racecheck memcheck; do
-  (cd .vep && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${tool} 50 $cs --tool $tool --error-exitcode 9 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small)
-  grep -E "RACECHECK SUMMARY|ERROR SUMMARY" $O/${tool}.log
-done
+bwd_checks .vep
 ba . main1; ba .vep ep1
-for t in .vbn .vbn176; do
-  (cd $t && step t_fwd$t 60 python -m pytest -m gpu -q -p no:cacheprovider tests/attention/test_attention_gpu.py -k "full or layouts or hopper_forward or repeat or poison or raw_forward")
-  tail -1 $O/t_fwd$t.log; grep "^FAILED" $O/t_fwd$t.log | head -3
-done
+fwd_tests .vbn; fwd_tests .vbn176
 bf .vbn176 w176b; bf .vbn w192b; bf . main2
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"
