@@ -175,17 +175,33 @@
 //        One key-block-major order over all B H heads (what this kernel did before, = one group) has
 //        ~132 different heads resident: at (8,16,2048,128) ~260 MB of Q / dO / dq_accum traffic in
 //        flight against the 50 MB L2.
-//      * Finish: dV and scale * dK go straight from registers to global memory (4-byte stores, keys >= T
-//        skipped: once per CTA).
+//      * Finish: dV and scale * dK go through shared memory (stmatrix into 64-column 128B-swizzled panels)
+//        and out by TMA stores, D / 64 panels of 64 keys each a consumer (rows >= T dropped by TMA). D = 128:
+//        over the dS^T / dQ scratch, after a named barrier of both consumers (HB_FINISH_BAR: the other's last
+//        dQ GEMM has read dS^T, the reduce-adds the staging); D = 64: in 32 KB of the consumer's own, so that the
+//        stores run on under the persistent walk's next item. Until session 42 each thread stored its registers
+//        with 64 (D = 128) / 32 (D = 64) 4-byte stores, each warp instruction touching 8 rows. Measured (H100,
+//        session 42, bench_attention.py --graphs --rounds 2 --impls tk,cudnn, main / this in alternated processes,
+//        two each, backward TFLOP/s): causal (16,12,1024,64) 252.3, 251.5 / 280.2, 280.0; (8,16,2048,64) 347.4,
+//        347.4 / 369.0, 368.7; (4,16,4096,64) 390.8, 394.2 / 412.4, 405.5; (64,6,256,64) 78.0, 78.1 / 87.6,
+//        87.7; (8,16,2048,128) 371.5, 364.0 / 368.1, 390.5; (4,16,4096,128) 435.2, 444.8 / 451.3, 455.2;
+//        (2,16,8192,128) 516.6, 519.1 / 530.7, 518.2; (1,16,16384,128) 565.8, 578.6 / 571.8, 567.1;
+//        non-causal, same order: 370.3, 369.2 / 386.6, 388.4; 438.0, 440.5 / 451.1, 439.1; 458.4, 457.3 /
+//        446.2, 465.3; 150.1, 149.9 / 167.4, 167.2; 455.6, 447.2 / 469.3, 460.2; 516.5, 517.7 / 530.5, 522.2;
+//        559.8, 560.6 / 566.6, 557.7; 542.1, 545.2 / 556.7, 547.3. D = 64 +3-12%, D = 128 level to +4%; dK, dV
+//        bitwise the same; GPT-2's tk step (bench_train.py --compile graphs) 30.42, 30.53 -> 30.20, 30.05 ms.
+//        Phase stamps before the change (H100, s42, D = 128 non-causal, one item a CTA): the finish took
+//        ~8,800-10,100 cycles of a CTA's 42,800-927,000, ~2.6 query blocks of 3,600 cycles.
 //   3. bwd_dq_convert_kernel (backward_dq.cu), frag64 layout, rows Tp.
 //
 // Tiling and limits:
 //   * Shared memory (128B swizzle, 64-column panels), in the template's order: STAGES x (Q, dO 64 x D);
-//     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); D = 128: the dQ staging (32 KB);
+//     K, V 128 x D (two of them at D = 64); 2 x dS^T (16 KB); D = 128: the dQ staging (32 KB), which with dS^T's
+//     buffers holds the dK / dV epilogue at the end; D = 64: the epilogue's 2 x 16 KB;
 //     STAGES x 512 B of lse2 / Delta (side buffers: inside a 1024-aligned stage they would pad it by 512 B);
-//     + 1 KB alignment slack. D = 64: 4 stages, 163 KB; D = 128: 3 stages, 226.5 KB of the 227 (194.5 KB in
-//     session 37 without the staging; with 2 stages the pipelined loop spilled 8-28 bytes of scalars at
-//     D = 128).
+//     + 1 KB alignment slack. D = 64: 4 stages, 195 KB (163 KB before session 42's epilogue buffers); D = 128:
+//     3 stages, 226.5 KB of the 227 (194.5 KB in session 37 without the staging; with 2 stages the pipelined
+//     loop spilled 8-28 bytes of scalars at D = 128).
 //     One CTA per SM.
 //   * Registers (D = 128, the tight case): dK, dV 2 x 64 fp32 + S^T, dP^T 2 x 32 + the 16-bit P^T / dS^T
 //     fragments 2 x 16. The block's dQ consumer holds dK, dV and the 64 registers of dQ: it lets dV and dK
@@ -333,6 +349,7 @@ constexpr int HB_M = 64;           // queries per block
 constexpr int HB_PANEL = 64;       // 16-bit columns per 128-byte swizzle row
 constexpr int HB_PRODUCER_REGS = 24;
 constexpr int HB_CONSUMER_REGS = 240;  // 128 x 24 + 2 x 128 x 240 <= 64K registers
+constexpr int HB_FINISH_BAR = 3;       // named barrier of both consumers (1, 2: each consumer's own)
 
 // D = 64: a persistent grid (one CTA per SM walks the key blocks) with two K / V buffers, so that the next key
 // block's K and V (and its first Q / dO blocks) load while the CTA still works on this one: see the header.
@@ -359,7 +376,13 @@ struct hb_layout {
   static constexpr int DS_OFF = 0;
   static constexpr int DQ_OFF = DS_OFF + 2 * DS_BYTES;
   static constexpr int DQ_BYTES = 64 * DQ_N * 4;
-  static constexpr int SCRATCH_BYTES = DQ_OFF + (STAGED_DQ ? DQ_BYTES : 0);
+  // dK, dV (16-bit, 64 keys x D each, 64-column 128B-swizzled panels) staged for their TMA stores, a consumer's
+  // EP_BYTES at EP_OFF + c EP_BYTES: D = 128 (one item a CTA) over the dS^T buffers and the dQ staging, free by then;
+  // D = 64 (persistent) a buffer of their own, so that the stores run on while the next item starts
+  static constexpr int EP_BYTES = 2 * PANELS * HB_M * 128;
+  static constexpr int EP_OFF = D == 128 ? 0 : DQ_OFF + (STAGED_DQ ? DQ_BYTES : 0);
+  static constexpr int SCRATCH_BYTES = D == 128 ? DQ_OFF + (STAGED_DQ ? DQ_BYTES : 0) : EP_OFF + 2 * EP_BYTES;
+  static_assert(D != 128 || 2 * EP_BYTES <= SCRATCH_BYTES, "the D = 128 epilogue reuses the dS^T / dQ scratch");
 };
 
 // Shared memory (128B swizzle, 64-column panels), in the pipeline's order: the ring of Q / dO slots
@@ -419,7 +442,7 @@ __shared__ barrier hb_ds_ready;
 
 template <bool DROPOUT>
 struct HbGlobals {
-  const CUtensorMap &q_map, &k_map, &v_map, &do_map, &lse_map, &delta_map, &dq_map;
+  const CUtensorMap &q_map, &k_map, &v_map, &do_map, &lse_map, &delta_map, &dq_map, &dk_map, &dv_map;
   const hb_args_t<DROPOUT> &a;
   int group;  // causal: heads per launch group (see the header)
 };
@@ -881,29 +904,51 @@ struct HbConsumer {
   }
   __device__ void drain(const Slot &last) { block<true>(last, last, w.count - 1); }
 
-  // dV and scale * dK straight from registers (4-byte stores, keys >= T skipped)
+  // dV and scale * dK through shared memory (stmatrix into 128B-swizzled panels) and one TMA store per panel (rows
+  // >= T dropped by TMA). D = 128: over the dS^T / dQ scratch, once the last dQ GEMMs have read dS^T
+  // and the staging's reduce-adds have read it; D = 64: this consumer's own buffer, once its previous item's stores
+  // have read it (the stores run on under the next item).
   __device__ void finish(const hb_item &) {
-    const int T_ = a.seq;
-    T *dv_g = static_cast<T *>(a.dv) + int64_t(w.b) * a.dv_s.b + int64_t(w.h) * a.dv_s.h;
-    T *dk_g = static_cast<T *>(a.dk) + int64_t(w.b) * a.dk_s.b + int64_t(w.h) * a.dk_s.h;
+    if constexpr (D == 128) {
+      if ((me & 31) == 0) bulk_wait_group_read<0>();
+      __syncwarp();
+      wg::named_sync(HB_FINISH_BAR, 2 * wg::WARPGROUP_THREADS);
+    } else {
+      if (me == 0) bulk_wait_group_read<0>();
+      wg::sync(1 + c);
+    }
+    char *const ep = scratch + L::EP_OFF + c * L::EP_BYTES;
     if constexpr (DROPOUT) {  // dV = P~^T dO / (1 - p)
 #pragma unroll
       for (int i = 0; i < acc_d::REGS; i++) dv.v[i] *= a.drop.keep_scale;
     }
 #pragma unroll
-    for (int i = 0; i < acc_d::REGS; i += 2) {
-      const int key = key0 + acc_d::row(i), col = acc_d::col(i);
-      if (key < T_) {
-        *reinterpret_cast<uint32_t *>(dv_g + int64_t(key) * a.dv_s.t + col) = wg::pack2<T>(dv.v[i], dv.v[i + 1]);
-        *reinterpret_cast<uint32_t *>(dk_g + int64_t(key) * a.dk_s.t + col) =
-            wg::pack2<T>(dk.v[i] * a.scale, dk.v[i + 1] * a.scale);
+    for (int i = 0; i < acc_d::REGS; i++) dk.v[i] *= a.scale;
+    stage_rows(ep, dv);
+    stage_rows(ep + L::EP_BYTES / 2, dk);
+    fence_proxy_async_shared();
+    wg::sync(1 + c);
+    if (me == 0) {
+      for (int p = 0; p < L::PANELS; p++) {
+        tma::store_async(g.dv_map, ep + p * (HB_M * 128), p * HB_PANEL, key0, w.h, w.b);
+        tma::store_async(g.dk_map, ep + L::EP_BYTES / 2 + p * (HB_M * 128), p * HB_PANEL, key0, w.h, w.b);
       }
+      bulk_commit_group();
     }
     if constexpr (hb_persistent(D)) blocks_before += w.count;
-    // STAGED_DQ: the last block's bulk reductions have read the staging before the CTA's shared memory goes away
-    if constexpr (L::STAGED_DQ) {
-      if ((me & 31) == 0) bulk_wait_group_read<0>();
+  }
+  // acc (this warpgroup's 64 key rows x D, fp32) as 16-bit 128B-swizzled [64 x 64] panels at tile (stmatrix)
+  __device__ void stage_rows(char *tile, const acc_d &acc) const {
+#pragma unroll
+    for (int k = 0; k < D / 16; k++) {
+      wg::a_fragment<T> f;
+      wg::to_a_fragment(f, acc.v, k);
+      wg::store_a_fragment(tile + (k / 4) * (HB_M * 128), f, k % 4);
     }
+  }
+  // after the CTA's last item: the dK / dV stores have read shared memory before the CTA exits
+  __device__ void last() {
+    if (me == 0) bulk_wait_group_read<0>();
   }
 };
 
@@ -968,11 +1013,12 @@ __global__ void __launch_bounds__(HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, 1)
 attention_bwd_hopper_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
                             const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap delta_map,
-                            const __grid_constant__ CUtensorMap dq_map, const __grid_constant__ hb_args_t<DROPOUT> a,
+                            const __grid_constant__ CUtensorMap dq_map, const __grid_constant__ CUtensorMap dk_map,
+                            const __grid_constant__ CUtensorMap dv_map, const __grid_constant__ hb_args_t<DROPOUT> a,
                             const int group) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   HbPipeline<T, D, CAUSAL, DROPOUT>::run(
-      HbGlobals<DROPOUT>{q_map, k_map, v_map, do_map, lse_map, delta_map, dq_map, a, group});
+      HbGlobals<DROPOUT>{q_map, k_map, v_map, do_map, lse_map, delta_map, dq_map, dk_map, dv_map, a, group});
 #else
   __trap();
 #endif
@@ -1064,12 +1110,14 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
-  CUtensorMap qm, km, vm, dom, lm, dm, dqm;
+  CUtensorMap qm, km, vm, dom, lm, dm, dqm, dkm, dvm;
   try {
     qm = bhtd_map<T>(p.q, p.q_s, p.B, p.H, p.T, D, HB_M);
     km = bhtd_map<T>(p.k, p.k_s, p.B, p.H, p.T, D, HB_N);
     vm = bhtd_map<T>(p.v, p.v_s, p.B, p.H, p.T, D, HB_N);
     dom = bhtd_map<T>(p.dout, p.do_s, p.B, p.H, p.T, D, HB_M);
+    dkm = bhtd_map<T>(p.dk, p.dk_s, p.B, p.H, p.T, D, HB_M);  // a consumer's 64 keys, stored
+    dvm = bhtd_map<T>(p.dv, p.dv_s, p.B, p.H, p.T, D, HB_M);
     lm = host::matrix_map<float>(p.lse_log2, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
     dm = host::matrix_map<float>(p.delta, uint64_t(p.B) * p.H, Tp, Tp, 1, HB_M, 0);
     // dq_accum as (128 floats, 4 warps, rows of 2 KB): a warp's share of a frag64 block is one box (dq_accum.cuh)
@@ -1111,7 +1159,7 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
   if constexpr (hb_persistent(D)) {
     if ((err = persistent_blocks(n_blocks, n_blocks)) != cudaSuccess) return err;
   }
-  kernel<<<unsigned(n_blocks), HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, dqm, a,
+  kernel<<<unsigned(n_blocks), HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, dqm, dkm, dvm, a,
                                                                                           group);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
