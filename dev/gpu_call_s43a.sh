@@ -1,28 +1,37 @@
 #!/usr/bin/env bash
-# Session 43's first call (~6 min, any card): the forward's O stores (dev/patches/attention_fwd_o_store16.patch, .vst16):
-# D = 128 p = 0 writes O from registers 16 bytes a lane (wg::store_rows: a quad transposes its words by 4 shuffles
-# per 32 columns; 8 STG.E.128 a thread instead of 32 STG.E; session 42's phase stamps put the old finish at 5-6% of an
-# item at (8,16,2048,128) non-causal), the staged O (D = 64, D = 128 dropout) goes to shared memory by stmatrix (4 / 8
-# STSM a thread instead of 16 / 32 STS). Compiled spill-free, no C75xx (session 42); never run.
-# Steps: bench_attention main / .vst16 (both masks, --rounds 2; forward and backward lines), .vst16's attention GPU
-# suite, racecheck + memcheck of its forward / backward pieces (--small), the benchmarks again in the reverse order,
-# GPT-2's tk step alternated .vst16 / main.
-# Prep: rm -rf .vst16 && mkdir .vst16 && git archive HEAD | tar -x -C .vst16 && (cd .vst16 && patch -p1 < ../dev/patches/attention_fwd_o_store16.patch)
-#   carry [".gpu_data", ".vst16"]
-export MAX_JOBS=10 BUILD_ARGS=" " VARIANTS=".vst16" VARIANT_JOBS=6 VARIANT_BUILD_ARGS=" " LIMIT=${LIMIT:-420}
+# Session 43's first call (~7 min, any card): two forward candidates for issue 8, alone and together. Both compiled
+# spill-free with no C75xx in session 42; never run.
+#   .vst16 = dev/patches/attention_fwd_o_store16.patch: D = 128 p = 0 writes O from registers 16 bytes a lane
+#            (wg::store_rows: a quad transposes its words, 4 shuffles per 32 columns; 8 STG.E.128 a thread instead
+#            of 32 STG.E); the staged O (D = 64, D = 128 dropout) goes to shared memory by stmatrix (4 / 8 STSM a
+#            thread instead of 16 / 32 STS).
+#   .vturn = dev/patches/attention_fwd_turn_d128.patch: the ping-pong turn runs on across items at D = 128 p = 0 too
+#            (TURN_ACROSS_ITEMS), so consumer 0 starts the next item while consumer 1 stores O, instead of waiting
+#            for it (session 42's phase stamps: the D = 128 finish is 2,282 / 2,910 cycles an item at (8,16,2048,128)
+#            non-causal, 5-6% of the item).
+#   .vboth = both patches.
+# Steps: bench_attention (both masks, --rounds 2, tk and cuDNN; forward and backward lines) main / .vst16 / .vturn /
+# .vboth, .vboth's attention GPU suite and racecheck + memcheck of its forward / backward pieces (--small), the four
+# benchmarks again in the reverse order. Merge what wins (the headers say MEASUREMENT PENDING where the numbers go);
+# then gpu_call_s43b.sh (GPT-2 and medium profiled, bench_mlp) on the warm machine, and GPT-2's tk step A/B.
+# Prep: for t in .vst16 .vturn .vboth; do rm -rf $t && mkdir $t && git archive HEAD | tar -x -C $t; done;
+#   (cd .vst16 && patch -p1 < ../dev/patches/attention_fwd_o_store16.patch);
+#   (cd .vturn && patch -p1 < ../dev/patches/attention_fwd_turn_d128.patch);
+#   (cd .vboth && patch -p1 < ../dev/patches/attention_fwd_o_store16.patch && patch -p1 < ../dev/patches/attention_fwd_turn_d128.patch)
+#   carry [".gpu_data", ".vst16", ".vturn", ".vboth"]
+export MAX_JOBS=4 BUILD_ARGS="--family attention" VARIANTS=".vst16 .vturn .vboth" VARIANT_JOBS=4 LIMIT=${LIMIT:-480}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 python -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
 baf() { ba "$@"; echo "-- $2 fwd: $(grep '^| (' $O/ba_$2.log | grep fwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"; }
-baf . main1; baf .vst16 st1
-(cd .vst16 && step t_attn 100 python -m pytest -m gpu -q -p no:cacheprovider tests/attention -x); tail -1 $O/t_attn.log
+baf . main1; baf .vst16 st1; baf .vturn turn1; baf .vboth both1
+(cd .vboth && step t_attn 100 python -m pytest -m gpu -q -p no:cacheprovider tests/attention -x); tail -1 $O/t_attn.log
 grep "^FAILED" $O/t_attn.log | head -5
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in racecheck memcheck; do
-  (cd .vst16 && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step $tool 40 $cs --tool $tool --error-exitcode 9 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small)
+  (cd .vboth && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step $tool 40 $cs --tool $tool --error-exitcode 9 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small)
   grep -E "RACECHECK SUMMARY|ERROR SUMMARY" $O/$tool.log
 done
-baf .vst16 st2; baf . main2
-(cd .vst16 && tk_step train_b); tk_step train_c; (cd .vst16 && tk_step train_d); tk_step train_e
-(cd $O && tar -czf logs.tgz *.log && rm -rf *.log train_*)
+baf .vboth both2; baf .vturn turn2; baf .vst16 st2; baf . main2
+(cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"
