@@ -25,6 +25,8 @@
 //                                [rows x 64] tile (to stage an accumulator for a TMA store)
 //   store_a_fragment(tile, frag, k)  frag (columns 16k.. of the warpgroup's 64 rows) into the 128B-swizzled
 //                                [64 x 64] 16-bit shared tile at tile: one stmatrix.x4 per warp (sm_90)
+//   store_tile(tile, v, panel_bytes)   the whole 64 x N accumulator v, 16-bit, into N / 64 such tiles panel_bytes
+//                                apart (store_a_fragment per 16 columns): to stage it for a TMA store
 //   load_a_fragment(frag, tile, k)     its inverse (ldmatrix.x4): wgmma_rs's A from a K-major shared tile
 //   load_a_fragment_mn(frag, box, k)   the same A fragment from an MN-major [64 k x 64 m] box (ldmatrix.x4.trans)
 //
@@ -208,6 +210,20 @@ template <typename T>
 __device__ __forceinline__ void store_a_fragment(char *tile, const a_fragment<T> &frag, int k) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   stmatrix_x4(smem_u32(tile + swizzle128_offset(16 * warp + (lane & 15), 16 * k + 8 * (lane >> 4))), frag.r);
+}
+
+// The warpgroup's 64 x N accumulator values v (accumulator<N>'s layout, N a multiple of 16), rounded to T, into 128B-
+// swizzled [64 x 64] 16-bit tiles, columns 64p .. 64p + 63 at tile + p panel_bytes: N / 16 stmatrix.x4 a warp, the
+// layout a TMA store of 64-column boxes reads.
+template <typename T, int R>
+__device__ __forceinline__ void store_tile(char *tile, const float (&v)[R], int panel_bytes) {
+  static_assert(R % 8 == 0, "store_tile: N a multiple of 16");
+#pragma unroll
+  for (int k = 0; k < R / 8; k++) {
+    a_fragment<T> f;
+    to_a_fragment(f, v, k);
+    store_a_fragment(tile + (k / 4) * panel_bytes, f, k % 4);
+  }
 }
 
 // store_a_fragment's inverse: frag = columns 16k .. 16k + 15 of this warp's 16 rows of a warpgroup's 128B-swizzled

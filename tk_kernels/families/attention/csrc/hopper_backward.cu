@@ -924,8 +924,8 @@ struct HbConsumer {
     }
 #pragma unroll
     for (int i = 0; i < acc_d::REGS; i++) dk.v[i] *= a.scale;
-    stage_rows(ep, dv);
-    stage_rows(ep + L::EP_BYTES / 2, dk);
+    wg::store_tile<T>(ep, dv.v, HB_M * 128);
+    wg::store_tile<T>(ep + L::EP_BYTES / 2, dk.v, HB_M * 128);
     fence_proxy_async_shared();
     wg::sync(1 + c);
     if (me == 0) {
@@ -936,15 +936,6 @@ struct HbConsumer {
       bulk_commit_group();
     }
     if constexpr (hb_persistent(D)) blocks_before += w.count;
-  }
-  // acc (this warpgroup's 64 key rows x D, fp32) as 16-bit 128B-swizzled [64 x 64] panels at tile (stmatrix)
-  __device__ void stage_rows(char *tile, const acc_d &acc) const {
-#pragma unroll
-    for (int k = 0; k < D / 16; k++) {
-      wg::a_fragment<T> f;
-      wg::to_a_fragment(f, acc.v, k);
-      wg::store_a_fragment(tile + (k / 4) * (HB_M * 128), f, k % 4);
-    }
   }
   // after the CTA's last item: the dK / dV stores have read shared memory before the CTA exits
   __device__ void last() {
@@ -1159,8 +1150,8 @@ cudaError_t launch_hopper_bwd(const BwdParams &p, cudaStream_t stream, const cha
   if constexpr (hb_persistent(D)) {
     if ((err = persistent_blocks(n_blocks, n_blocks)) != cudaSuccess) return err;
   }
-  kernel<<<unsigned(n_blocks), HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, dqm, dkm, dvm, a,
-                                                                                          group);
+  kernel<<<unsigned(n_blocks), HbPipeline<T, D, CAUSAL, DROPOUT>::THREADS, smem, stream>>>(qm, km, vm, dom, lm, dm, dqm,
+                                                                                          dkm, dvm, a, group);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
   // dq = scale * dq_accum (frag64 blocks, Tp rows per head)
