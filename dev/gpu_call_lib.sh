@@ -134,8 +134,11 @@ bwd_checks() {
   done
 }
 # ba TREE TAG            bench_attention.py --graphs --rounds 2 --impls tk,cudnn in TREE (up to 45 s): $O/ba_TAG.log, then
-#                        one line of the backward rows, ours / cuDNN TFLOP/s per shape
+#                        one line of the backward rows and one of the forward rows, ours / cuDNN TFLOP/s per shape
 ba() {
   (cd $1 && step ba_$2 45 python bench/bench_attention.py --graphs --rounds 2 --impls tk,cudnn)
-  echo "-- $2 bwd: $(grep '^| (' $O/ba_$2.log | grep bwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
+  local pass
+  for pass in bwd fwd; do
+    echo "-- $2 $pass: $(grep '^| (' $O/ba_$2.log | grep $pass | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"
+  done
 }

@@ -23,8 +23,7 @@ export MAX_JOBS=4 BUILD_ARGS="--family attention" VARIANTS=".vst16 .vturn .vboth
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 python -c "import torch; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version())"
-baf() { ba "$@"; echo "-- $2 fwd: $(grep '^| (' $O/ba_$2.log | grep fwd | awk -F'|' '{printf "%s%s %s/%s; ", $2, $3, $5, $6}')"; }
-baf . main1; baf .vst16 st1; baf .vturn turn1; baf .vboth both1
+ba . main1; ba .vst16 st1; ba .vturn turn1; ba .vboth both1
 (cd .vboth && step t_attn 100 python -m pytest -m gpu -q -p no:cacheprovider tests/attention -x); tail -1 $O/t_attn.log
 grep "^FAILED" $O/t_attn.log | head -5
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -32,6 +31,6 @@ for tool in racecheck memcheck; do
   (cd .vboth && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step $tool 40 $cs --tool $tool --error-exitcode 9 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small)
   grep -E "RACECHECK SUMMARY|ERROR SUMMARY" $O/$tool.log
 done
-baf .vboth both2; baf .vturn turn2; baf .vst16 st2; baf . main2
+ba .vboth both2; ba .vturn turn2; ba .vst16 st2; ba . main2
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"
