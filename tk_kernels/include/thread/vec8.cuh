@@ -3,8 +3,11 @@
 //   load8(v, p)    v[0..8) = float(p[0..8))     bf16/fp16: one 16-byte load; fp32: two 16-byte loads
 //   store8(p, v)   p[0..8) = T(v[0..8))         (round to nearest even), same widths
 //
+//   store16(p, w)  the 16 bytes w[0..4) to global p in one st.global.v4 (the compiler split a plain uint4 store of
+//                  shuffled words into four 4-byte stores in the attention forward's O store, session 42)
+//
 // p must be 16-byte aligned (8 elements of a 16-bit type, or the first 4 of fp32, per 16 bytes).
-// Plain C++ on uint4/float4: the compiler emits LDG.E.128 / STG.E.128 (no inline PTX needed).
+// load8 / store8 are plain C++ on uint4/float4: the compiler emits LDG.E.128 / STG.E.128 there.
 // Row-wise memory-bound kernels (the LayerNorm family) keep a row in registers as float[K][8].
 #pragma once
 #include "../common/base_types.cuh"
@@ -44,6 +47,11 @@ __device__ __forceinline__ void store8(T *p, const float (&v)[8]) {
       words[i] = as_u32<T>(convert_pair<packed_t<T>>(make_float2(v[2 * i], v[2 * i + 1])));
     *reinterpret_cast<uint4 *>(p) = make_uint4(words[0], words[1], words[2], words[3]);
   }
+}
+
+__device__ __forceinline__ void store16(void *p, const uint32_t (&w)[4]) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+               : "memory");
 }
 
 // v[i] = float(T(v[i])): what storing and reloading in T gives (the reference rounds x + delta to

@@ -29,6 +29,8 @@
 //                                apart (store_a_fragment per 16 columns): to stage it for a TMA store
 //   load_a_fragment(frag, tile, k)     its inverse (ldmatrix.x4): wgmma_rs's A from a K-major shared tile
 //   load_a_fragment_mn(frag, box, k)   the same A fragment from an MN-major [64 k x 64 m] box (ldmatrix.x4.trans)
+//   store_rows(dst, ld, acc, scale, rows)   the accumulator times a per-row factor, as 16-bit rows of a row-major
+//                                global matrix, 16 bytes a lane (a quad's words transposed first: quad_transpose)
 //
 // Use: fence -> N x wgmma_ss over the k16 slices -> commit; wait<0> (or <1> to keep one group in
 // flight) before reading the accumulator or overwriting the operand tiles.
@@ -40,6 +42,7 @@
 #include "wgmma_ops.cuh"
 #include "../warp/memory/register_to_shared.cuh"
 #include "../warp/memory/shared_to_register.cuh"
+#include "../thread/vec8.cuh"
 
 namespace tk::wg {
 
@@ -242,6 +245,49 @@ template <typename T>
 __device__ __forceinline__ void load_a_fragment_mn(a_fragment<T> &frag, const char *box, int k) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, j = lane >> 3;
   ldmatrix_x4_trans(frag.r, smem_u32(box + swizzle128_offset(16 * k + (lane & 7) + 8 * (j >> 1), 16 * warp + 8 * (j & 1))));
+}
+
+// 4 x 4 transpose of 32-bit words inside each quad of lanes (the 4 lanes that share an accumulator row): on return
+// lane t of the quad holds in w[i] what lane i held in w[t]. Two butterfly stages of two shuffles each: across
+// lanes t ^ 2 the off-diagonal 2 x 2 blocks trade places, then across t ^ 1 each 2 x 2 block is transposed.
+__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4]) {
+  const int t = threadIdx.x & 3;
+  const bool hi2 = t & 2, hi1 = t & 1;
+  uint32_t a = __shfl_xor_sync(0xffffffffu, hi2 ? w[0] : w[2], 2);
+  uint32_t b = __shfl_xor_sync(0xffffffffu, hi2 ? w[1] : w[3], 2);
+  if (hi2) { w[0] = a; w[1] = b; } else { w[2] = a; w[3] = b; }
+  a = __shfl_xor_sync(0xffffffffu, hi1 ? w[0] : w[1], 1);
+  b = __shfl_xor_sync(0xffffffffu, hi1 ? w[2] : w[3], 1);
+  if (hi1) { w[0] = a; w[2] = b; } else { w[1] = a; w[3] = b; }
+}
+
+// dst[r][c] = 16-bit(v(r, c) * scale[half]) for the warpgroup's 64 x N accumulator values v (accumulator<N>'s layout;
+// half 0 = its value pairs 4j, 4j + 1, half 1 = 4j + 2, 4j + 3, i.e. rows row(0) and row(0) + 8 of each lane) into a
+// row-major matrix with ld elements between rows, rows r >= rows skipped. Straight from the accumulator each lane
+// would write 4 bytes and a warp instruction 8 rows x 16 bytes (half a 32-byte sector per row); here the quad that
+// shares a row transposes its words for every 32 columns, so that lane t writes columns 32k + 8t .. + 7: 16 bytes a
+// lane, 8 rows x 64 contiguous bytes a warp instruction, a quarter of the store instructions. dst and ld must keep
+// every row 16-byte aligned; N a multiple of 32. All lanes run the shuffles (rows >= rows included).
+template <typename T, int N>
+__device__ __forceinline__ void store_rows(T *dst, int64_t ld, const float (&v)[N / 2], const float (&scale)[2],
+                                           int rows) {
+  static_assert(N % 32 == 0, "store_rows: N a multiple of 32");
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int r = 16 * warp + lane / 4 + 8 * h;
+#pragma unroll
+    for (int k = 0; k < N / 32; k++) {
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {  // column group 4k + i: columns 32k + 8i + 2t, + 1
+        const int j = 4 * (4 * k + i) + 2 * h;
+        w[i] = pack2<T>(v[j] * scale[h], v[j + 1] * scale[h]);
+      }
+      quad_transpose(w);             // w = columns 32k + 8t .. 32k + 8t + 7
+      if (r < rows) store16(dst + int64_t(r) * ld + 32 * k + 8 * t, w);
+    }
+  }
 }
 
 }  // namespace tk::wg

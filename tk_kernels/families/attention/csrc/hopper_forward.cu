@@ -55,8 +55,15 @@
 //     on the row sum) made ptxas serialise every wgmma. So within a warpgroup the exp2s run after the
 //     P V group; across the two warpgroups they overlap.
 //   * Finish: O /= l, lse = (m c + log2 l) ln 2. lse goes straight from registers (one lane per row).
-//     O: D = 128 without dropout stores its 64 x 128 tile from registers (4-byte stores, a quad writing 16
-//     contiguous bytes of a row); the others write it into their rows of an O staging buffer, in the
+//     O: D = 128 without dropout stores its 64 x 128 tile from registers, 16 bytes a lane (wg::store_rows:
+//     the quad that shares a row transposes its words, 4 shuffles per 32 columns, so a warp instruction
+//     writes 8 rows x 64 contiguous bytes; until session 42 each lane wrote 4 bytes, 8 rows x 16 bytes an
+//     instruction, and the phase stamps of session 42 put that finish at 2,282 / 2,910 cycles an item for the
+//     two consumers at (8,16,2048,128) non-causal, 5-6% of the item, while the other consumer waits for it;
+//     session 43, H100, two alternated processes each: D = 128 forward +4.6% / +5.1% at (8,16,2048,128)
+//     non-causal / causal, +2.5% / +3.6% at (4,16,4096,128), +0.6% / +1.3% at (2,16,8192,128)); the others
+//     write it (stmatrix, one per 16 columns a warp; until session 42 4-byte shared stores: D = 64 level to
+//     +1.6%) into their rows of an O staging buffer, in the
 //     128B-swizzled layout, and one thread stores it with TMA. A "Q empty" barrier per Q buffer (both
 //     consumers' last S GEMM of its item done) lets the producer refill it: D = 64 has two Q buffers, so the
 //     next item's Q (and first K / V tile) load while this item still runs; D = 128 one, loaded during the finish.
@@ -465,7 +472,7 @@ struct HopConsumer {
       if (row_lo < T_) lse_row[row_lo] = lse[0];
       if (row_lo + 8 < T_) lse_row[row_lo + 8] = lse[1];
     }
-    if constexpr (DIRECT_O) store_o(w, row_lo, inv_l);
+    if constexpr (DIRECT_O) store_o(w, inv_l);
     else stage_o(w, inv_l);
   }
 
@@ -475,19 +482,11 @@ struct HopConsumer {
   }
 
  private:
-  // O straight from registers: two elements per 4-byte store, a quad writing 16 contiguous bytes of a row
-  // (rows >= T skipped).
-  __device__ void store_o(const hop_coord &w, int row_lo, const float (&inv_l)[2]) {
-    T *o_head = static_cast<T *>(g.a.o) + w.b * g.a.o_s.b + w.h * g.a.o_s.h;
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-      const int row = row_lo + 8 * hr;
-      if (row >= g.a.seq) continue;
-      T *o_row = o_head + row * g.a.o_s.t;
-#pragma unroll
-      for (int i = 2 * hr; i < acc_o::REGS; i += 4)
-        *reinterpret_cast<uint32_t *>(o_row + acc_o::col(i)) = wg::pack2<T>(o.v[i] * inv_l[hr], o.v[i + 1] * inv_l[hr]);
-    }
+  // O straight from registers, 16 bytes a lane (wg::store_rows: each quad transposes its words first, so a warp
+  // instruction writes 8 rows x 64 contiguous bytes), rows >= T skipped.
+  __device__ void store_o(const hop_coord &w, const float (&inv_l)[2]) {
+    T *o_rows = static_cast<T *>(g.a.o) + w.b * g.a.o_s.b + w.h * g.a.o_s.h + int64_t(r0) * g.a.o_s.t;
+    wg::store_rows<T, D>(o_rows, g.a.o_s.t, o.v, inv_l, g.a.seq - r0);
   }
   // O through this warpgroup's rows of the staging buffer, swizzled like the TMA box, then one TMA store per
   // 64-column panel (rows >= T are dropped by TMA).
@@ -496,12 +495,8 @@ struct HopConsumer {
     if (me == 0) bulk_wait_group_read<0>();  // the previous item's store has read the staging buffer
     wg::sync(1 + c);
 #pragma unroll
-    for (int i = 0; i < acc_o::REGS; i += 2) {
-      const int row = acc_o::row(i), col = acc_o::col(i);
-      char *panel = o_stage + (col / PANEL_COLS) * L::Q_PANEL;
-      *reinterpret_cast<uint32_t *>(panel + wg::swizzle128_offset(row, col % PANEL_COLS)) =
-          wg::pack2<T>(o.v[i] * inv_l[(i >> 1) & 1], o.v[i + 1] * inv_l[(i >> 1) & 1]);
-    }
+    for (int i = 0; i < acc_o::REGS; i++) o.v[i] *= inv_l[(i >> 1) & 1];  // (start() zeroes O for the next item)
+    wg::store_tile<T>(o_stage, o.v, L::Q_PANEL);  // one stmatrix.x4 a warp per 16 columns
     fence_proxy_async_shared();
     wg::sync(1 + c);
     if (me == 0 && r0 < g.a.seq) {     // (a box wholly past T would be dropped anyway)
