@@ -6,6 +6,7 @@ each once more, in a fixed order, for Nsight Compute:
     ncu --clock-control none -k regex:gemm_kernel --launch-skip 8 -c 4 --section ... python dev/mlp_epilogue_ncu.py --ncu
     compute-sanitizer --tool racecheck python dev/mlp_epilogue_ncu.py --ncu --small   # N = 2000
     --sums: the GELU' GEMM also writes its column sums (the MLP's bias gradient), as training does
+    --C 1024: the model width (default 768, GPT-2 124M; 1024 is GPT-2 medium)
     --save FILE: after the runs, save every output (random bias, N = 2000 with --small) to FILE, to compare two
                  trees' kernels bitwise (dev/compare_saved.py)
 
@@ -21,7 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from tk_kernels.families.mlp import ops  # noqa: E402
 
-N, C = (2000 if "--small" in sys.argv else 16384), 768  # 2000: 192 tiles (some CTAs take two), ragged
+N = 2000 if "--small" in sys.argv else 16384  # 2000: 192 tiles (some CTAs take two), ragged
+C = int(sys.argv[sys.argv.index("--C") + 1]) if "--C" in sys.argv else 768  # --C 1024: GPT-2 medium's MLP
 H = 4 * C
 dt = torch.bfloat16
 g = torch.Generator(device="cuda").manual_seed(0)
