@@ -55,7 +55,11 @@
 // (consumers finishing their own tile in 8 pieces between the next tile's slices) and 121 / 117 for the plain
 // store of the same products; bench_mlp's MLP fwd+bwd 1.136x / 1.063x / 1.019x the faster of eager and
 // torch.compile at C = 768 / 1024 / 2048 (that version: 1.080x / 1.046x / 0.982x, same call); with the cluster
-// pairs 1.153x / 1.089x / 1.027x (H100, session 23).
+// pairs 1.153x / 1.089x / 1.027x (H100, session 23). Session 43 (H100): the epilogue warpgroup sets the GELU GEMM's
+// pace (88% busy at 0.29 instructions a cycle; the gelu' store ~26 us and the GELU math ~25-34 us of its 54-67 us over
+// the plain store, bench/RESULTS.md); fewer instructions in its box loop (AuxChunks; gelu.cuh's folded constants: 760 ->
+// 658 a box) took GELU 175 -> 164 us / 278 -> 269 us and GELU' 152.6 -> 147.2 / 249.2 -> 244.3 us at C = 768 / 1024,
+// the MLP fwd+bwd -1.8% / -2.0% / -0.5% at C = 768 / 1024 / 2048, GPT-2 medium's tk step 80.17 -> 79.76 ms.
 #include <algorithm>
 #include <string>
 #include <cuda_bf16.h>
@@ -412,21 +416,24 @@ __device__ __forceinline__ TileHandoff &tile_handoff() {
   return h;
 }
 
-// The address of the 16-byte chunk (row r, chunk q) of box b of consumer c's half of tile w in the (M, N) matrix
-// `aux`, or nullptr outside it (N is a multiple of 8, so a chunk is all in or all out)
+// This thread's 16-byte chunks of gelu'(pre) in consumer c's half of tile w: rows r0 + 16 j (j = 0..3), columns
+// 8 q .. 8 q + 7 of box b, in the (M, N) matrix `aux` (N is a multiple of 8, so a chunk is all in or all out). The
+// 64-bit address of the first row is formed once per half, a chunk is a 32-bit offset from it and its bounds test two
+// compares (session 43: a 64-bit product, a null test and a branch per chunk were ~60 of the GELU box loop's 760
+// instructions, in an epilogue warpgroup that sets the kernel's pace).
 template <typename T>
-__device__ __forceinline__ uint4 *aux_chunk(const Unit &w, int c, int b, int r, int q, const Shape &s, const EpiArgs &e) {
-  const int row = w.m0 + c * 64 + r, col = w.n0 + b * BOX + q * 8;
-  T *aux = static_cast<T *>(e.aux);
-  return row < s.M && col < s.N ? reinterpret_cast<uint4 *>(aux + int64_t(row) * e.ldc + col) : nullptr;
-}
-
-// GELU': that chunk of the forward's gelu'(pre) (zero outside the matrix)
-template <typename T>
-__device__ __forceinline__ uint4 load_aux(const Unit &w, int c, int b, int r, int q, const Shape &s, const EpiArgs &e) {
-  const uint4 *p = aux_chunk<T>(w, c, b, r, q, s, e);
-  return p != nullptr ? *p : make_uint4(0u, 0u, 0u, 0u);
-}
+struct AuxChunks {
+  T *first;        // row w.m0 + 64 c + r0, column w.n0 + 8 q (an address past the matrix is never dereferenced)
+  int ldc16;       // 16 rows, in elements
+  int rows, cols;  // rows and columns of the matrix from there on (<= 0: none)
+  __device__ AuxChunks(const Unit &w, int c, int r0, int q, const Shape &s, const EpiArgs &e)
+      : first(static_cast<T *>(e.aux) + int64_t(w.m0 + c * 64 + r0) * e.ldc + (w.n0 + q * 8)),
+        ldc16(int(16 * e.ldc)), rows(s.M - (w.m0 + c * 64 + r0)), cols(s.N - (w.n0 + q * 8)) {}
+  __device__ bool in(int b, int j) const { return 16 * j < rows && b * BOX < cols; }
+  __device__ uint4 *at(int b, int j) const { return reinterpret_cast<uint4 *>(first + (j * ldc16 + b * BOX)); }
+  // GELU': the forward's gelu'(pre) (zero outside the matrix)
+  __device__ uint4 load(int b, int j) const { return in(b, j) ? *at(b, j) : make_uint4(0u, 0u, 0u, 0u); }
+};
 
 // One 16-byte chunk (8 values) of a staged box, in place. GELU: the chunk of pre-activations becomes gelu(pre), and
 // `aux` receives gelu'(pre), rounded like it. GELU': the gradient times `aux` (the forward's gelu'(pre)), whose
@@ -471,6 +478,7 @@ __device__ __forceinline__ void finish_half(char *tile, const Unit &w, int c, in
   const EpiArgs &e = g.e;
   const int q = me % 8, r0 = me / 8;
   float *sums = reinterpret_cast<float *>(tile + TILE_BYTES);  // [box % 2][warp][64]
+  const AuxChunks<T> ax(w, c, r0, q, s, e);
   uint4 aux[4] = {};
 #pragma unroll 1
   for (int b = 0; b < GBN / BOX; b++) {
@@ -480,10 +488,11 @@ __device__ __forceinline__ void finish_half(char *tile, const Unit &w, int c, in
       for (int j = 0; j < 4; j++) aux[j] = next[j];
       if (b + 1 < GBN / BOX) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) next[j] = load_aux<T>(w, c, b + 1, r0 + 16 * j, q, s, e);
+        for (int j = 0; j < 4; j++) next[j] = ax.load(b + 1, j);
       } else if (has_next) {
+        const AuxChunks<T> nx(nw, nc, r0, q, s, e);
 #pragma unroll
-        for (int j = 0; j < 4; j++) next[j] = load_aux<T>(nw, nc, 0, r0 + 16 * j, q, s, e);
+        for (int j = 0; j < 4; j++) next[j] = nx.load(0, j);
       }
     }
     float cs[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -500,10 +509,8 @@ __device__ __forceinline__ void finish_half(char *tile, const Unit &w, int c, in
     for (int j = 0; j < 4; j++) *p[j] = v[j];
     if constexpr (E == Epilogue::gelu) {  // gelu'(pre) straight to memory: 8 threads write one 128-byte line
 #pragma unroll
-      for (int j = 0; j < 4; j++) {
-        uint4 *d = aux_chunk<T>(w, c, b, r0 + 16 * j, q, s, e);
-        if (d != nullptr) *d = aux[j];
-      }
+      for (int j = 0; j < 4; j++)
+        if (ax.in(b, j)) *ax.at(b, j) = aux[j];
     }
     const bool sum = E == Epilogue::dgelu && e.colsum != nullptr;
     if (sum) {
@@ -556,8 +563,9 @@ struct GemmEpilogue {
     if constexpr (E == Epilogue::dgelu) {
       const int q = me % 8, r0 = me / 8;
       if (more) {
+        const AuxChunks<T> first(w, 0, r0, q, g.s, g.e);
 #pragma unroll
-        for (int j = 0; j < 4; j++) next_aux[j] = load_aux<T>(w, 0, 0, r0 + 16 * j, q, g.s, g.e);
+        for (int j = 0; j < 4; j++) next_aux[j] = first.load(0, j);
       }
     }
     if constexpr (E == Epilogue::gelu) {  // the first tile's bias, before the consumers stage it
