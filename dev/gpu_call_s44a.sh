@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
-# Session 44's first call (~5 min, any card), prepared in session 43 (never run):
-#   1. .vhelp = main + dev/patches/mlp_gelu_helper_warps.patch with its staging alignment fixed (s43f ran it with
-#      consumer 1's tile 512 B off a 1024-byte boundary: wrong output, 3-4% slower): the MLP GPU tests, racecheck /
-#      memcheck of the epilogues, the four epilogue GEMMs alone at C = 768 / 1024 alternated with main. Read per
-#      scheduler (dev/README "Leads after session 43"): schedulers 2 and 3 carry 4/3 of the old epilogue work.
-#   2. issue 12's medium ratio on main after session 43's merges, torch and tk side by side (bench_train, graphs).
-# Prep: rm -rf .vhelp && mkdir .vhelp && git archive HEAD | tar -x -C .vhelp &&
-#   (cd .vhelp && patch -p1 < ../dev/patches/mlp_gelu_helper_warps.patch); carry [".gpu_data", ".vhelp"]
-export MAX_JOBS=10 BUILD_ARGS=" " VARIANTS=".vhelp" VARIANT_JOBS=6 VARIANT_BUILD_ARGS="--family mlp" LIMIT=${LIMIT:-420}
+# Session 44's first call (~4 min, any card): why our attention forward takes 133 us a call in GPT-2 medium's step
+# (s43b profile) against cuDNN's 112 while both take ~111 us alone.
+#   1. dev/attention_in_step.py: the forward alone / after c_attn's GEMM / inside one block's forward GEMMs, ours and
+#      cuDNN, 12 and 16 heads, per-kernel times from torch.profiler over CUDA-graph replays.
+#   2. bench_train gpt2-medium torch,tk --profile --trace: each call of both forwards (and our backward) in the step.
+export MAX_JOBS=10 BUILD_ARGS=" " LIMIT=${LIMIT:-420}
 source dev/gpu_call_lib.sh
-nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
-(cd .vhelp && step t_mlp 60 python -m pytest -m gpu -q -p no:cacheprovider tests/mlp -x -k "not gpt_step"); tail -1 $O/t_mlp.log
-grep -E "^FAILED|^ERROR" $O/t_mlp.log | head -5
-ep() { (cd $1 && step epi_$2_$3 25 python dev/mlp_epilogue_ncu.py --C $3); echo "-- $2 C=$3"; grep TFLOP $O/epi_$2_$3.log | head -3; }
-for r in 1 2; do for C in 768 1024; do ep . main$r $C; ep .vhelp help$r $C; done; done
-SAN_SECS=60 san .vhelp help racecheck memcheck; wait
-step med 150 python bench/bench_train.py --models gpt2-medium --kernels torch,tk --compile graphs --out $O/med
-grep -E "tok/s|vs torch|gpt2-medium " $O/med.log | head -6
-(cd $O && tar -czf logs.tgz *.log && rm -rf *.log med)
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
+step ais 90 python dev/attention_in_step.py; grep -E "^H=|Error|error" $O/ais.log | head -20
+step med 170 python bench/bench_train.py --models gpt2-medium --kernels torch,tk --compile graphs --profile --top 30 --trace $O/tr --out $O/med
+grep -E "tok/s|vs torch|gpt2-medium " $O/med.log | head -8
+for p in attention_fwd_hopper attention_bwd_hopper hbwd_prep; do
+  python dev/trace_kernel_calls.py $O/tr/gpt2-medium_tk_graphs.json $p > $O/tkc_$p.log; head -6 $O/tkc_$p.log; done
+for p in fprop bprop; do
+  python dev/trace_kernel_calls.py $O/tr/gpt2-medium_torch_graphs.json $p > $O/tcc_$p.log; head -6 $O/tcc_$p.log; done
+python dev/trace_kernel_calls.py $O/tr/gpt2-medium_tk_graphs.json attention_fwd_hopper --list | head -80 > $O/tkc_list.log
+nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv,noheader
+(cd $O && tar -czf logs.tgz *.log && rm -rf *.log med tr)
 echo "all done at $((SECONDS - t0)) s"
