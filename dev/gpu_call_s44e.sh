@@ -6,11 +6,11 @@
 # and none (.vpnone) instead of 256 B (the attention's maps only; s44c counted 25% more L2 traffic than cuDNN's).
 # Prep: for v in vp128 vpnone; do rm -rf .$v; mkdir .$v; git archive HEAD | tar -x -C .$v;
 #   (cd .$v && patch -p1 < ../dev/patches/attention_maps_l2_$v.patch); done; carry [".gpu_data", ".vp128", ".vpnone"]
-export MAX_JOBS=10 BUILD_ARGS=" " VARIANTS=".vp128 .vpnone" VARIANT_JOBS=3 LIMIT=${LIMIT:-420}
+export MAX_JOBS=10 BUILD_ARGS=" " VARIANTS=".vp128 .vpnone" VARIANT_JOBS=3 LIMIT=${LIMIT:-260}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 50 > $O/smi.log 2>&1 &
 SMI=$!
-for k in torch tk torch tk; do
+for k in torch tk; do
   step med_$k 100 python bench/bench_train.py --models gpt2-medium --kernels $k --compile graphs --iters 40 --out $O/med_$k
   echo "$k end $(date +%H:%M:%S.%N)" | tee -a $O/ends.log; grep "tok/s" $O/med_$k.log | head -1
 done
@@ -31,7 +31,7 @@ for l in open(sys.argv[2]):
         print(f"{k:5s}: {len(w)} samples, SM clock mean {sum(r[1] for r in w) / len(w):.0f} MHz (min {min(r[1] for r in w)}, max {max(r[1] for r in w)}), "
               f"power mean {sum(r[2] for r in w) / len(w):.0f} W (max {max(r[2] for r in w):.0f}), temp {w[-1][3]} C")
 PY
-for r in 1 2; do for t in . .vp128 .vpnone; do
+for r in 1; do for t in . .vp128 .vpnone; do
   (cd $t && step fw_${t#.}_$r 40 python dev/sustained_pairs.py --only "attention fwd (" --secs 2)
   echo "$t: $(grep 'us, peer' $O/fw_${t#.}_$r.log)"; done; done
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log med_*)
