@@ -24,6 +24,10 @@ setting: embedding, attention and residual dropout; kernels=tk runs the attentio
 --profile adds a torch.profiler pass per mode and prints its GPU time per op family (GEMM,
 attention, LayerNorm, fused (triton), elementwise, loss, optimizer, other), classified by kernel
 name (see FAMILY_PATTERNS); on a CPU it classifies the CPU time of the aten ops instead.
+--power samples the GPU's SM clock and board power (nvidia-smi, every 50 ms) while the timed steps run and
+reports their means and the energy per step: a GPT-2 step keeps an H100 at its 700 W limit, where the clock
+falls from 1980 MHz to 1260-1700 (session 44), so tokens/s there follows each mode's energy per step (give it
+--iters for a second or more of steps; nvidia-smi needs a few hundred ms to start).
 Results: a table on stdout, and bench_train.json + bench_train.png (if matplotlib is installed)
 in --out.
 """
@@ -102,6 +106,68 @@ def model_specs(tiny: bool) -> dict[str, dict]:
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def parse_power_samples(text: str) -> dict | None:
+    """Means of `nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits` lines ("1755, 698.52"):
+    {"sm_mhz", "watts", "samples"}, or None without a usable line ([N/A] fields and other lines are skipped)."""
+    clocks, watts = [], []
+    for line in text.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) != 2:
+            continue
+        try:
+            c, w = float(parts[0]), float(parts[1])
+        except ValueError:
+            continue
+        clocks.append(c)
+        watts.append(w)
+    if not clocks:
+        return None
+    return dict(sm_mhz=round(sum(clocks) / len(clocks), 1), watts=round(sum(watts) / len(watts), 1),
+                samples=len(clocks))
+
+
+class PowerSampler:
+    """With `with PowerSampler(device) as ps: ...`, ps.result is parse_power_samples() of what nvidia-smi sampled
+    meanwhile (every 50 ms, the device picked by its PCI bus id), or None (no CUDA device, no nvidia-smi, no sample),
+    with the reason in ps.note."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.proc, self.result, self.note = device, None, None, ""
+
+    def _gpu_id(self) -> str:
+        props = torch.cuda.get_device_properties(self.device)
+        bus = getattr(props, "pci_bus_id", None)
+        if bus is None:  # an older torch: nvidia-smi's index (its order may differ from CUDA's)
+            return str(self.device.index or 0)
+        return f"{getattr(props, 'pci_domain_id', 0):08X}:{bus:02X}:{getattr(props, 'pci_device_id', 0):02X}.0"
+
+    def __enter__(self):
+        import shutil
+        import subprocess
+        smi = shutil.which("nvidia-smi")
+        if self.device.type != "cuda" or smi is None:
+            self.note = "needs a CUDA device and nvidia-smi"
+            return self
+        self.proc = subprocess.Popen([smi, "-i", self._gpu_id(), "--query-gpu=clocks.sm,power.draw",
+                                      "--format=csv,noheader,nounits", "-lms", "50"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc is None:
+            return False
+        self.proc.terminate()
+        try:
+            out, _ = self.proc.communicate(timeout=10)
+        except Exception:  # noqa: BLE001 (a hung nvidia-smi must not end the benchmark)
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        self.result = parse_power_samples(out or "")
+        if self.result is None:
+            self.note = "nvidia-smi gave no sample: " + " ".join((out or "").split())[:120]
+        return False
 
 
 def profile_step(step, device: torch.device, steps: int = 3, trace: str | None = None,
@@ -191,11 +257,18 @@ def run_mode(name: str, spec: dict, kernels: str, compile_mode: str, args, devic
             loss = step()
         sync(device)
         result["warmup_s"] = round(time.perf_counter() - t0, 2)
-        t0 = time.perf_counter()
-        for _ in range(args.iters):
-            loss = step()
-        sync(device)
-        dt = (time.perf_counter() - t0) / args.iters
+        with PowerSampler(device) if args.power else contextlib.nullcontext() as power:
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                loss = step()
+            sync(device)
+            dt = (time.perf_counter() - t0) / args.iters
+        if power is not None:
+            result["power"] = power.result
+            if power.result is not None:
+                result["power"]["joules_per_step"] = round(power.result["watts"] * dt, 3)
+            else:
+                result["power_note"] = power.note
         result["loss"] = round(loss.item(), 4)
         result["ms_per_iter"] = round(dt * 1000, 3)
         result["tokens_per_s"] = round(B * T / dt, 1)
@@ -245,6 +318,17 @@ def print_table(results: list[dict]) -> None:
         mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
         print(f"{r['model']:<18}{mode_label(r):<15}{r['tokens_per_s']:>12,.0f}{r['ms_per_iter']:>10.2f}"
               f"{mfu:>8}{ratio:>10}")
+    powered = [r for r in results if "power" in r]
+    if powered:
+        print("\nwhile the timed steps ran (nvidia-smi every 50 ms)")
+        print(f"{'model':<18}{'mode':<15}{'SM MHz':>10}{'watts':>10}{'J/step':>10}{'samples':>9}")
+        for r in powered:
+            p = r["power"]
+            if p is None:
+                print(f"{r['model']:<18}{mode_label(r):<15}  n/a: {r.get('power_note', '')}")
+            else:
+                print(f"{r['model']:<18}{mode_label(r):<15}{p['sm_mhz']:>10.0f}{p['watts']:>10.1f}"
+                      f"{p['joules_per_step']:>10.3f}{p['samples']:>9}")
     profiled = [r for r in results if "profile_ms" in r]
     if profiled:
         unit = "GPU" if any(r.get("device", "").startswith("cuda") for r in profiled) else "CPU"
@@ -307,6 +391,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "train"),
                    help="directory for bench_train.json and bench_train.png")
     p.add_argument("--trace", default=None, help="with --profile: a folder for each mode's Chrome trace")
+    p.add_argument("--power", action="store_true",
+                   help="the GPU's mean SM clock, power and energy per step over the timed steps (nvidia-smi)")
     p.add_argument("--top", type=int, default=0, help="with --profile: list the N kernels that take the most time")
     p.add_argument("--batch_size", type=int, default=None,
                    help="override every model's batch size (e.g. 1 with a short --block_size: a step with little "

@@ -39,7 +39,7 @@ def test_tiny_cpu_run_writes_json_and_png(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, os.path.join(REPO, "bench", "bench_train.py"), "--device=cpu",
-                        "--tiny", "--profile", "--out", str(out)], env=env, cwd=tmp_path,
+                        "--tiny", "--profile", "--power", "--out", str(out)], env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads((out / "bench_train.json").read_text())
@@ -51,6 +51,7 @@ def test_tiny_cpu_run_writes_json_and_png(tmp_path):
         assert ok["tokens_per_s"] > 0 and ok["ms_per_iter"] > 0 and ok["mfu"] is None  # no MFU on a CPU
         assert ok["tokens_per_s"] == pytest.approx(4 * 64 / (ok["ms_per_iter"] / 1000), rel=1e-3)
         assert sum(ok["profile_ms"].values()) > 0 and set(ok["profile_ms"]) == set(bench_train.FAMILIES)
+        assert ok["power"] is None and "CUDA device" in ok["power_note"]  # --power on a CPU: reported, no crash
         # a failing mode is reported and the run goes on
         assert "kernels=tk" in modes[("tk", compiled)]["error"]
     assert data["env"]["iters"] == 2 and data["env"]["device"] == "cpu"
@@ -63,3 +64,33 @@ def test_bad_arguments_give_one_clear_error(tmp_path):
                         "--models", "gpt5", "--out", str(tmp_path)], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 1 and "unknown gpt5" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_parse_power_samples():
+    text = "1755, 698.52\n1980, 120.0\n[N/A], [N/A]\nFailed to initialize NVML\n1500, 701.48\n"
+    p = bench_train.parse_power_samples(text)
+    assert p == dict(sm_mhz=pytest.approx((1755 + 1980 + 1500) / 3, abs=0.05),
+                     watts=pytest.approx((698.52 + 120.0 + 701.48) / 3, abs=0.05), samples=3)
+    assert bench_train.parse_power_samples("") is None
+    assert bench_train.parse_power_samples("No devices were found\n") is None
+
+
+def test_power_sampler_runs_nvidia_smi_and_stops_it(tmp_path, monkeypatch):
+    """The sampler's subprocess plumbing, with a stand-in nvidia-smi on PATH that prints two samples and then
+    waits to be stopped (as the real one does with -lms); the device is never touched (its id is patched)."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho \"$@\" > " + str(tmp_path / "args") + "\n"
+                    "echo '1600, 690.0'\necho '1700, 650.0'\nexec sleep 60\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ["PATH"])
+    monkeypatch.setattr(bench_train.PowerSampler, "_gpu_id", lambda self: "00000000:3B:00.0")
+    import time
+    with bench_train.PowerSampler(bench_train.torch.device("cuda", 0)) as ps:
+        time.sleep(0.5)
+    assert ps.result == dict(sm_mhz=1650.0, watts=670.0, samples=2), ps.note
+    assert ps.proc.poll() is not None  # stopped
+    args = (tmp_path / "args").read_text().split()
+    assert args[:2] == ["-i", "00000000:3B:00.0"] and "--query-gpu=clocks.sm,power.draw" in args and "50" in args
+    with bench_train.PowerSampler(bench_train.torch.device("cpu")) as ps:
+        pass
+    assert ps.result is None and ps.proc is None
