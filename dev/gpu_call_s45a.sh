@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Prepared in session 44 for session 45's first call (~4 min, any card): replaces s44e, which found no machine.
-#   1. bench_train.py's new --power on GPT-2 medium, torch and tk side by side (one process, CUDA graphs, 60 timed
-#      steps): each mode's mean SM clock, board power and joules per step. s44b had the board at its 700 W limit
-#      under back-to-back kernels; does the tk step run at a lower clock than torch's, and at fewer J a step?
-#      Checks --power on a GPU for the first time (its CPU tests use a stand-in nvidia-smi).
-#   2. the attention forward cold / hot (dev/sustained_pairs.py) with the rank-4 tensor maps' L2 promotion at 128 B
-#      (.vp128) and none (.vpnone) instead of 256 B (s44c counted 25% more L2 traffic than cuDNN's), two rounds.
-# Prep: for v in vp128 vpnone; do rm -rf .$v; mkdir .$v; git archive HEAD | tar -x -C .$v;
-#   (cd .$v && patch -p1 < ../dev/patches/attention_maps_l2_$v.patch); done; carry [".gpu_data", ".vp128", ".vpnone"]
-export MAX_JOBS=10 BUILD_ARGS=" " VARIANTS=".vp128 .vpnone" VARIANT_JOBS=3 LIMIT=${LIMIT:-400}
+# Prepared in session 44 for session 45's first call (~8 min, any card): the dQ fold (dev/patches/
+# attention_bwd_dq_fold.patch, branch s44-dq-fold: at D = 64 the Hopper backward converts each 64-query block of
+# dq itself once its last reduction is in, two helper warps of the producer warpgroup, a counter per block; the
+# bwd_dq_convert_kernel launch is gone there; compiled spill-free, never run). Its correctness first:
+#   1. .vfold: the attention GPU tests (all of them: every dq of the D = 64 Hopper path goes through the fold) and
+#      the D = 64 qkv-bias test; compute-sanitizer memcheck / racecheck on the backward's small ragged cases.
+#   2. per-kernel us of the backward (dev/attention_bwd_pieces.py --time), main and .vfold.
+# Then bash dev/gpu_call_s45b.sh on the same warm machine (timings, train steps).
+# Prep: rm -rf .vfold && mkdir .vfold && git archive HEAD | tar -x -C .vfold &&
+#   (cd .vfold && patch -p1 < ../dev/patches/attention_bwd_dq_fold.patch); carry [".gpu_data", ".vfold"]
+export MAX_JOBS=10 BUILD_ARGS=" " VARIANTS=".vfold" VARIANT_JOBS=6 VARIANT_BUILD_ARGS=" " LIMIT=${LIMIT:-570}
 source dev/gpu_call_lib.sh
-step med 150 python bench/bench_train.py --models gpt2-medium --kernels torch,tk --compile graphs --iters 60 --power --out $O/med
-grep -E "tok/s|vs torch|gpt2-medium |SM MHz" $O/med.log | head -10
-for r in 1 2; do for t in . .vp128 .vpnone; do
-  (cd $t && step fw_${t#.}_$r 40 python dev/sustained_pairs.py --only "attention fwd (" --secs 2)
-  echo "$t: $(grep 'us, peer' $O/fw_${t#.}_$r.log)"; done; done
-(cd $O && tar -czf logs.tgz *.log && rm -rf *.log med)
+nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
+(cd .vfold && step t_att 260 python -m pytest -m gpu -q -p no:cacheprovider tests/attention -x); tail -1 $O/t_att.log
+grep -E "^FAILED|^ERROR|Error" $O/t_att.log | head -8
+sanitize .vfold 80 python dev/attention_bwd_pieces.py --small
+step pieces_main 45 python dev/attention_bwd_pieces.py --time; grep "^time" $O/pieces_main.log | head -8
+(cd .vfold && step pieces_fold 45 python dev/attention_bwd_pieces.py --time); grep "^time" $O/pieces_fold.log | head -8
+(cd $O && tar -czf logs.tgz *.log && rm -rf *.log)
 echo "all done at $((SECONDS - t0)) s"
