@@ -43,56 +43,65 @@ def kernel_stats(fn, reps: int, match: str) -> tuple[float, float, float, int]:
     return sum(durs) / len(durs), min(durs), max(durs), len(durs)
 
 
+B, T, D = 16, 1024, 64  # GPT-2's and medium's attention: batch 16, block 1024, head dim 64
+N = B * T
+
+
+def block_cases(H: int) -> dict[str, tuple[str, dict]]:
+    """At H heads (C = 64 H): impl -> (a substring of its attention forward's kernel name, {case: fn}), impl "ours"
+    (tk::attention_qkv_fwd on the fused projection, our GEMM) or "cuDNN" (SDPA's cuDNN backend on the model's q, k, v
+    views, cuBLAS), cases "alone" (the forward on a qkv made once), "after_gemm" (c_attn's GEMM, then the forward)
+    and "layer" (c_attn's GEMM, the forward, c_proj and the MLP's two GEMMs), each fn one call of them."""
+    C = H * D
+    scale = D ** -0.5
+    x = torch.randn(N, C, device="cuda", dtype=torch.bfloat16)
+    w_attn = (torch.randn(3 * C, C, device="cuda") * C ** -0.5).to(torch.bfloat16)
+    b_attn = torch.zeros(3 * C, device="cuda")
+    w_proj = (torch.randn(C, C, device="cuda") * C ** -0.5).to(torch.bfloat16)
+    w_fc = (torch.randn(4 * C, C, device="cuda") * C ** -0.5).to(torch.bfloat16)
+    w_fc2 = (torch.randn(C, 4 * C, device="cuda") * (4 * C) ** -0.5).to(torch.bfloat16)
+    qkv0 = F.linear(x, w_attn).view(B, T, 3 * C)
+
+    def ours_attn(qkv):
+        return torch.ops.tk.attention_qkv_fwd(qkv, H, True, scale, 0.0)[0]
+
+    def cudnn_attn(qkv):
+        q, k, v = attention_ops.qkv_views(qkv, H)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+
+    def ours_gemm(a, w, b=None):
+        return torch.ops.tk.linear_fwd(a, w, b)[0]
+
+    def torch_gemm(a, w, b=None):
+        return F.linear(a, w, None if b is None else b.to(a.dtype))
+
+    cases = {}
+    for name, attn, gemm, match in (("ours", ours_attn, ours_gemm, "attention_fwd_hopper"),
+                                    ("cuDNN", cudnn_attn, torch_gemm, "fprop")):
+        def alone(attn=attn):
+            return attn(qkv0)
+
+        def after_gemm(attn=attn, gemm=gemm):
+            return attn(gemm(x, w_attn, b_attn).view(B, T, 3 * C))
+
+        def layer(attn=attn, gemm=gemm):
+            y = attn(gemm(x, w_attn, b_attn).view(B, T, 3 * C)).transpose(1, 2).reshape(N, C)  # (B, H, T, D) views
+            return gemm(gemm(gemm(y, w_proj), w_fc), w_fc2)
+
+        cases[name] = (match, dict(alone=alone, after_gemm=after_gemm, layer=layer))
+    return cases
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--heads", type=int, nargs="+", default=[12, 16])
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args()
     print(torch.cuda.get_device_name(), torch.__version__, "cuDNN", torch.backends.cudnn.version())
-    B, T, D = 16, 1024, 64
-    N = B * T
     for H in args.heads:
-        C = H * D
-        scale = D ** -0.5
-        x = torch.randn(N, C, device="cuda", dtype=torch.bfloat16)
-        w_attn = (torch.randn(3 * C, C, device="cuda") * C ** -0.5).to(torch.bfloat16)
-        b_attn = torch.zeros(3 * C, device="cuda")
-        w_proj = (torch.randn(C, C, device="cuda") * C ** -0.5).to(torch.bfloat16)
-        w_fc = (torch.randn(4 * C, C, device="cuda") * C ** -0.5).to(torch.bfloat16)
-        w_fc2 = (torch.randn(C, 4 * C, device="cuda") * (4 * C) ** -0.5).to(torch.bfloat16)
-        qkv0 = F.linear(x, w_attn).view(B, T, 3 * C)
-
-        def ours_attn(qkv):
-            return torch.ops.tk.attention_qkv_fwd(qkv, H, True, scale, 0.0)[0]
-
-        def cudnn_attn(qkv):
-            q, k, v = attention_ops.qkv_views(qkv, H)
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-
-        def ours_gemm(a, w, b=None):
-            return torch.ops.tk.linear_fwd(a, w, b)[0]
-
-        def torch_gemm(a, w, b=None):
-            return F.linear(a, w, None if b is None else b.to(a.dtype))
-
-        impls = {"ours": (ours_attn, ours_gemm, "attention_fwd_hopper"),
-                 "cuDNN": (cudnn_attn, torch_gemm, "fprop")}
-        for name, (attn, gemm, match) in impls.items():
-            def alone():
-                return attn(qkv0)
-
-            def after_gemm():
-                return attn(gemm(x, w_attn, b_attn).view(B, T, 3 * C))
-
-            def layer():
-                qkv = gemm(x, w_attn, b_attn).view(B, T, 3 * C)
-                y = attn(qkv)
-                y = y.transpose(1, 2).reshape(N, C) if y.dim() == 4 and y.shape[1] == H else y.reshape(N, C)
-                h = gemm(y, w_proj)
-                return gemm(gemm(h, w_fc), w_fc2)
-
-            for what, fn in (("alone", alone), ("after_gemm", after_gemm), ("layer", layer)):
+        for name, (match, fns) in block_cases(H).items():
+            for what, fn in fns.items():
                 mean, lo, hi, n = kernel_stats(graphed(fn), args.reps, match)
                 print(f"H={H:2d} {name:5s} {what:10s}: attention forward {mean:7.1f} us mean "
                       f"(min {lo:.1f}, max {hi:.1f}, {n} calls)")
