@@ -76,12 +76,17 @@ _MM_OUT_DTYPE = hasattr(torch.ops.aten.mm, "dtype")
 
 
 def _weight_grad(a: Tensor, b: Tensor, shape, dtype: torch.dtype) -> Tensor:
-    """a^T b for a (K, M), b (K, N): the weight gradient (M, N) in fp32, then `dtype`.
+    """a^T b for a (K, M), b (K, N): the weight gradient (M, N), accumulated in fp32, in `dtype`.
     cuBLAS (torch.mm, fp32 out) where PyTorch has it: side by side on an H200 (dev/mlp_dw_variants.py,
     bench/RESULTS.md session 14) it took 0.119 / 0.188 / 0.789 ms against 0.139 / 0.204 / 0.887 for our
     split-K GEMM (K split to fill the GPU, fp32 atomics into a zeroed output) at the MLP's shapes,
-    N = 16384, C = 768 / 1024 / 2048. Ours (STORE_F32, still tested) otherwise."""
+    N = 16384, C = 768 / 1024 / 2048; on an H100 (dev/dw_gemm.py, session 46) our GEMM equals cuBLAS where K
+    is not split and trails it by 2-17% where it is. Ours (STORE_F32, still tested) otherwise. Parameters in the
+    operands' 16-bit dtype get cuBLAS's 16-bit output (one rounding, as PyTorch's own backward) instead of an
+    fp32 product and a cast pass over it."""
     if _MM_OUT_DTYPE:
+        if dtype == a.dtype:
+            return torch.mm(a.t(), b)
         out = torch.mm(a.t(), b, out_dtype=torch.float32)
     else:
         out = torch.zeros(shape, device=a.device, dtype=torch.float32)
