@@ -10,11 +10,11 @@ Forward (two GEMMs, csrc/gemm.cu):
     pre = x W_fc^T + b_fc          epilogue: + bias, round, GELU -> writes g = gelu(pre) and d = gelu'(pre)
                                    (pre itself is never written)
     y   = g W_proj^T + b_proj      epilogue: + bias
-Backward (four GEMMs and two column sums, csrc/colsum.cu):
+Backward (four GEMMs, two of them ours, and two column sums, csrc/colsum.cu):
     dh      = (dy W_proj) * d         d fused into the GEMM's epilogue (saved by the forward, which had
                                       computed most of it for GELU: the backward's epilogue is a multiply)
-    dW_proj = dy^T g,   dW_fc = dh^T x    fp32 straight from the accumulators (K = tokens, split to
-                                           fill the GPU), in the weights' dtype
+    dW_proj = dy^T g,   dW_fc = dh^T x    cuBLAS (faster at these long-K products, _weight_grad): fp32 out for
+                                           fp32 weights, the 16-bit output for 16-bit ones
     dx      = dh W_fc
     db_fc   = sum_rows dh             the GELU' GEMM also writes dh's column sums per 64-row block (fp32,
                                       (N / 64, 4C)); our column-sum kernel sums those blocks
