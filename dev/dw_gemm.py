@@ -16,15 +16,13 @@ with ours' output zero-filled first when it splits K (the fill counted).
 import argparse
 import os
 import sys
-import time
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from tk_kernels.families.mlp import ops  # noqa: E402
-from bench.bench_layernorm import graphed  # noqa: E402
-from dev.sustained_pairs import gpu_us  # noqa: E402
+from dev.sustained_pairs import cold_hot  # noqa: E402
 
 # (M, N) of dW = a^T b, a (K, M), b (K, N): the four weights of a block (c_attn, c_proj, c_fc, mlp c_proj)
 MODELS = {
@@ -91,19 +89,7 @@ def main() -> None:
             print(line, flush=True)
             res = {}
             for name, fn in (("ours", ours), ("cuBLAS", cublas)):
-                def many(fn=fn):
-                    for _ in range(calls):
-                        fn()
-                replay = graphed(many)
-                time.sleep(1.0)
-                cold = gpu_us(replay, 3, calls)
-                t0 = time.time()
-                while time.time() - t0 < args.secs:
-                    for _ in range(10):
-                        replay()
-                    torch.cuda.synchronize()
-                hot = gpu_us(replay, 10, calls)
-                res[name] = (cold, hot)
+                cold, hot = res[name] = cold_hot(fn, calls, args.secs, 10)
                 totals[name][0] += cold
                 totals[name][1] += hot
             tf = 2 * M * N * K / 1e6

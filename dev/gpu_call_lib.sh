@@ -62,8 +62,26 @@ sanitize() {
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^ran" "$O/san_$tool.log"
   done
 }
-# epi TREE TAG           the four MLP GEMMs alone in TREE (dev/mlp_epilogue_ncu.py, do_bench medians): $O/epi_TAG.log
-epi() { (cd "$1" && step "epi_$2" 30 python dev/mlp_epilogue_ncu.py); echo "-- $2"; grep TFLOP "$O/epi_$2.log"; }
+# epi TREE TAG [C [SECS]]   the four MLP GEMMs alone in TREE at width C (default 768; dev/mlp_epilogue_ncu.py,
+#                        do_bench medians; up to SECS s, default 30): $O/epi_TAG.log
+epi() {
+  (cd "$1" && step "epi_$2" "${4:-30}" python dev/mlp_epilogue_ncu.py --C "${3:-768}"); echo "-- $2"; grep TFLOP "$O/epi_$2.log"
+}
+# epi_ncu C              (sessions 43, 47) Nsight Compute on the MLP GEMM's GELU and plain-store kernels at width C
+#                        (dev/mlp_epilogue_ncu.py --ncu: launches 8 and 9): speed of light and the stall samples by SASS
+#                        line (dev/ncu_stalls.py): $O/r_*.ncu-rep, sol_*.csv, src_*.csv, stalls_*.txt, a summary each
+epi_ncu() {
+  local k
+  for k in 8:gelu 9:store; do
+    step ncu_${k#*:} 60 ncu --clock-control none -k regex:gemm_kernel --launch-skip ${k%%:*} -c 1 --section SpeedOfLight \
+      --section SourceCounters --section WarpStateStats --import-source no -f -o $O/r_${k#*:} python dev/mlp_epilogue_ncu.py --ncu --C $1
+    ncu -i $O/r_${k#*:}.ncu-rep --page source --csv --print-source sass > $O/src_${k#*:}.csv 2>> $O/ncu_export.log
+    python dev/ncu_stalls.py $O/src_${k#*:}.csv --top 25 > $O/stalls_${k#*:}.txt 2>&1
+    ncu -i $O/r_${k#*:}.ncu-rep --page details --csv > $O/sol_${k#*:}.csv 2>> $O/ncu_export.log
+    echo "-- ${k#*:}"; grep -E "Throughput|Duration|Pipe|SM Busy" $O/sol_${k#*:}.csv | awk -F'","' '{print $(NF-2), $(NF-1), $NF}' | head -14
+    head -6 $O/stalls_${k#*:}.txt | cut -c1-200
+  done
+}
 # train_abab TREE        GPT-2's step (bench_train.py --compile graphs), each its own process: torch and tk here
 #                        (train_a), then tk in TREE (train_b), here (train_c), in TREE (train_d); prints the tok/s
 #                        lines. Alternating cancels the slow drift of back-to-back runs (session 24: ~0.07 ms a run).

@@ -17,17 +17,8 @@
 export MAX_JOBS=8 BUILD_ARGS="--family mlp" VARIANTS=".vnoaux .vnomath" VARIANT_JOBS=4 VARIANT_BUILD_ARGS="--family mlp" LIMIT=${LIMIT:-400}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
-ep() { (cd $1 && step epi_$2_$3 45 python dev/mlp_epilogue_ncu.py --C $3); echo "-- $2 C=$3"; grep TFLOP $O/epi_$2_$3.log; }
-for r in 1 2; do for C in 2048 1024; do ep . main$r $C; ep .vnoaux noaux$r $C; ep .vnomath nomath$r $C; done; done
-for k in 8:gelu 9:store; do
-  step ncu_${k#*:} 60 ncu --clock-control none -k regex:gemm_kernel --launch-skip ${k%%:*} -c 1 --section SpeedOfLight \
-    --section SourceCounters --section WarpStateStats --import-source no -f -o $O/r_${k#*:} python dev/mlp_epilogue_ncu.py --ncu --C 2048
-  ncu -i $O/r_${k#*:}.ncu-rep --page source --csv --print-source sass > $O/src_${k#*:}.csv 2>> $O/ncu_export.log
-  python dev/ncu_stalls.py $O/src_${k#*:}.csv --top 25 > $O/stalls_${k#*:}.txt 2>&1
-  ncu -i $O/r_${k#*:}.ncu-rep --page details --csv > $O/sol_${k#*:}.csv 2>> $O/ncu_export.log
-  echo "-- ${k#*:}"; grep -E "Throughput|Duration|Pipe|SM Busy" $O/sol_${k#*:}.csv | awk -F'","' '{print $(NF-2), $(NF-1), $NF}' | head -14
-  head -6 $O/stalls_${k#*:}.txt | cut -c1-200
-done
+for r in 1 2; do for C in 2048 1024; do epi . main${r}_$C $C 45; epi .vnoaux noaux${r}_$C $C 45; epi .vnomath nomath${r}_$C $C 45; done; done
+epi_ncu 2048
 rm -f $O/*.ncu-rep
 (cd $O && tar -czf logs.tgz *.log *.txt *.csv && rm -rf *.log *.txt *.csv)
 echo "all done at $((SECONDS - t0)) s"

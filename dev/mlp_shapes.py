@@ -12,15 +12,13 @@ after a 1 s pause (cold) and once after --secs s of back-to-back replays (hot), 
 import argparse
 import os
 import sys
-import time
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.bench_mlp import gemm_fns  # noqa: E402
-from bench.bench_layernorm import graphed  # noqa: E402
-from dev.sustained_pairs import gpu_us  # noqa: E402
+from dev.sustained_pairs import cold_hot  # noqa: E402
 
 
 def main() -> None:
@@ -38,21 +36,7 @@ def main() -> None:
         tot = [0.0] * 4
         for layout, M, Nn, K in cases:
             fns = gemm_fns(layout, M, Nn, K, torch.bfloat16)
-            res = []
-            for fn in fns:
-                def many(fn=fn):
-                    for _ in range(calls):
-                        fn()
-                replay = graphed(many)
-                time.sleep(1.0)
-                cold = gpu_us(replay, 3, calls)
-                t0 = time.time()
-                while time.time() - t0 < args.secs:
-                    for _ in range(10):
-                        replay()
-                    torch.cuda.synchronize()
-                res.append((cold, gpu_us(replay, 5, calls)))
-            (oc, oh), (pc, ph) = res
+            (oc, oh), (pc, ph) = (cold_hot(fn, calls, args.secs, 5) for fn in fns)
             tot = [tot[0] + oc, tot[1] + oh, tot[2] + pc, tot[3] + ph]
             tf = 2 * M * Nn * K / 1e6
             print(f"C={C} {layout:11s} ({M},{Nn},{K}): ours {oc:7.1f} -> {oh:7.1f} us ({tf / oc:4.0f} -> {tf / oh:4.0f} "

@@ -38,6 +38,23 @@ def gpu_us(fn, reps: int, calls: int) -> float:
     return total / (reps * calls)
 
 
+def cold_hot(fn, calls: int, secs: float, reps: int) -> tuple[float, float]:
+    """Kernel time (us) of one call of fn, cold and hot: fn x calls captured in a CUDA graph, timed over 3 replays
+    after a 1 s pause, then over `reps` replays after `secs` s of back-to-back replays."""
+    def many():
+        for _ in range(calls):
+            fn()
+    replay = graphed(many)
+    time.sleep(1.0)
+    cold = gpu_us(replay, 3, calls)
+    t0 = time.time()
+    while time.time() - t0 < secs:
+        for _ in range(10):
+            replay()
+        torch.cuda.synchronize()
+    return cold, gpu_us(replay, reps, calls)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--secs", type=float, default=2.0)
@@ -109,22 +126,7 @@ def main() -> None:
         return
     calls = 8
     for name, fns in pairs.items():
-        res = []
-        for fn in fns:
-            def many(fn=fn):
-                for _ in range(calls):
-                    fn()
-            replay = graphed(many)
-            time.sleep(1.0)
-            cold = gpu_us(replay, 3, calls)
-            t0 = time.time()
-            while time.time() - t0 < args.secs:
-                for _ in range(10):
-                    replay()
-                torch.cuda.synchronize()
-            hot = gpu_us(replay, args.reps, calls)
-            res.append((cold, hot))
-        (oc, oh), (pc, ph) = res
+        (oc, oh), (pc, ph) = (cold_hot(fn, calls, args.secs, args.reps) for fn in fns)
         print(f"{name:38s} ours {oc:6.1f} -> {oh:6.1f} us, peer {pc:6.1f} -> {ph:6.1f} us; "
               f"peer/ours cold {pc / oc:.3f}, hot {ph / oh:.3f}", flush=True)
 
