@@ -68,8 +68,9 @@ epi() {
   (cd "$1" && step "epi_$2" "${4:-30}" python dev/mlp_epilogue_ncu.py --C "${3:-768}"); echo "-- $2"; grep TFLOP "$O/epi_$2.log"
 }
 # epi_ncu C [K:TAG ...]  (sessions 43, 47) Nsight Compute on the MLP GEMM's GELU and plain-store kernels at width C
-#                        (dev/mlp_epilogue_ncu.py --ncu: launches 8 and 9; "10:dgelu 11:dstore" for the backward's): speed of light and the stall samples by SASS
-#                        line (dev/ncu_stalls.py): $O/r_*.ncu-rep, sol_*.csv, src_*.csv, stalls_*.txt, a summary each
+#                        (dev/mlp_epilogue_ncu.py --ncu: launches 8 and 9; "10:dgelu 11:dstore" for the backward's):
+#                        speed of light and the stall samples by SASS line (dev/ncu_stalls.py): $O/r_*.ncu-rep,
+#                        sol_*.csv, src_*.csv, stalls_*.txt, a summary each
 epi_ncu() {
   local k
   for k in ${2:-8:gelu 9:store}; do
