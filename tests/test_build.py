@@ -2,7 +2,8 @@
 on a tiny extension (success, failure, concurrent builders), the source layout rules (shipped kernel sources
 and DSL headers have no compile-time TK_* tuning macros; only each family's bindings.cpp includes torch; no
 inline PTX outside tk_kernels/include/), and the real ahead-of-time build
-`python -m tk_kernels.build --arch sm_80 --arch sm_90a` (needs nvcc; takes minutes on 2 cores)."""
+`python -m tk_kernels.build --arch sm_80 --arch sm_90a` (needs nvcc; takes minutes on 2 cores) with the SASS of its
+Hopper kernels (HGMMA and UTMALDG, no local memory; read with cuobjdump)."""
 
 import importlib.util
 import os
@@ -415,3 +416,62 @@ def test_cli_builds_real_kernels_for_sm80_and_sm90a(tmp_path):
     from tk_kernels.families.attention import ops as tka
     assert ext.min_smem_bytes() == tka.MIN_SMEM_BYTES
     assert ext.min_smem_bytes() == 99456  # the D = 64 backward with 64-query blocks (configs.cu)
+    _check_sass(libs)
+
+
+# -----------------------------------------------------------------------------
+# the SASS of the real build (issues 8 and 11: checkable on a CPU machine)
+
+_SASS_OP = re.compile(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
+
+
+def _cuobjdump() -> str | None:
+    """cuobjdump from $CUOBJDUMP, the CUDA toolkit, or the copy triton ships (PyTorch's CUDA wheels bring triton)."""
+    cands = [os.environ.get("CUOBJDUMP", ""), shutil.which("cuobjdump") or ""]
+    cuda_home = tkb.find_cuda_home()
+    if cuda_home:
+        cands.append(os.path.join(cuda_home, "bin", "cuobjdump"))
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.origin:
+        cands.append(os.path.join(os.path.dirname(spec.origin), "backends", "nvidia", "bin", "cuobjdump"))
+    return next((c for c in cands if c and os.path.isfile(c)), None)
+
+
+def sass_opcodes(lib: Path, arch: str, tool: str) -> dict[str, dict[str, int]]:
+    """{kernel (mangled name): {opcode: count}} of lib's `arch` cubins."""
+    r = subprocess.run([tool, "-sass", "-arch", arch, str(lib)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"cuobjdump -sass -arch {arch} {lib.name} failed: {r.stderr[-2000:]}"
+    kernels: dict[str, dict[str, int]] = {}
+    ops = None
+    for line in r.stdout.splitlines():
+        if "Function : " in line:
+            ops = kernels.setdefault(line.split("Function : ", 1)[1].strip(), {})
+            continue
+        m = _SASS_OP.match(line)
+        if m and ops is not None:
+            ops[m.group(1)] = ops.get(m.group(1), 0) + 1
+    return kernels
+
+
+def _check_sass(libs: list[Path]):
+    """On sm_90a the Hopper kernels -- the attention forward / backward and the MLP family's GEMM -- run on warpgroup
+    MMA (HGMMA) fed by TMA (UTMALDG) and touch no local memory (LDL / STL: spills or stack arrays)."""
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton) to read the SASS with")
+    local, hopper = [], []
+    for lib in libs:
+        kernels = sass_opcodes(lib, "sm_90a", tool)
+        assert kernels, f"no sm_90a kernels in {lib.name}"
+        for name, ops in kernels.items():
+            if "hopper_kernel" in name or ("tk_mlp" in name and "gemm_kernel" in name):
+                hopper.append((name, ops))
+                if ops.get("LDL", 0) or ops.get("STL", 0):
+                    local.append(f"{name}: LDL {ops.get('LDL', 0)}, STL {ops.get('STL', 0)}")
+    assert not local, "kernels with local-memory traffic:\n" + "\n".join(local)
+    # attention: forward and backward, 2 dtypes x D 64 / 128 x causal or not, and dropout; MLP: 2 dtypes x 5 GEMMs
+    assert sum("attention_fwd_hopper" in n for n, _ in hopper) >= 8, [n for n, _ in hopper]
+    assert sum("attention_bwd_hopper" in n for n, _ in hopper) >= 8, [n for n, _ in hopper]
+    assert sum("gemm_kernel" in n for n, _ in hopper) == 10, [n for n, _ in hopper]
+    missing = [n for n, ops in hopper if not ops.get("HGMMA") or not ops.get("UTMALDG")]
+    assert not missing, "Hopper kernels without HGMMA or UTMALDG:\n" + "\n".join(missing)
