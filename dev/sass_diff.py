@@ -16,27 +16,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tk_kernels.build import find_cuobjdump  # noqa: E402
+
 
 def cuobjdump() -> str:
-    cands = [os.environ.get("CUOBJDUMP", ""), shutil.which("cuobjdump") or ""]
-    cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-    cands.append(os.path.join(cuda_home, "bin", "cuobjdump"))
-    try:
-        import triton
-        cands.append(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump"))
-    except ImportError:
-        pass
-    for c in cands:
-        if c and os.path.isfile(c):
-            return c
-    sys.exit("sass_diff: no cuobjdump found (set CUOBJDUMP)")
+    tool = find_cuobjdump()
+    if tool is None:
+        sys.exit("sass_diff: no cuobjdump found (set CUOBJDUMP)")
+    return tool
 
 
 def demangle(names: list[str]) -> dict[str, str]:

@@ -425,18 +425,6 @@ def test_cli_builds_real_kernels_for_sm80_and_sm90a(tmp_path):
 _SASS_OP = re.compile(r"^\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
 
 
-def _cuobjdump() -> str | None:
-    """cuobjdump from $CUOBJDUMP, the CUDA toolkit, or the copy triton ships (PyTorch's CUDA wheels bring triton)."""
-    cands = [os.environ.get("CUOBJDUMP", ""), shutil.which("cuobjdump") or ""]
-    cuda_home = tkb.find_cuda_home()
-    if cuda_home:
-        cands.append(os.path.join(cuda_home, "bin", "cuobjdump"))
-    spec = importlib.util.find_spec("triton")
-    if spec is not None and spec.origin:
-        cands.append(os.path.join(os.path.dirname(spec.origin), "backends", "nvidia", "bin", "cuobjdump"))
-    return next((c for c in cands if c and os.path.isfile(c)), None)
-
-
 def sass_opcodes(lib: Path, arch: str, tool: str) -> dict[str, dict[str, int]]:
     """{kernel (mangled name): {opcode: count}} of lib's `arch` cubins."""
     r = subprocess.run([tool, "-sass", "-arch", arch, str(lib)], capture_output=True, text=True, timeout=900)
@@ -456,7 +444,7 @@ def sass_opcodes(lib: Path, arch: str, tool: str) -> dict[str, dict[str, int]]:
 def _check_sass(libs: list[Path]):
     """On sm_90a the Hopper kernels -- the attention forward / backward and the MLP family's GEMM -- run on warpgroup
     MMA (HGMMA) fed by TMA (UTMALDG) and touch no local memory (LDL / STL: spills or stack arrays)."""
-    tool = _cuobjdump()
+    tool = tkb.find_cuobjdump()
     if tool is None:
         pytest.skip("no cuobjdump (CUDA toolkit or triton) to read the SASS with")
     local, hopper = [], []

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import logging
 import os
 import re
@@ -61,6 +62,19 @@ def find_cuda_home() -> str | None:
     if nvcc:
         return str(Path(os.path.realpath(nvcc)).parent.parent)
     return None
+
+
+def find_cuobjdump() -> str | None:
+    """cuobjdump (reads a built library's SASS): $CUOBJDUMP, PATH, the CUDA toolkit's, else the copy triton ships
+    (PyTorch's CUDA wheels bring triton)."""
+    cands = [os.environ.get("CUOBJDUMP", ""), shutil.which("cuobjdump") or ""]
+    cuda_home = find_cuda_home()
+    if cuda_home:
+        cands.append(os.path.join(cuda_home, "bin", "cuobjdump"))
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.origin:
+        cands.append(os.path.join(os.path.dirname(spec.origin), "backends", "nvidia", "bin", "cuobjdump"))
+    return next((c for c in cands if c and os.path.isfile(c)), None)
 
 
 def _cpp_extension():
