@@ -17,7 +17,7 @@
 # Prep: for t in vas vln; do rm -rf .$t && mkdir .$t && git archive HEAD | tar -x -C .$t; done;
 #   (cd .vas && for p in mlp_colsum_out_dtype mlp_bias16 mlp_dy_colsum_in_gemm; do patch -p1 < ../dev/patches/$p.patch; done);
 #   (cd .vln && patch -p1 < ../dev/patches/layernorm_fwd_raw_loads.patch); carry [".gpu_data", ".vas", ".vln"]
-PART=${1:-all}
+PART=${1:-all}  # ROUNDS (default 2) bench_mlp pairs; EPI_C (default "768 1024", "" for none) the GEMM timings' widths
 export MAX_JOBS=6 BUILD_ARGS="--family mlp --family layernorm" VARIANTS=".vas .vln" VARIANT_JOBS=5 LIMIT=${LIMIT:-585}
 export VARIANT_BUILD_ARGS="--family mlp --family layernorm"
 source dev/gpu_call_lib.sh
@@ -30,13 +30,13 @@ if [ "$PART" != bench ]; then
   grep -h "a_colsum: max error" $O/t_as.log | sort -k5 -g | tail -2
 fi
 if [ "$PART" != tests ]; then
-  for r in 1 2; do
+  for r in $(seq 1 ${ROUNDS:-2}); do
     for tt in .vas:as .:main; do
       (cd ${tt%%:*} && step mlp_${tt#*:}$r 45 python bench/bench_mlp.py --skip-gemm); echo "-- ${tt#*:}$r"
       grep -E "^ +16384" $O/mlp_${tt#*:}$r.log
     done
   done
-  for c in 768 1024; do (cd .vas && step epi_as$c 30 python dev/mlp_epilogue_ncu.py --C $c --sums --a-sums); echo "-- C=$c"; grep " us" $O/epi_as$c.log; done
+  for c in ${EPI_C-768 1024}; do (cd .vas && step epi_as$c 30 python dev/mlp_epilogue_ncu.py --C $c --sums --a-sums); echo "-- C=$c"; grep " us" $O/epi_as$c.log; done
   for tt in .vln:ln .:lnmain; do
     (cd ${tt%%:*} && step bln_${tt#*:} 40 python bench/bench_layernorm.py --graphs --impls tk); echo "-- ${tt#*:}"; tail -8 $O/bln_${tt#*:}.log
   done
