@@ -75,6 +75,13 @@ def test_gemm_layouts(M, N, K, dtype):
     y = torch.empty((M, N), device="cuda", dtype=dtype)
     ext.gemm_(x, False, w, False, y, ops.STORE, bias)
     check("x W^T + b", y, (F.linear(x, w, bias.to(dtype))), ref, dtype)
+    # a bias in the operands' dtype is read as it is, widened exactly: bitwise the result of its fp32 cast
+    b16 = bias.to(dtype)
+    poison()
+    y16, y32 = torch.empty_like(y), torch.empty_like(y)
+    ext.gemm_(x, False, w, False, y16, ops.STORE, b16)
+    ext.gemm_(x, False, w, False, y32, ops.STORE, b16.float())
+    assert torch.equal(y16, y32), "16-bit bias: store differs from its fp32 cast's"
     # forward with GELU: gelu(pre) and gelu'(pre)
     def gelu_grad(pre, approx):
         p = pre.detach().requires_grad_()
@@ -87,25 +94,56 @@ def test_gemm_layouts(M, N, K, dtype):
         pre16 = F.linear(x, w, bias.to(dtype))
         check(f"gelu[{approx}]", act, F.gelu(pre16, approximate=approx), F.gelu(ref, approximate=approx), dtype)
         check(f"gelu'[{approx}]", d, gelu_grad(pre16.float(), approx).to(dtype), gelu_grad(ref, approx), dtype)
+        poison()
+        d16, act16 = torch.empty_like(d), torch.empty_like(act)
+        d32, act32 = torch.empty_like(d), torch.empty_like(act)
+        ext.gemm_(x, False, w, False, act16, ops.GELU, b16, d16, approx == "tanh")
+        ext.gemm_(x, False, w, False, act32, ops.GELU, b16.float(), d32, approx == "tanh")
+        assert torch.equal(act16, act32) and torch.equal(d16, d32), f"16-bit bias: gelu[{approx}] differs"
     # backward data: dy W (B MN-major) and the GELU' epilogue
     dy = randn((M, N), g, dtype)
     poison()
     dx = torch.empty((M, K), device="cuda", dtype=dtype)
     ext.gemm_(dy, False, w, True, dx, ops.STORE)
     check("dy W", dx, dy @ w, dy.double() @ w.double(), dtype)
+    # ... summing dy's columns per 64-row block as it reads dy (a_colsum: the linear op's bias gradient): the same
+    # dx bitwise (an instantiation of its own), every block sum written, each within fp32 rounding of float64's
+    dy_blocks = F.pad(dy.double(), (0, 0, 0, (-M) % 64)).view(-1, 64, N).sum(1)
+    dy_scale = dy.double().abs().sum(0).max().item() + 1e-30
+
+    def check_a_sums(name, a_sums):
+        assert torch.isfinite(a_sums).all(), f"{name}: unwritten column sums of dy"
+        err = (a_sums.double() - dy_blocks).abs().max().item() / dy_scale
+        print(f"  {name} a_colsum: max error {err:.2e} of the largest column's |dy| sum")
+        assert err < 1e-5, err
+
+    poison()
+    dx2, a_sums = torch.empty_like(dx), torch.empty(((M + 63) // 64, N), device="cuda")
+    ext.gemm_(dy, False, w, True, dx2, ops.STORE, a_colsum=a_sums)
+    assert torch.equal(dx2, dx), "dy W with dy's column sums differs from dy W"
+    check_a_sums("dy W", a_sums)
     # the GELU' epilogue multiplies by the forward's gelu'(pre), rounded: the reference takes that rounded factor,
     # PyTorch's own backward (one rounding fewer) sets the tolerance
     pre16 = randn((M, K), g, dtype)
     for approx in ("none", "tanh"):
         d16 = gelu_grad(pre16.float(), approx).to(dtype)
-        for with_sums in (False, True):  # the column sums per 64-row block (the MLP's db_fc) are optional
+        first = None
+        # the column sums per 64-row block of dh (the MLP's db_fc) and of dy (its db_proj) are optional
+        for with_sums, with_a_sums in ((False, False), (True, False), (False, True), (True, True)):
             poison()
             dh = torch.empty((M, K), device="cuda", dtype=dtype)
             sums = torch.empty(((M + 63) // 64, K), device="cuda") if with_sums else None
-            ext.gemm_(dy, False, w, True, dh, ops.DGELU, None, d16, False, 0, sums)
-            p16 = pre16.detach().requires_grad_()
-            torch_dh, = torch.autograd.grad(F.gelu(p16, approximate=approx), p16, (dy @ w))
-            check(f"dy W * gelu'[{approx}]", dh, torch_dh, (dy.double() @ w.double()) * d16.double(), dtype)
+            a_sums = torch.empty(((M + 63) // 64, N), device="cuda") if with_a_sums else None
+            ext.gemm_(dy, False, w, True, dh, ops.DGELU, None, d16, False, 0, sums, a_sums)
+            if first is None:
+                first = dh
+                p16 = pre16.detach().requires_grad_()
+                torch_dh, = torch.autograd.grad(F.gelu(p16, approximate=approx), p16, (dy @ w))
+                check(f"dy W * gelu'[{approx}]", dh, torch_dh, (dy.double() @ w.double()) * d16.double(), dtype)
+            else:  # the sums change nothing else
+                assert torch.equal(dh, first), f"dy W * gelu'[{approx}] differs with sums {with_sums, with_a_sums}"
+            if with_a_sums:
+                check_a_sums(f"dy W * gelu'[{approx}]", a_sums)
             if with_sums:  # the sums of our own rounded dh, up to fp32 summation order
                 assert torch.isfinite(sums).all(), "unwritten column sums"
                 blocks = F.pad(dh.float(), (0, 0, 0, (-M) % 64)).view(-1, 64, K).sum(1)
@@ -141,6 +179,17 @@ dh, d = torch.empty(16, 256, device="cuda", dtype=torch.bfloat16), torch.zeros(1
 wp = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
 with pytest.raises(RuntimeError, match="colsum must be"):
     ext.gemm_(a, False, wp, True, dh, ops.DGELU, None, d, False, 0, torch.empty(2, 256, device="cuda"))
+print("case 3b: a's column sums: shape, epilogue", flush=True)
+with pytest.raises(RuntimeError, match=r"a_colsum must be a contiguous, 8-byte aligned float32 \(1, 64\)"):
+    ext.gemm_(a, False, wp, True, dh, ops.DGELU, None, d, False, 0, None, torch.empty(2, 64, device="cuda"))
+with pytest.raises(RuntimeError, match="only the store and dgelu epilogues with a K-major a and an MN-major b"):
+    ext.gemm_(a, False, b, False, y[:, :32], ops.STORE, a_colsum=torch.empty(1, 64, device="cuda"))
+print("case 4: bias dtype and alignment", flush=True)
+y32 = torch.empty(16, 32, device="cuda", dtype=torch.bfloat16)
+with pytest.raises(RuntimeError, match="bias must be a contiguous float32 or BFloat16"):
+    ext.gemm_(a, False, b, False, y32, ops.STORE, torch.zeros(32, device="cuda", dtype=torch.float16))
+with pytest.raises(RuntimeError, match="aligned to two elements"):
+    ext.gemm_(a, False, b, False, y32, ops.STORE, torch.zeros(33, device="cuda")[1:])
 print("ok")
 """
 
@@ -164,11 +213,13 @@ def test_gemm_rejects_bad_shapes():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
 @pytest.mark.parametrize("rows,cols,ld", [(0, 64, 64), (1, 8, 8), (7, 72, 72), (9, 264, 272), (1000, 768, 768),
-                                          (256, 3072, 3072), (16384, 768, 768), (4099, 1600, 1608), (333, 2056, 2056)])
+                                          (256, 3072, 3072), (16384, 768, 768), (4099, 1600, 1608), (333, 2056, 2056),
+                                          (512, 1024, 1032), (513, 1024, 1032)])
 def test_column_sums(rows, cols, ld, dtype):
     """ext.column_sums against a float64 sum of the same values: ragged row counts (chunks of unequal length,
     fewer rows than warps), widths that leave a partial 256-column tile, row strides wider than the row
-    (a column slice); bitwise the same on a second call (a fixed summation order)."""
+    (a column slice), fp32 matrices on both sides of the 512 rows up to which the finish kernel sums them alone
+    (the GEMMs' block sums); bitwise the same on a second call (a fixed summation order)."""
     seed = new_seed()
     g = torch.Generator(device="cuda").manual_seed(seed)
     base = (torch.randn((rows, ld), generator=g, device="cuda") + 0.5).to(dtype)  # a mean: cancellation-free scale
@@ -185,6 +236,11 @@ def test_column_sums(rows, cols, ld, dtype):
     print(f"  seed {seed}: relative error {err:.2e}")
     assert err < 1e-6, err
     assert torch.equal(out, ops._ext().column_sums(x)), "two calls differ"
+    for out_dtype in (torch.float32, torch.bfloat16, torch.float16):  # a bias's own dtype: rounded once, as a cast
+        poison()
+        cast = ops._ext().column_sums(x, out_dtype)
+        assert cast.dtype == out_dtype and cast.shape == (cols,)
+        assert torch.equal(cast, out.to(out_dtype)), out_dtype
 
 
 def test_column_sums_rejects_bad_inputs():
@@ -195,6 +251,8 @@ def test_column_sums_rejects_bad_inputs():
         ext.column_sums(torch.zeros(4, 8, device="cuda", dtype=torch.float64))
     with pytest.raises(RuntimeError, match="contiguous rows"):
         ext.column_sums(torch.zeros(8, 16, device="cuda").t())
+    with pytest.raises(RuntimeError, match="out_dtype must be float32, bfloat16 or float16"):
+        ext.column_sums(torch.zeros(4, 8, device="cuda"), torch.float64)
 
 
 # -----------------------------------------------------------------------------

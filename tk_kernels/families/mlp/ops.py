@@ -18,7 +18,8 @@ Backward (four GEMMs, two of them ours, and two column sums, csrc/colsum.cu):
     dx      = dh W_fc
     db_fc   = sum_rows dh             the GELU' GEMM also writes dh's column sums per 64-row block (fp32,
                                       (N / 64, 4C)); our column-sum kernel sums those blocks
-    db_proj = sum_rows dy             our column-sum kernel (fp32, a fixed order)
+    db_proj = sum_rows dy             the same GEMM sums its A operand dy's columns per 64-row block as it
+                                      reads dy ((N / 64, C), a_colsum); the column-sum kernel sums those
 Every GEMM reads its operands in the layout they are stored in: the transposes are the GEMM's
 MN-major operand modes, never copies.
 
@@ -67,8 +68,14 @@ def _dtype_name(t: Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def _f32(b: Tensor | None) -> Tensor | None:
-    return None if b is None else b.float().contiguous()
+def _bias(b: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """b as the GEMM epilogues read it: in fp32, or as it is when it has the activations' 16-bit dtype (the kernel
+    widens it exactly: no cast launch a call), contiguous and aligned to two elements (they read pairs)."""
+    if b is None:
+        return None
+    b = b if b.dtype in (torch.float32, dtype) else b.float()
+    b = b.contiguous()
+    return b if b.data_ptr() % (2 * b.element_size()) == 0 else b.clone()
 
 
 # torch.mm with an fp32 output from 16-bit inputs (aten::mm.dtype, PyTorch >= 2.8)
@@ -94,13 +101,18 @@ def _weight_grad(a: Tensor, b: Tensor, shape, dtype: torch.dtype) -> Tensor:
     return out if dtype == torch.float32 else out.to(dtype)
 
 
-def _bias_grad(dy: Tensor, dtype: torch.dtype) -> Tensor:
-    """The column sums of dy (N, C) in fp32, then `dtype`: the bias gradient, on our column-sum kernel
-    (csrc/colsum.cu: row chunks summed in parallel, then the chunks, in a fixed order: bitwise reproducible). About
-    as fast as the ones-row cuBLAS GEMM with an fp32 output it replaced (15.0 vs 14.6 us at (16384, 768) bf16, H200;
-    in GPT-2's step all the bias sums 0.714 vs 0.695 ms, H100, session 25); PyTorch's dy.sum(0, dtype=fp32) took
-    twice that (session 15)."""
-    return _ext().column_sums(dy.contiguous()).to(dtype)
+def _block_sums(x: Tensor, cols: int, wanted: bool) -> Tensor | None:
+    """The fp32 buffer of per-64-row-block column sums ((rows + 63) / 64, cols) a GEMM fills (colsum, a_colsum), or
+    None when that bias gradient is not wanted."""
+    return torch.empty(((x.shape[0] + 63) // 64, cols), device=x.device, dtype=torch.float32) if wanted else None
+
+
+def _column_sums(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """x's column sums, summed in fp32 and returned in `dtype`: written so by the kernel for fp32 / bf16 / fp16 (a
+    bias's gradient without a cast launch after it), cast from fp32 for any other dtype (float64 parameters)."""
+    if dtype in (torch.float32, torch.bfloat16, torch.float16):
+        return _ext().column_sums(x, dtype)
+    return _ext().column_sums(x).to(dtype)
 
 
 def _cast(w: Tensor, dtype: torch.dtype, copy: Tensor | None = None) -> Tensor:
@@ -143,8 +155,8 @@ def _mlp_fwd_impl(x: Tensor, w_fc: Tensor, b_fc: Tensor | None, w_proj: Tensor, 
     N, H, C = x.shape[0], wf.shape[0], wp.shape[0]
     d, g = x.new_empty((N, H)), x.new_empty((N, H))
     y = x.new_empty((N, C))
-    ext.gemm_(x, False, wf, False, g, GELU, _f32(b_fc), d, approximate == "tanh")
-    ext.gemm_(g, False, wp, False, y, STORE, _f32(b_proj))
+    ext.gemm_(x, False, wf, False, g, GELU, _bias(b_fc, x.dtype), d, approximate == "tanh")
+    ext.gemm_(g, False, wp, False, y, STORE, _bias(b_proj, x.dtype))
     return y, d, g, wf16, wp16
 
 
@@ -172,17 +184,16 @@ def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor
     wf, wp = w_fc.contiguous(), w_proj.contiguous()  # in x's dtype: the forward's casts (_mlp_setup)
     wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
     dh = torch.empty_like(d)
-    # (dy W_proj) * gelu'(pre), and with a bias the column sums of dh per block of 64 rows
-    dh_sums = torch.empty(((d.shape[0] + 63) // 64, d.shape[1]), device=x.device,
-                          dtype=torch.float32) if has_b_fc else None
-    ext.gemm_(dy, False, wp, True, dh, DGELU, None, d, False, 0, dh_sums)
+    # (dy W_proj) * gelu'(pre), and with biases the column sums of dh and of dy per block of 64 rows
+    dh_sums, dy_sums = _block_sums(d, d.shape[1], has_b_fc), _block_sums(dy, dy.shape[1], has_b_proj)
+    ext.gemm_(dy, False, wp, True, dh, DGELU, None, d, False, 0, dh_sums, dy_sums)
     dx = torch.empty_like(x)
     ext.gemm_(dh, False, wf, True, dx, STORE)                                    # dh W_fc
     dw_proj = _weight_grad(dy, g, tuple(wp.shape), wdt)                          # dy^T g
     dw_fc = _weight_grad(dh, x, tuple(wf.shape), wdt)                            # dh^T x
     empty = x.new_empty((0,), dtype=bdt)
-    db_proj = _bias_grad(dy, bdt) if has_b_proj else empty
-    db_fc = ext.column_sums(dh_sums).to(bdt) if has_b_fc else empty.clone()  # the 64-row blocks' sums, summed
+    db_proj = _column_sums(dy_sums, bdt) if has_b_proj else empty    # the 64-row blocks' sums, summed
+    db_fc = _column_sums(dh_sums, bdt) if has_b_fc else empty.clone()
     return dx, dw_fc, db_fc, dw_proj, db_proj
 
 
@@ -267,7 +278,7 @@ def _linear_fwd_impl(x: Tensor, w: Tensor, b: Tensor | None, copy: Tensor | None
     x = x.contiguous()
     w16 = _cast(w, x.dtype, copy)
     y = x.new_empty((x.shape[0], w.shape[0]))
-    _ext().gemm_(x, False, _saved(w, w16, copy), False, y, STORE, _f32(b))
+    _ext().gemm_(x, False, _saved(w, w16, copy), False, y, STORE, _bias(b, x.dtype))
     return y, w16
 
 
@@ -287,14 +298,15 @@ def _linear_bwd_impl(dy: Tensor, x: Tensor, w: Tensor, has_b: bool, w_dtype: str
                      b_dtype: str) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dw, db) from dy, the forward's x and its 16-bit weight w: dx = dy w on our GEMM (w read MN-major, no
     transposing copy), dw = dy^T x on cuBLAS with an fp32 output (_weight_grad: no bf16 rounding of the gradient,
-    no cast kernel after it), db = dy's column sums on our kernel; dw and db in the parameters' dtypes, db empty
-    without a bias."""
+    no cast kernel after it), db = dy's column sums (the dx GEMM sums them per 64-row block as it reads dy, our
+    column-sum kernel sums the blocks); dw and db in the parameters' dtypes, db empty without a bias."""
     dy, x = dy.contiguous().to(x.dtype), x.contiguous()
     dx = torch.empty_like(x)
-    _ext().gemm_(dy, False, w.contiguous(), True, dx, STORE)
+    dy_sums = _block_sums(dy, dy.shape[1], has_b)
+    _ext().gemm_(dy, False, w.contiguous(), True, dx, STORE, a_colsum=dy_sums)
     dw = _weight_grad(dy, x, tuple(w.shape), _dtype(w_dtype))
     bdt = _dtype(b_dtype)
-    db = _bias_grad(dy, bdt) if has_b else x.new_empty((0,), dtype=bdt)
+    db = _column_sums(dy_sums, bdt) if has_b else x.new_empty((0,), dtype=bdt)
     return dx, dw, db
 
 

@@ -15,11 +15,14 @@
 //    with no store in between (a store may alias a later load, which would otherwise pin the order:
 //    load chunk, store chunk, load the next). A thread has up to K * 48 B in flight (fp32 x, 16-bit
 //    delta): 144 B at C = 768, 192 B at C = 2048.
-//  - Registers (ptxas, sm_80 and sm_90a, every dtype combination): 40-64 at K = 1..3 under
-//    __launch_bounds__(256, 4): 4 CTAs (32 warps) per SM, ~150 KB in flight per SM at C = 768.
-//    K = 4 (C = 776..1024 in one warp, 1544..2048 in two, ...) needs 69-80 and gets (256, 3): 3 CTAs,
-//    ~150 KB in flight at C = 2048; a cap of 64 spills there. (Dropping the per-chunk bounds tests
-//    for k < K - 1, as the backward does, makes ptxas hoist more and spill at K = 4.)
+//  - Registers (ptxas, nvcc 13.0, sm_80 and sm_90a, every dtype combination; no spills, tests/test_build.py
+//    reads the SASS): the loads are held as loaded (raw8) until the last is issued, then widened chunk by chunk.
+//    60-64 at K = 1..3 under __launch_bounds__(256, 4): 4 CTAs (32 warps) per SM, ~150 KB in flight per SM
+//    at C = 768; fp32 x and fp32 delta at K = 3 (48 registers of loads) get (256, 3), 76. K = 4 (C = 776..1024
+//    in one warp, 1544..2048 in two, ...) needs 79-92 and gets (256, 3): 3 CTAs, ~150 KB in flight at
+//    C = 2048 (fp32 x and delta: (256, 2)). Widened at once (float[K][8] each), every K = 3 / 4 instance
+//    spilled 4-88 B on sm_80 and the fp16 ones at K = 3 8-28 B on sm_90a. (Dropping the per-chunk bounds
+//    tests for k < K - 1, as the backward does, makes ptxas hoist more and spill at K = 4.)
 //  - weight / bias are read after the statistics, per chunk, from L1.
 //
 // Before (H200, fwd + bwd at N = 16384, fp32 x, bf16 delta / y, do_bench with L2 flush): 0.520 ms at
@@ -72,8 +75,18 @@ namespace {
 constexpr int FWD_MAX_K = 4;  // chunks per thread at most (config.cuh); see the header for why
 
 // DROP: dropout on delta (dropout.cuh; delta is then never nullptr), with the threshold and keep scale in drop.
+// CTAs per SM in the launch bounds: 4 (64 registers a thread) while the row's loads, held as loaded, take at most
+// 36 registers (K chunks of x and delta: 2 * (sizeof(X) + sizeof(D)) a chunk); 3 (85) up to 48 or at K = 4; 2 (128)
+// beyond that or with dropout at K = 4. (fp32 x and delta spilled 8-16 B on sm_80 under 4 at K = 3 and 3 at K = 4.)
+template <typename X, typename D, int K, bool DROP>
+constexpr int fwd_min_ctas() {
+  constexpr int raw = K * 2 * int(sizeof(X) + sizeof(D));
+  if constexpr (K >= 4) return DROP || raw > 48 ? 2 : 3;
+  return raw > 36 ? 3 : 4;
+}
+
 template <typename X, typename D, typename Y, int K, bool DROP>
-__global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? (DROP ? 2 : 3) : 4)
+__global__ void __launch_bounds__(CTA_THREADS, fwd_min_ctas<X, D, K, DROP>())
     forward_kernel(const FwdParams p, const int G, const dropout_args drop) {
   __shared__ float red_sum[CTA_WARPS], red_var[CTA_WARPS];
   const int group = threadIdx.x / G, t = threadIdx.x % G;
@@ -117,41 +130,43 @@ __global__ void __launch_bounds__(CTA_THREADS, K >= 4 ? (DROP ? 2 : 3) : 4)
     bias_s = reinterpret_cast<const float *>(delta_bias_smem);
   }
 
-  // 1. every load of the row first: x, then delta (nothing is stored before they are all issued)
-  float v[K][8], d[K][8];
+  // 1. every load of the row first: x, then delta (nothing is stored before they are all issued), held as loaded
+  //    (raw8: 4 registers a chunk for a 16-bit type, 8 for fp32) until the last is issued, then widened chunk by
+  //    chunk (the header's Registers item says why)
+  raw8<X> xr[K];
+  raw8<D> dr[K];
 #pragma unroll
   for (int k = 0; k < K; k++) {
     const int c = t + k * G;
-    if (active && c < chunks) {
-      tk::load8(v[k], x + c * VEC);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; i++) v[k][i] = 0.f;
-    }
+    if (active && c < chunks) load_raw(xr[k], x + c * VEC);
+    else zero_raw(xr[k]);
   }
   if (has_delta) {
 #pragma unroll
     for (int k = 0; k < K; k++) {
       const int c = t + k * G;
-      if (active && c < chunks) tk::load8(d[k], delta + c * VEC);
-      else {
-#pragma unroll
-        for (int i = 0; i < 8; i++) d[k][i] = 0.f;
-      }
+      if (active && c < chunks) load_raw(dr[k], delta + c * VEC);
+      else zero_raw(dr[k]);
     }
+  }
+  float v[K][8];
 #pragma unroll
-    for (int k = 0; k < K; k++) {
+  for (int k = 0; k < K; k++) {
+    to_f32(v[k], xr[k]);
+    if (has_delta) {
       const int c = t + k * G;
+      float d[8];
+      to_f32(d, dr[k]);
       if (bias_s != nullptr && c < chunks) {
         float b[8];
         tk::load8(b, bias_s + c * VEC);
 #pragma unroll
-        for (int i = 0; i < 8; i++) d[k][i] += b[i];
-        tk::round_to<D>(d[k]);
+        for (int i = 0; i < 8; i++) d[i] += b[i];
+        tk::round_to<D>(d);
       }
-      if constexpr (DROP) apply_keep8<D>(d[k], keep >> (8 * k), drop.keep_scale);
+      if constexpr (DROP) apply_keep8<D>(d, keep >> (8 * k), drop.keep_scale);
 #pragma unroll
-      for (int i = 0; i < 8; i++) v[k][i] += d[k][i];
+      for (int i = 0; i < 8; i++) v[k][i] += d[i];
       tk::round_to<X>(v[k]);
     }
   }

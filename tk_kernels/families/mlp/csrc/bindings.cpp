@@ -34,10 +34,11 @@ void check_matrix(const at::Tensor &t, const char *name, const at::Tensor &like)
 // c (M, N) <- epilogue(sum_k A(m, k) B(n, k)); a is (M, K), or (K, M) when a_mn; b is (N, K), or (K, N)
 // when b_mn. epilogue: 0 store (+ bias), 1 gelu (aux <- gelu'(pre)), 2 dgelu (c <- acc * aux, aux = gelu'(pre)),
 // 3 store_f32 (c fp32, zeroed first by the caller when splits != 1; splits 0 = choose). colsum (dgelu
-// only): fp32 ((M + 63) / 64, N) <- column sums of c per block of 64 rows.
+// only): fp32 ((M + 63) / 64, N) <- column sums of c per block of 64 rows. a_colsum (store or dgelu, a K-major, b
+// MN-major: dx = dy W): fp32 ((M + 63) / 64, K) <- column sums of a per block of 64 rows.
 void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::Tensor &c, int64_t epilogue,
            const c10::optional<at::Tensor> &bias, const c10::optional<at::Tensor> &aux, bool tanh_gelu,
-           int64_t splits, const c10::optional<at::Tensor> &colsum) {
+           int64_t splits, const c10::optional<at::Tensor> &colsum, const c10::optional<at::Tensor> &a_colsum) {
   check_matrix(a, "a", a);
   check_matrix(b, "b", a);
   check_matrix(c, "c", a);
@@ -68,12 +69,17 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
   p.tanh_gelu = tanh_gelu;
   p.splits = static_cast<int>(splits);
   if (bias.has_value() && bias->defined()) {
-    TORCH_CHECK(bias->is_cuda() && bias->device() == a.device() && bias->scalar_type() == at::kFloat &&
-                bias->dim() == 1 && bias->size(0) == N && bias->is_contiguous(),
-                msg("tk mlp: bias must be a contiguous float32 (", N, ",) tensor on ", a.device()));
+    TORCH_CHECK(bias->is_cuda() && bias->device() == a.device() &&
+                (bias->scalar_type() == at::kFloat || bias->scalar_type() == a.scalar_type()) &&
+                bias->dim() == 1 && bias->size(0) == N && bias->is_contiguous() &&
+                reinterpret_cast<uintptr_t>(bias->data_ptr()) % (2 * bias->element_size()) == 0,
+                msg("tk mlp: bias must be a contiguous float32 or ", a.scalar_type(), " (", N, ",) tensor on ",
+                    a.device(), " aligned to two elements, got ", bias->scalar_type(), " ", bias->sizes(), " on ",
+                    bias->device()));
     TORCH_CHECK(epi == tk_mlp::Epilogue::store || epi == tk_mlp::Epilogue::gelu,
                 msg("tk mlp: only the store and gelu epilogues add a bias"));
-    p.bias = bias->data_ptr<float>();
+    p.bias = bias->data_ptr();
+    p.bias16 = bias->scalar_type() != at::kFloat;
   }
   if (epi == tk_mlp::Epilogue::gelu || epi == tk_mlp::Epilogue::dgelu) {
     TORCH_CHECK(aux.has_value() && aux->defined(), msg("tk mlp: the gelu epilogues need the gelu'(pre) tensor (aux)"));
@@ -89,6 +95,17 @@ void gemm_(const at::Tensor &a, bool a_mn, const at::Tensor &b, bool b_mn, at::T
                 colsum->is_contiguous(),
                 msg("tk mlp: colsum must be a contiguous float32 (", (M + 63) / 64, ", ", N, ") tensor on ", a.device()));
     p.colsum = colsum->data_ptr<float>();
+  }
+  if (a_colsum.has_value() && a_colsum->defined()) {
+    TORCH_CHECK((epi == tk_mlp::Epilogue::store || epi == tk_mlp::Epilogue::dgelu) && !a_mn && b_mn,
+                msg("tk mlp: only the store and dgelu epilogues with a K-major a and an MN-major b (dx = dy W) sum "
+                    "a's columns"));
+    TORCH_CHECK(a_colsum->is_cuda() && a_colsum->device() == a.device() && a_colsum->scalar_type() == at::kFloat &&
+                a_colsum->dim() == 2 && a_colsum->size(0) == (M + 63) / 64 && a_colsum->size(1) == K &&
+                a_colsum->is_contiguous() && reinterpret_cast<uintptr_t>(a_colsum->data_ptr()) % 8 == 0,
+                msg("tk mlp: a_colsum must be a contiguous, 8-byte aligned float32 (", (M + 63) / 64, ", ", K,
+                    ") tensor on ", a.device()));
+    p.a_colsum = a_colsum->data_ptr<float>();
   }
   const c10::cuda::CUDAGuard guard(a.device());
   const char *why = nullptr;
@@ -107,9 +124,14 @@ int sm_count(int device) {
   return sms;
 }
 
-// The column sums of x (rows, cols) in fp32, a (cols,) tensor: the bias gradient of a layer whose output
-// gradient is x (colsum.cu). x: fp32, bf16 or fp16 with contiguous rows; cols a multiple of 8.
-at::Tensor column_sums(const at::Tensor &x) {
+// The column sums of x (rows, cols), summed in fp32 and returned as a (cols,) tensor of out_dtype (default fp32):
+// the bias gradient of a layer whose output gradient is x, in the bias's dtype (colsum.cu). x: fp32, bf16 or
+// fp16 with contiguous rows; cols a multiple of 8.
+tk_mlp::ColumnSumParams::Type column_sum_type(at::ScalarType st) {
+  return st == at::kFloat ? tk_mlp::ColumnSumParams::f32
+         : st == at::kBFloat16 ? tk_mlp::ColumnSumParams::bf16 : tk_mlp::ColumnSumParams::fp16;
+}
+at::Tensor column_sums(const at::Tensor &x, c10::optional<at::ScalarType> out_dtype) {
   check_matrix(x, "x", x);
   const auto st = x.scalar_type();
   TORCH_CHECK(st == at::kFloat || st == at::kBFloat16 || st == at::kHalf,
@@ -120,17 +142,20 @@ at::Tensor column_sums(const at::Tensor &x) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int sms = sm_count(x.get_device());
   tk_mlp::ColumnSumParams p{};
-  p.dtype = st == at::kFloat ? tk_mlp::ColumnSumParams::f32
-            : st == at::kBFloat16 ? tk_mlp::ColumnSumParams::bf16 : tk_mlp::ColumnSumParams::fp16;
+  const at::ScalarType ot = out_dtype.value_or(at::kFloat);
+  TORCH_CHECK(ot == at::kFloat || ot == at::kBFloat16 || ot == at::kHalf,
+              msg("tk mlp column_sums: out_dtype must be float32, bfloat16 or float16, got ", ot));
+  p.dtype = column_sum_type(st);
+  p.out_dtype = column_sum_type(ot);
   p.x = x.data_ptr();
   p.ld = x.stride(0);
   p.rows = rows;
   p.cols = static_cast<int>(cols);
-  p.chunks = tk_mlp::column_sum_chunks(rows, p.cols, sms);
+  p.chunks = tk_mlp::column_sum_chunks(rows, p.cols, sms, st == at::kFloat);
   at::Tensor partial = at::empty({p.chunks, cols}, x.options().dtype(at::kFloat));
-  at::Tensor out = at::empty({cols}, x.options().dtype(at::kFloat));
+  at::Tensor out = at::empty({cols}, x.options().dtype(ot));
   p.partial = partial.data_ptr<float>();
-  p.out = out.data_ptr<float>();
+  p.out = out.data_ptr();
   const cudaError_t err = tk_mlp::column_sums(p, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, msg("tk mlp column_sums failed (", cudaGetErrorString(err), ")"));
   return out;
@@ -146,8 +171,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gemm_", &gemm_, "c <- epilogue(A B^T) on the Hopper GEMM (see csrc/mlp.h)", pybind11::arg("a"),
         pybind11::arg("a_mn"), pybind11::arg("b"), pybind11::arg("b_mn"), pybind11::arg("c"),
         pybind11::arg("epilogue"), pybind11::arg("bias") = pybind11::none(), pybind11::arg("aux") = pybind11::none(),
-        pybind11::arg("tanh_gelu") = false, pybind11::arg("splits") = 0, pybind11::arg("colsum") = pybind11::none());
-  m.def("column_sums", &column_sums, "fp32 column sums of a (rows, cols) matrix (the bias gradients; csrc/colsum.cu)",
-        pybind11::arg("x"));
+        pybind11::arg("tanh_gelu") = false, pybind11::arg("splits") = 0, pybind11::arg("colsum") = pybind11::none(),
+        pybind11::arg("a_colsum") = pybind11::none());
+  m.def("column_sums", &column_sums,
+        "column sums of a (rows, cols) matrix, summed in fp32, returned in out_dtype (the bias gradients; csrc/colsum.cu)",
+        pybind11::arg("x"), pybind11::arg("out_dtype") = pybind11::none());
   m.def("splits", &splits, "K splits the weight-gradient GEMM takes for (M, N, K) on a GPU of `sms` SMs");
 }

@@ -2,8 +2,10 @@
 // given GPU): the MLP's bias gradients,
 //   db_proj = sum over tokens of dy          (dy: (N, C) in the activations' 16-bit dtype)
 //   db_fc   = sum over 64-row blocks of the GELU' GEMM's block sums   ((N / 64, 4C) fp32, gemm.cu's colsum)
+//   db_proj = the same over the GELU' GEMM's block sums of dy          ((N / 64, C) fp32, gemm.cu's a_colsum)
 //
-// Two launches:
+// Two launches, or for an fp32 matrix of at most FINISH_ROWS rows (the GEMMs' block sums: 256 rows at N = 16384)
+// the second alone, reading the matrix as its partial sums:
 //   1. colsum_partial_kernel: CTA (column tile, row chunk). 8 warps; a lane owns 8 consecutive columns (one
 //      16-byte vector of a 16-bit type, two of fp32), so a warp covers a 256-column tile of one row per load;
 //      warp w adds rows w, w + 8, ... of the chunk (four rows' loads in flight per thread), then the CTA adds
@@ -13,7 +15,8 @@
 //      do_bench, where Inductor's fused sum takes 8.2 us in the step: 4 halves each warp's serial row loop.
 //   2. colsum_finish_kernel: out[c] = sum over chunks of partial[chunk][c], 32 columns per CTA, warp y adding
 //      chunks y, y + 32, ..., then warp 0 the 32 warp sums in order (tk::sum_slices, as the LayerNorm backward's
-//      reduce).
+//      reduce), written in the bias's dtype (fp32, bf16, fp16): a 16-bit bias's gradient needs no cast launch
+//      after it, rounded once from the fp32 sum exactly as the cast rounded it.
 //
 // Why: at GPT-2's shapes (H100, in the train step, session 23's profile) PyTorch's dh_sums.sum(0) over the
 // (256, 3072) block sums took 12.3 us and the ones-row cuBLAS GEMM for db_proj over (16384, 768) 11.7 us, a
@@ -36,6 +39,9 @@ constexpr int CS_WARPS = 8;
 constexpr int CS_TILE = 32 * 8;  // columns of a CTA: 32 lanes x 8
 constexpr int CS_UNROLL = 4;     // rows a thread has in flight
 constexpr int FIN_WARPS = 32;
+// fp32 matrices of up to this many rows skip the partial pass: the finish kernel's warps then add <= 16 rows each,
+// 4 loads in flight, where the partial pass would add 8 rows a CTA and the finish launch the chunks after it
+constexpr int64_t FINISH_ROWS = 512;
 
 template <typename T>
 __global__ void __launch_bounds__(32 * CS_WARPS, 4) colsum_partial_kernel(const T *__restrict__ x, int64_t ld,
@@ -77,16 +83,37 @@ __global__ void __launch_bounds__(32 * CS_WARPS, 4) colsum_partial_kernel(const 
   }
 }
 
-__global__ void __launch_bounds__(32 * FIN_WARPS) colsum_finish_kernel(const float *__restrict__ partial, int chunks,
-                                                                       int cols, float *__restrict__ out) {
+template <typename O>
+__global__ void __launch_bounds__(32 * FIN_WARPS) colsum_finish_kernel(const float *__restrict__ partial, int64_t ld,
+                                                                       int chunks, int cols, O *__restrict__ out) {
   const int c = blockIdx.x * 32 + threadIdx.x;
-  const float total = tk::sum_slices<FIN_WARPS, 4>(partial, chunks, cols, c, c < cols);
-  if (threadIdx.y == 0 && c < cols) out[c] = total;
+  const float total = tk::sum_slices<FIN_WARPS, 4>(partial, chunks, ld, c, c < cols);
+  if (threadIdx.y == 0 && c < cols) out[c] = tk::from_float<O>(total);
+}
+
+// the finish launch: out <- the column sums of the fp32 (chunks, p.cols) matrix `partial` (row stride ld)
+cudaError_t finish(const float *partial, int64_t ld, int chunks, const ColumnSumParams &p, cudaStream_t stream) {
+  const dim3 grid((p.cols + 31) / 32), block(32, FIN_WARPS);
+  switch (p.out_dtype) {
+    case ColumnSumParams::f32:
+      colsum_finish_kernel<<<grid, block, 0, stream>>>(partial, ld, chunks, p.cols, static_cast<float *>(p.out));
+      break;
+    case ColumnSumParams::bf16:
+      colsum_finish_kernel<<<grid, block, 0, stream>>>(partial, ld, chunks, p.cols, static_cast<tk::bf16 *>(p.out));
+      break;
+    case ColumnSumParams::fp16:
+      colsum_finish_kernel<<<grid, block, 0, stream>>>(partial, ld, chunks, p.cols, static_cast<tk::half *>(p.out));
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 }  // namespace
 
-int column_sum_chunks(int64_t rows, int cols, int sms) {
+int column_sum_chunks(int64_t rows, int cols, int sms, bool f32) {
+  if (f32 && rows <= FINISH_ROWS) return 0;
   const int64_t tiles = (cols + CS_TILE - 1) / CS_TILE;
   const int64_t want = std::max<int64_t>(1, (4 * int64_t(sms) + tiles - 1) / tiles);
   // at least 8 rows (one per warp) a chunk, at most 65535 chunks (grid.y)
@@ -94,7 +121,11 @@ int column_sum_chunks(int64_t rows, int cols, int sms) {
 }
 
 cudaError_t column_sums(const ColumnSumParams &p, cudaStream_t stream) {
-  if (p.cols <= 0 || p.cols % 8 != 0 || p.rows < 0 || p.chunks < 1 || p.ld < p.cols) return cudaErrorInvalidValue;
+  if (p.cols <= 0 || p.cols % 8 != 0 || p.rows < 0 || p.chunks < 0 || p.ld < p.cols) return cudaErrorInvalidValue;
+  if (p.chunks == 0) {  // x itself is the partial sums
+    if (p.dtype != ColumnSumParams::f32 || p.rows > FINISH_ROWS) return cudaErrorInvalidValue;
+    return finish(static_cast<const float *>(p.x), p.ld, int(p.rows), p, stream);
+  }
   const int64_t chunk_rows = std::max<int64_t>(1, (p.rows + p.chunks - 1) / p.chunks);
   const dim3 grid((p.cols + CS_TILE - 1) / CS_TILE, p.chunks);
   switch (p.dtype) {
@@ -113,10 +144,9 @@ cudaError_t column_sums(const ColumnSumParams &p, cudaStream_t stream) {
     default:
       return cudaErrorInvalidValue;
   }
-  cudaError_t err = cudaGetLastError();
+  const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  colsum_finish_kernel<<<(p.cols + 31) / 32, dim3(32, FIN_WARPS), 0, stream>>>(p.partial, p.chunks, p.cols, p.out);
-  return cudaGetLastError();
+  return finish(p.partial, p.cols, p.chunks, p, stream);
 }
 
 }  // namespace tk_mlp

@@ -34,6 +34,15 @@
 //     gradients per launch) measured no faster on the H200 (dW 1.03x / 1.01x of split-K at C = 768, 0.88x /
 //     0.85x at C = 1024; bench/RESULTS.md session 5) and was removed (git show
 //     466c0a1:tk_kernels/families/mlp/csrc/gemm.cu, with dev/hopper/check_mlp_dw.py).
+//   - A's column sums (dx = dy W and GELU', A = dy K-major: the linear op's db and the MLP's db_proj, the bias
+//     gradients of layers whose output gradient is A): the consumers add up the A slices they already have in the
+//     ring, 64 rows a consumer, each column tile every tiles_n-th K slice, into fp32 sums per 64-row block; a short
+//     launch adds the blocks (colsum.cu). Before, the column-sum kernel read all of dy again (32 MB at (16384, 1024)
+//     bf16) in two launches. Measured (H100, session 49, dev/mlp_epilogue_ncu.py --sums --a-sums, us, C = 768 / 1024):
+//     GELU' GEMM 149.0 -> 150.2 / 245.8 -> 250.2 with the sums, dx GEMM 110.4 -> 113.3 / 194.7 -> 191.3, while the
+//     pass they replace drops from 20.3 / 23.8 (column_sums of dy) to 5.7 / 6.4 (of the block sums); bench_mlp's
+//     fwd+bwd (with the 16-bit biases read as they are), four alternated pairs: 0.806 -> 0.800, 1.342 -> 1.338,
+//     5.179 -> 5.148 ms at C = 768 / 1024 / 2048 (means; within the pairs' spread at 768).
 //   - the producer runs ahead into the next work unit, so the loads of one tile overlap the end of the
 //     one before.
 //   - the 16-bit GEMMs run as clusters of 2 CTAs on the tiles (2m, n) and (2m + 1, n): each CTA loads its own A
@@ -217,14 +226,23 @@ __device__ __forceinline__ void mma_slice(tk::wg::accumulator<BNT> &acc, int con
 // epilogues
 
 struct EpiArgs {
-  const float *bias;
+  const void *bias;  // (N,) fp32, or in the operands' dtype T when bias16; nullptr: none
+  bool bias16;
   void *aux;         // gelu: gelu'(pre) out; dgelu: gelu'(pre) in; (M, N), row stride ldc
   float *c32;        // store_f32: fp32 output (M, N), row stride ldc
   int64_t ldc;
   float *colsum;     // dgelu: column sums of C per 64-row block ((M + 63) / 64, N), or nullptr
+  float *a_colsum;   // A_SUMS: column sums of A per 64-row block ((M + 63) / 64, K)
   bool tanh_gelu;
   bool atomic;       // store_f32 with split K
 };
+
+// bias[col] in fp32 from an fp32 or a T bias (a 16-bit bias, bench_mlp's and any bf16 model's, is read as it is: no
+// cast launch before the GEMM; widening is exact, so the sums are bitwise those of its fp32 cast)
+template <typename T>
+__device__ __forceinline__ float bias_at(const EpiArgs &e, int col) {
+  return e.bias16 ? float(static_cast<const T *>(e.bias)[col]) : static_cast<const float *>(e.bias)[col];
+}
 
 // fp32 result: straight from registers (8-byte stores or atomic adds, 32-byte sectors per quad).
 __device__ __forceinline__ void store_f32(const tk::wg::accumulator<BN> &acc, const Unit &w, int row0,
@@ -257,21 +275,32 @@ struct Pending {
   Unit unit;
 };
 
-template <typename T>
-__device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accumulator<BN> &acc, const Unit &w,
-                                           const Shape &s, const EpiArgs &e) {
+// BIAS: 0 none, 1 fp32, 2 in T (the three are separate unrolled loops: no per-pair test of the bias's presence or
+// type in the hot plain store)
+template <typename T, int BIAS>
+__device__ __forceinline__ void round_pairs(Pending<T> &pend, const tk::wg::accumulator<BN> &acc, const Unit &w,
+                                            const Shape &s, const void *bias) {
   using V = vec2<T>;
 #pragma unroll
   for (int i = 0; i < acc.REGS; i += 2) {
     float x0 = acc.v[i], x1 = acc.v[i + 1];
     const int col = w.n0 + acc.col(i);
-    if (e.bias != nullptr && col < s.N) {
-      const float2 b = *reinterpret_cast<const float2 *>(e.bias + col);
+    if (BIAS != 0 && col < s.N) {
+      const float2 b = BIAS == 1 ? *reinterpret_cast<const float2 *>(static_cast<const float *>(bias) + col)
+                                 : V::unpack(*reinterpret_cast<const typename V::type *>(static_cast<const T *>(bias) + col));
       x0 += b.x;
       x1 += b.y;
     }
     pend.word[i / 2] = to_word(V::pack(x0, x1));
   }
+}
+
+template <typename T>
+__device__ __forceinline__ void round_into(Pending<T> &pend, const tk::wg::accumulator<BN> &acc, const Unit &w,
+                                           const Shape &s, const EpiArgs &e) {
+  if (e.bias == nullptr) round_pairs<T, 0>(pend, acc, w, s, nullptr);
+  else if (e.bias16) round_pairs<T, 2>(pend, acc, w, s, e.bias);
+  else round_pairs<T, 1>(pend, acc, w, s, e.bias);
   pend.unit = w;
 }
 
@@ -551,7 +580,7 @@ struct GemmEpilogue {
   // GELU: tile w's bias, 0 past N, into dst (read by the consumers' staging)
   __device__ void write_bias(float *dst, const Unit &w) {
     for (int i = me; i < GBN; i += tk::wg::WARPGROUP_THREADS)
-      dst[i] = g.e.bias != nullptr && w.n0 + i < g.s.N ? g.e.bias[w.n0 + i] : 0.f;
+      dst[i] = g.e.bias != nullptr && w.n0 + i < g.s.N ? bias_at<T>(g.e, w.n0 + i) : 0.f;
   }
 
   template <typename Walk>
@@ -603,8 +632,17 @@ struct GemmEpilogue {
 // 16-bit store is deferred: the pipeline runs a finished tile's PIECES pieces while the next tile's first slices
 // are in flight (unrolled for the register-held pending tile). GELU, GELU': the tile is staged for the epilogue
 // warpgroup; fp32: stored from registers.
-template <typename T, Major AM, Major BMJ, Epilogue E>
+//
+// A_SUMS (dx = dy W and GELU''s (dy W_proj) * gelu'(pre): A K-major, B MN-major): the consumers also add up A's
+// columns over their 64 rows, the bias gradient of the layer whose output gradient A is, read from the ring slots the
+// wgmmas read anyway instead of in a pass over A of its own. Each of a row block's column tiles sums its share of the
+// K slices (tile n: slices n, n + tiles_n, ...), so the extra work is spread evenly over the tiles and every element
+// of a_colsum is written once, by one lane, in a fixed order of additions (bitwise reproducible, no zeroing). An
+// instantiation of its own: the GEMMs without it keep their code.
+template <typename T, Major AM, Major BMJ, Epilogue E, bool A_SUMS = false>
 struct GemmConsumer {
+  static_assert(!A_SUMS || ((E == Epilogue::store || E == Epilogue::dgelu) && AM == Major::K && BMJ == Major::MN),
+                "GemmConsumer: A's column sums in the dx = dy W (store) and GELU' GEMMs only");
   static constexpr int DEFERRED_PIECES = E == Epilogue::store ? PIECES : 0;  // GELU, GELU': the epilogue warpgroup
   static constexpr bool UNROLL_PIECES = E == Epilogue::store;
   const GemmGlobals &g;
@@ -614,11 +652,61 @@ struct GemmConsumer {
   Pending<T> pend;              // store: the tile waiting for its pieces
   int stores = 0;               // store: TMA stores issued (staging buffer parity)
   int staged_tiles = 0;         // GELU, GELU': tiles handed to the epilogue warpgroup
+  float *a_sums = nullptr;      // A_SUMS: this consumer's row of a_colsum for the tile, or null (it sums no slice)
+  int sum_slice = 0;            // A_SUMS: the next of the tile's K slices (counted from its first) whose columns it sums
+  int k_first = 0;              // A_SUMS: the tile's first K slice
 
   __device__ GemmConsumer(const GemmGlobals &g, const tk::pipeline::consumer_ctx<> &ctx)
       : g(g), id(ctx.id), epi(ctx.scratch + ctx.id * (epilogue_bytes(E) / 2)) {}
 
-  __device__ void compute(const Slot<bn(E)> &s, int i) { mma_slice<T, AM, BMJ, bn(E)>(acc, id, s.tiles, i == 0); }
+  // (only with A_SUMS: the pipeline calls start(work) before each tile's first slot when the consumer has it)
+  __device__ void start(const Unit &w) requires A_SUMS {
+    const int tile_n = w.n0 / bn(E), rows = w.m0 + id * 64;
+    a_sums = rows < g.s.M && tile_n < w.k_end - w.k_begin ? g.e.a_colsum + int64_t(rows / 64) * g.s.K : nullptr;
+    sum_slice = tile_n;
+    k_first = w.k_begin;
+  }
+
+  __device__ void compute(const Slot<bn(E)> &s, int i) {
+    mma_slice<T, AM, BMJ, bn(E)>(acc, id, s.tiles, i == 0);
+    if constexpr (A_SUMS) {
+      if (a_sums != nullptr && i == sum_slice) {  // while the slice's wgmmas run
+        a_column_sums(s.tiles.a, k_first + i);
+        sum_slice += g.s.tiles_n;
+      }
+    }
+  }
+
+  // A's column sums over this consumer's 64 rows of K slice kt (columns 64 kt .. of a_sums' row). Warp w
+  // takes the 16 columns 16 w .., lane l the pair 16 w + 2 (l % 8) in rows 2 (l / 8) + h + 8 j (h = 0, 1, j = 0 .. 7):
+  // the four rows one load instruction reads have different r % 8, so after the 128B swizzle (16-byte chunk c of row
+  // r at c ^ (r % 8)) their 32-byte pieces lie in different banks. Two shuffles add the four row groups; lanes 0 .. 7
+  // store the warp's 16 sums (rows >= M are TMA's zeros; columns >= K are not stored).
+  __device__ void a_column_sums(const char *a_tile, int kt) const {
+    const int me = tk::wg::warpgroup_thread(), lane = me % 32, warp = me / 32;
+    const char *rows = a_tile + id * 64 * (BK * 2);
+    const int chunk = 2 * warp + (lane % 8) / 4, word = (lane % 4) * 4;
+    int at[2];  // byte offsets of this lane's pair in its rows 2 (l / 8) + h, h = 0, 1 (r % 8 is the same 8 rows on)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = 2 * (lane / 8) + h;
+      at[h] = r * (BK * 2) + ((chunk ^ r) << 4) + word;
+    }
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      const uint32_t u = *reinterpret_cast<const uint32_t *>(rows + (j / 2) * 8 * (BK * 2) + at[j % 2]);
+      const float2 x = vec2<T>::unpack_word(u);
+      s0 += x.x;
+      s1 += x.y;
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 8);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 8);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 16);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 16);
+    const int col = kt * BK + 16 * warp + 2 * (lane % 8);
+    if (lane < 8 && col < g.s.K) *reinterpret_cast<float2 *>(a_sums + col) = make_float2(s0, s1);
+  }
   __device__ void retire() { tk::wg::mma_wait<1>(acc.v); }
   __device__ void drain() { tk::wg::mma_wait<0>(acc.v); }
 
@@ -649,13 +737,13 @@ struct GemmConsumer {
   }
 };
 
-template <typename T, Major AM, Major BMJ, Epilogue E>
+template <typename T, Major AM, Major BMJ, Epilogue E, bool A_SUMS>
 struct GemmPipe {
   using globals = GemmGlobals;
   using stage = Stage<bn(E)>;
   using work = Unit;
   using scheduler = UnitWalk<bn(E), cluster(E)>;
-  using consumer = GemmConsumer<T, AM, BMJ, E>;
+  using consumer = GemmConsumer<T, AM, BMJ, E, A_SUMS>;
   using epilogue = std::conditional_t<staged(E), GemmEpilogue<T, E>, void>;
   static constexpr int STAGES = tk_mlp::STAGES, CONSUMERS = 2, CLUSTER = cluster(E);
   // GELU, GELU': 4 warpgroups launched at 128 registers a thread (ptxas compiles every warpgroup's code within
@@ -679,14 +767,14 @@ struct GemmPipe {
     load_slice<AM, BMJ, bn(E), cluster(E)>(s, g.a_map, g.b_map, w.m0, w.n0, w.k_begin + i);
   }
 };
-template <typename T, Major AM, Major BMJ, Epilogue E>
-using GemmPipeline = tk::pipeline::kernel<GemmPipe<T, AM, BMJ, E>>;
+template <typename T, Major AM, Major BMJ, Epilogue E, bool A_SUMS>
+using GemmPipeline = tk::pipeline::kernel<GemmPipe<T, AM, BMJ, E, A_SUMS>>;
 
-template <typename T, Major AM, Major BMJ, Epilogue E>
+template <typename T, Major AM, Major BMJ, Epilogue E, bool A_SUMS>
 __global__ void __launch_bounds__(threads(E), 1)
 gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
             const __grid_constant__ CUtensorMap c_map, const Shape s, const EpiArgs e) {
-  GemmPipeline<T, AM, BMJ, E>::run(GemmGlobals{a_map, b_map, c_map, s, e});
+  GemmPipeline<T, AM, BMJ, E, A_SUMS>::run(GemmGlobals{a_map, b_map, c_map, s, e});
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -734,7 +822,7 @@ CUtensorMap operand_map(const void *ptr, Major major, int mn, int K, int64_t ld,
   return tk::host::matrix_map<T>(ptr, K, mn, ld, k_rows, BOX, 128);
 }
 
-template <typename T, Major AM, Major BMJ, Epilogue E>
+template <typename T, Major AM, Major BMJ, Epilogue E, bool A_SUMS = false>
 cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
   const CUtensorMap a_map = operand_map<T>(p.a, AM, p.M, p.K, p.lda, BM);
   constexpr int CL = cluster(E);
@@ -743,10 +831,11 @@ cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
                                            split_b_by_k<bn(E), CL>() ? BK / 2 : BK);
   CUtensorMap c_map{};
   if constexpr (E != Epilogue::store_f32) c_map = tk::host::matrix_map<T>(p.c, p.M, p.N, p.ldc, 64, BOX, 128);
-  const EpiArgs e{p.bias, p.aux, static_cast<float *>(p.c), p.ldc, p.colsum, p.tanh_gelu, s.splits > 1};
-  auto kernel = gemm_kernel<T, AM, BMJ, E>;
-  constexpr int smem = GemmPipeline<T, AM, BMJ, E>::SHARED_BYTES;
-  static_assert(GemmPipeline<T, AM, BMJ, E>::THREADS == threads(E));
+  const EpiArgs e{p.bias,   p.bias16,     p.aux,       static_cast<float *>(p.c), p.ldc,
+                  p.colsum, p.a_colsum, p.tanh_gelu, s.splits > 1};
+  auto kernel = gemm_kernel<T, AM, BMJ, E, A_SUMS>;
+  constexpr int smem = GemmPipeline<T, AM, BMJ, E, A_SUMS>::SHARED_BYTES;
+  static_assert(GemmPipeline<T, AM, BMJ, E, A_SUMS>::THREADS == threads(E));
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   if constexpr (CL == 1) {
@@ -765,7 +854,7 @@ cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
     config.stream = stream;
     config.attrs = attr;
     config.numAttrs = 1;
-    config.gridDim = dim3(CL * std::min(max_clusters<gemm_kernel<T, AM, BMJ, E>>(config), s.tiles * s.splits));
+    config.gridDim = dim3(CL * std::min(max_clusters<gemm_kernel<T, AM, BMJ, E, A_SUMS>>(config), s.tiles * s.splits));
     return cudaLaunchKernelEx(&config, kernel, a_map, b_map, c_map, s, e);
   }
 }
@@ -778,8 +867,11 @@ cudaError_t dispatch(const GemmParams &p, const Shape &s, cudaStream_t stream, c
   const E epi = p.epilogue;
   if (a == M::K && b == M::K && epi == E::store) return launch<T, M::K, M::K, E::store>(p, s, stream);
   if (a == M::K && b == M::K && epi == E::gelu) return launch<T, M::K, M::K, E::gelu>(p, s, stream);
-  if (a == M::K && b == M::MN && epi == E::store) return launch<T, M::K, M::MN, E::store>(p, s, stream);
-  if (a == M::K && b == M::MN && epi == E::dgelu) return launch<T, M::K, M::MN, E::dgelu>(p, s, stream);
+  const bool sums = p.a_colsum != nullptr;  // + A's column sums (A_SUMS)
+  if (a == M::K && b == M::MN && epi == E::store)
+    return sums ? launch<T, M::K, M::MN, E::store, true>(p, s, stream) : launch<T, M::K, M::MN, E::store>(p, s, stream);
+  if (a == M::K && b == M::MN && epi == E::dgelu)
+    return sums ? launch<T, M::K, M::MN, E::dgelu, true>(p, s, stream) : launch<T, M::K, M::MN, E::dgelu>(p, s, stream);
   if (a == M::MN && b == M::MN && epi == E::store_f32) return launch<T, M::MN, M::MN, E::store_f32>(p, s, stream);
   if (why) *why = "tk mlp gemm: unsupported combination of operand layouts and epilogue";
   return cudaErrorInvalidValue;
@@ -806,6 +898,9 @@ cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why) {
     return fail("tk mlp gemm: the GELU epilogues need the GELU-derivative buffer (aux)");
   if (p.colsum != nullptr && p.epilogue != Epilogue::dgelu)
     return fail("tk mlp gemm: only the GELU' epilogue writes column sums");
+  if (p.a_colsum != nullptr && ((p.epilogue != Epilogue::store && p.epilogue != Epilogue::dgelu) ||
+                                p.a_major != Major::K || p.b_major != Major::MN))
+    return fail("tk mlp gemm: A's column sums need a K-major A, an MN-major B and the store or GELU' epilogue");
   const int tile_n = p.epilogue == Epilogue::gelu || p.epilogue == Epilogue::dgelu ? GBN : BN;
   const int cl = cluster(p.epilogue);
   Shape s{p.M, p.N, p.K, (p.N + tile_n - 1) / tile_n, 0, (p.K + BK - 1) / BK, 1};

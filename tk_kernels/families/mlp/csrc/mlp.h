@@ -36,11 +36,16 @@ struct GemmParams {
   int64_t ldb;
   void *c;                  // (M, N), row stride ldc: input dtype, or fp32 for store_f32
   int64_t ldc;
-  const float *bias;        // (N,) fp32, or nullptr (store / gelu)
+  const void *bias;         // (N,) fp32, or in the operands' dtype when bias16; nullptr: none (store / gelu)
+  bool bias16;
   void *aux;                // gelu: gelu'(pre) out (M, N); dgelu: it in; row stride ldc
   float *colsum;            // dgelu only, or nullptr: column sums of C (the rounded outputs) per block of 64
                             // rows, fp32 ((M + 63) / 64, N) contiguous, every element written (sum it over
                             // rows for the bias gradient)
+  float *a_colsum;          // store and dgelu with A K-major and B MN-major (dx = dy W, dh = (dy W_proj) * gelu'),
+                            // or nullptr: column sums of A per block of 64 rows, fp32 ((M + 63) / 64, K)
+                            // contiguous, every element written (sum it over rows for the bias gradient of the
+                            // layer whose output gradient A is, without a pass over A of its own)
   bool tanh_gelu;           // gelu: the tanh approximation instead of the exact erf form
   int splits;               // store_f32 only: K split over this many CTAs per tile (c must be zeroed
                             // first when > 1); 0 = choose (gemm_splits)
@@ -53,18 +58,20 @@ int gemm_splits(int M, int N, int K, int sms);
 // reason in *why when given). Needs an sm_90a build and an sm_90 GPU.
 cudaError_t gemm(const GemmParams &p, cudaStream_t stream, const char **why = nullptr);
 
-// Column sums (colsum.cu): out[c] = sum over r of x[r, c] in fp32, in a fixed order (the bias gradients).
+// Column sums (colsum.cu): out[c] = sum over r of x[r, c] in fp32, in a fixed order (the bias gradients), rounded
+// once to out_dtype.
 struct ColumnSumParams {
-  enum Type : int { f32 = 0, bf16 = 1, fp16 = 2 } dtype;
+  enum Type : int { f32 = 0, bf16 = 1, fp16 = 2 } dtype, out_dtype;
   const void *x;    // (rows, cols), row stride ld elements, 16-byte aligned rows
   int64_t ld, rows;
   int cols;         // a multiple of 8
-  int chunks;       // row chunks summed separately first: column_sum_chunks(rows, cols, SMs)
+  int chunks;       // row chunks summed separately first: column_sum_chunks(rows, cols, SMs, fp32); 0: none, x
+                    // (fp32, at most 512 rows: a GEMM's block sums) is itself the partial sums
   float *partial;   // workspace: chunks x cols fp32
-  float *out;       // (cols,) fp32
+  void *out;        // (cols,) in out_dtype (a bias's own dtype: no cast pass after the sums)
 };
-// Row chunks that give ~4 CTAs per SM (one wave) on a GPU of `sms` SMs.
-int column_sum_chunks(int64_t rows, int cols, int sms);
+// Row chunks that give ~4 CTAs per SM (one wave) on a GPU of `sms` SMs; 0 for an fp32 x of few rows.
+int column_sum_chunks(int64_t rows, int cols, int sms, bool f32);
 cudaError_t column_sums(const ColumnSumParams &p, cudaStream_t stream);
 
 }  // namespace tk_mlp
