@@ -101,10 +101,10 @@ def _weight_grad(a: Tensor, b: Tensor, shape, dtype: torch.dtype) -> Tensor:
     return out if dtype == torch.float32 else out.to(dtype)
 
 
-def _block_sums(x: Tensor, cols: int, wanted: bool) -> Tensor | None:
-    """The fp32 buffer of per-64-row-block column sums ((rows + 63) / 64, cols) a GEMM fills (colsum, a_colsum), or
-    None when that bias gradient is not wanted."""
-    return torch.empty(((x.shape[0] + 63) // 64, cols), device=x.device, dtype=torch.float32) if wanted else None
+def _block_sums(x: Tensor, wanted: bool) -> Tensor | None:
+    """The fp32 buffer of x's column sums per block of 64 rows, ((rows + 63) / 64, cols), that a GEMM fills (colsum
+    for its output, a_colsum for its A operand), or None when that bias gradient is not wanted."""
+    return torch.empty(((x.shape[0] + 63) // 64, x.shape[1]), device=x.device, dtype=torch.float32) if wanted else None
 
 
 def _column_sums(x: Tensor, dtype: torch.dtype) -> Tensor:
@@ -185,7 +185,7 @@ def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor
     wdt, bdt = _dtype(w_dtype), _dtype(b_dtype)
     dh = torch.empty_like(d)
     # (dy W_proj) * gelu'(pre), and with biases the column sums of dh and of dy per block of 64 rows
-    dh_sums, dy_sums = _block_sums(d, d.shape[1], has_b_fc), _block_sums(dy, dy.shape[1], has_b_proj)
+    dh_sums, dy_sums = _block_sums(d, has_b_fc), _block_sums(dy, has_b_proj)
     ext.gemm_(dy, False, wp, True, dh, DGELU, None, d, False, 0, dh_sums, dy_sums)
     dx = torch.empty_like(x)
     ext.gemm_(dh, False, wf, True, dx, STORE)                                    # dh W_fc
@@ -302,7 +302,7 @@ def _linear_bwd_impl(dy: Tensor, x: Tensor, w: Tensor, has_b: bool, w_dtype: str
     column-sum kernel sums the blocks); dw and db in the parameters' dtypes, db empty without a bias."""
     dy, x = dy.contiguous().to(x.dtype), x.contiguous()
     dx = torch.empty_like(x)
-    dy_sums = _block_sums(dy, dy.shape[1], has_b)
+    dy_sums = _block_sums(dy, has_b)
     _ext().gemm_(dy, False, w.contiguous(), True, dx, STORE, a_colsum=dy_sums)
     dw = _weight_grad(dy, x, tuple(w.shape), _dtype(w_dtype))
     bdt = _dtype(b_dtype)

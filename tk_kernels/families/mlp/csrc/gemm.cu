@@ -831,8 +831,8 @@ cudaError_t launch(const GemmParams &p, const Shape &s, cudaStream_t stream) {
                                            split_b_by_k<bn(E), CL>() ? BK / 2 : BK);
   CUtensorMap c_map{};
   if constexpr (E != Epilogue::store_f32) c_map = tk::host::matrix_map<T>(p.c, p.M, p.N, p.ldc, 64, BOX, 128);
-  const EpiArgs e{p.bias,   p.bias16,     p.aux,       static_cast<float *>(p.c), p.ldc,
-                  p.colsum, p.a_colsum, p.tanh_gelu, s.splits > 1};
+  const EpiArgs e{p.bias, p.bias16, p.aux, static_cast<float *>(p.c), p.ldc, p.colsum, p.a_colsum, p.tanh_gelu,
+                  s.splits > 1};
   auto kernel = gemm_kernel<T, AM, BMJ, E, A_SUMS>;
   constexpr int smem = GemmPipeline<T, AM, BMJ, E, A_SUMS>::SHARED_BYTES;
   static_assert(GemmPipeline<T, AM, BMJ, E, A_SUMS>::THREADS == threads(E));
