@@ -688,10 +688,7 @@ struct GemmConsumer {
     const int chunk = 2 * warp + (lane % 8) / 4, word = (lane % 4) * 4;
     int at[2];  // byte offsets of this lane's pair in its rows 2 (l / 8) + h, h = 0, 1 (r % 8 is the same 8 rows on)
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int r = 2 * (lane / 8) + h;
-      at[h] = r * (BK * 2) + ((chunk ^ r) << 4) + word;
-    }
+    for (int h = 0; h < 2; h++) at[h] = chunk_offset(2 * (lane / 8) + h, chunk) + word;
     float s0 = 0.f, s1 = 0.f;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
