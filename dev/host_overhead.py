@@ -92,6 +92,9 @@ class MlpStub:
     def column_sums(self, x, out_dtype=None):
         return x.new_empty((x.shape[1],), dtype=out_dtype or torch.float32)
 
+    def column_sums_pair(self, a, b, out_dtype):
+        return a.new_empty((a.shape[1],), dtype=out_dtype), b.new_empty((b.shape[1],), dtype=out_dtype)
+
 
 def install_stubs() -> list:
     build._cached.update(attention=AttentionStub(), layernorm=LayerNormStub(), classifier=ClassifierStub(),

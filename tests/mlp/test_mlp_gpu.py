@@ -243,6 +243,32 @@ def test_column_sums(rows, cols, ld, dtype):
         assert torch.equal(cast, out.to(out_dtype)), out_dtype
 
 
+@pytest.mark.parametrize("rows,cols_a,cols_b,ld_b", [(1, 8, 8, 8), (7, 72, 24, 32), (256, 3072, 768, 768),
+                                                    (512, 4096, 1024, 1032), (33, 264, 2056, 2056)])
+def test_column_sums_pair(rows, cols_a, cols_b, ld_b):
+    """ext.column_sums_pair (the MLP backward's db_fc and db_proj in one launch) is bitwise two column_sums calls, in
+    every output dtype: widths that leave partial 32-column CTAs on both sides of the split, a row stride wider than
+    the row."""
+    seed = new_seed()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn((rows, cols_a), generator=g, device="cuda") + 0.5
+    b = (torch.randn((rows, ld_b), generator=g, device="cuda") + 0.5)[:, :cols_b]
+    ext = ops._ext()
+    ref = a.double().sum(0)
+    for out_dtype in (torch.float32, torch.bfloat16, torch.float16):
+        poison()
+        sa, sb = ext.column_sums_pair(a, b, out_dtype)
+        assert sa.dtype == sb.dtype == out_dtype and sa.shape == (cols_a,) and sb.shape == (cols_b,)
+        assert torch.equal(sa, ext.column_sums(a, out_dtype)), out_dtype
+        assert torch.equal(sb, ext.column_sums(b, out_dtype)), out_dtype
+    err = ((ext.column_sums_pair(a, b, torch.float32)[0].double() - ref).norm() / ref.norm()).item()
+    assert err < 1e-6, err
+    with pytest.raises(RuntimeError, match="same rows, at most 512"):
+        ext.column_sums_pair(a, b[:-1] if rows > 1 else torch.zeros(2, 8, device="cuda"), torch.float32)
+    with pytest.raises(RuntimeError, match="must be float32"):
+        ext.column_sums_pair(a, b.to(torch.bfloat16), torch.float32)
+
+
 def test_column_sums_rejects_bad_inputs():
     ext = ops._ext()
     with pytest.raises(RuntimeError, match="multiple of 8"):

@@ -107,10 +107,13 @@ def _block_sums(x: Tensor, wanted: bool) -> Tensor | None:
     return torch.empty(((x.shape[0] + 63) // 64, x.shape[1]), device=x.device, dtype=torch.float32) if wanted else None
 
 
+_SUM_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # the column sums' output dtypes
+
+
 def _column_sums(x: Tensor, dtype: torch.dtype) -> Tensor:
     """x's column sums, summed in fp32 and returned in `dtype`: written so by the kernel for fp32 / bf16 / fp16 (a
     bias's gradient without a cast launch after it), cast from fp32 for any other dtype (float64 parameters)."""
-    if dtype in (torch.float32, torch.bfloat16, torch.float16):
+    if dtype in _SUM_DTYPES:
         return _ext().column_sums(x, dtype)
     return _ext().column_sums(x).to(dtype)
 
@@ -192,6 +195,9 @@ def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor
     dw_proj = _weight_grad(dy, g, tuple(wp.shape), wdt)                          # dy^T g
     dw_fc = _weight_grad(dh, x, tuple(wf.shape), wdt)                            # dh^T x
     empty = x.new_empty((0,), dtype=bdt)
+    if has_b_fc and has_b_proj and bdt in _SUM_DTYPES and d.shape[0] <= 512 * 64:  # both in one launch
+        db_fc, db_proj = ext.column_sums_pair(dh_sums, dy_sums, bdt)
+        return dx, dw_fc, db_fc, dw_proj, db_proj
     db_proj = _column_sums(dy_sums, bdt) if has_b_proj else empty    # the 64-row blocks' sums, summed
     db_fc = _column_sums(dh_sums, bdt) if has_b_fc else empty.clone()
     return dx, dw_fc, db_fc, dw_proj, db_proj

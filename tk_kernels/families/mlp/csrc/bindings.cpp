@@ -161,6 +161,44 @@ at::Tensor column_sums(const at::Tensor &x, c10::optional<at::ScalarType> out_dt
   return out;
 }
 
+// The column sums of two fp32 matrices of the same rows (at most 512: a GEMM's 64-row block sums, N <= 32768
+// tokens) in one launch, each returned as a (cols,) tensor of out_dtype: the MLP backward's db_fc and db_proj.
+std::tuple<at::Tensor, at::Tensor> column_sums_pair(const at::Tensor &a, const at::Tensor &b,
+                                                    at::ScalarType out_dtype) {
+  check_matrix(a, "a", a);
+  check_matrix(b, "b", a);
+  TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat,
+              msg("tk mlp column_sums_pair: a and b must be float32, got ", a.scalar_type(), " and ", b.scalar_type()));
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(0) <= 512,
+              msg("tk mlp column_sums_pair: a and b need the same rows, at most 512, got ", a.size(0), " and ",
+                  b.size(0)));
+  TORCH_CHECK(a.size(1) % 8 == 0 && b.size(1) % 8 == 0 && a.size(1) > 0 && b.size(1) > 0 &&
+                  a.size(1) <= INT32_MAX - 256 && b.size(1) <= INT32_MAX - 256,
+              msg("tk mlp column_sums_pair: the widths must be positive multiples of 8, got ", a.size(1), " and ",
+                  b.size(1)));
+  TORCH_CHECK(out_dtype == at::kFloat || out_dtype == at::kBFloat16 || out_dtype == at::kHalf,
+              msg("tk mlp column_sums_pair: out_dtype must be float32, bfloat16 or float16, got ", out_dtype));
+  const c10::cuda::CUDAGuard guard(a.device());
+  at::Tensor out_a = at::empty({a.size(1)}, a.options().dtype(out_dtype));
+  at::Tensor out_b = at::empty({b.size(1)}, a.options().dtype(out_dtype));
+  tk_mlp::ColumnSumParams p{};
+  p.dtype = tk_mlp::ColumnSumParams::f32;
+  p.out_dtype = column_sum_type(out_dtype);
+  p.x = a.data_ptr();
+  p.ld = a.stride(0);
+  p.rows = a.size(0);
+  p.cols = static_cast<int>(a.size(1));
+  p.chunks = 0;
+  p.out = out_a.data_ptr();
+  p.x2 = b.data_ptr<float>();
+  p.ld2 = b.stride(0);
+  p.cols2 = static_cast<int>(b.size(1));
+  p.out2 = out_b.data_ptr();
+  const cudaError_t err = tk_mlp::column_sums(p, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, msg("tk mlp column_sums_pair failed (", cudaGetErrorString(err), ")"));
+  return {out_a, out_b};
+}
+
 int64_t splits(int64_t M, int64_t N, int64_t K, int64_t sms) {
   return tk_mlp::gemm_splits(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<int>(sms));
 }
@@ -176,5 +214,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("column_sums", &column_sums,
         "column sums of a (rows, cols) matrix, summed in fp32, returned in out_dtype (the bias gradients; csrc/colsum.cu)",
         pybind11::arg("x"), pybind11::arg("out_dtype") = pybind11::none());
+  m.def("column_sums_pair", &column_sums_pair,
+        "the column sums of two fp32 matrices of the same rows (<= 512) in one launch, in out_dtype (db_fc, db_proj)",
+        pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("out_dtype"));
   m.def("splits", &splits, "K splits the weight-gradient GEMM takes for (M, N, K) on a GPU of `sms` SMs");
 }

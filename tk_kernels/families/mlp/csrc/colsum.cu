@@ -5,7 +5,8 @@
 //   db_proj = the same over the GELU' GEMM's block sums of dy          ((N / 64, C) fp32, gemm.cu's a_colsum)
 //
 // Two launches, or for an fp32 matrix of at most FINISH_ROWS rows (the GEMMs' block sums: 256 rows at N = 16384)
-// the second alone, reading the matrix as its partial sums:
+// the second alone, reading the matrix as its partial sums; that one launch can also sum a second such matrix of
+// the same rows (db_fc and db_proj from the GELU' GEMM's two block-sum matrices: one launch a step, not two):
 //   1. colsum_partial_kernel: CTA (column tile, row chunk). 8 warps; a lane owns 8 consecutive columns (one
 //      16-byte vector of a 16-bit type, two of fp32), so a warp covers a 256-column tile of one row per load;
 //      warp w adds rows w, w + 8, ... of the chunk (four rows' loads in flight per thread), then the CTA adds
@@ -83,26 +84,41 @@ __global__ void __launch_bounds__(32 * CS_WARPS, 4) colsum_partial_kernel(const 
   }
 }
 
+// One fp32 (chunks, cols) matrix the finish kernel sums down its columns into out.
+struct FinishPart {
+  const float *partial;
+  int64_t ld;
+  int cols;
+  void *out;
+};
+
+// The CTAs before a's (a.cols + 31) / 32 take a's columns, the rest b's (b.cols = 0: none).
 template <typename O>
-__global__ void __launch_bounds__(32 * FIN_WARPS) colsum_finish_kernel(const float *__restrict__ partial, int64_t ld,
-                                                                       int chunks, int cols, O *__restrict__ out) {
-  const int c = blockIdx.x * 32 + threadIdx.x;
+__global__ void __launch_bounds__(32 * FIN_WARPS) colsum_finish_kernel(FinishPart a, FinishPart b, int chunks) {
+  const int tiles_a = (a.cols + 31) / 32;
+  const bool in_a = int(blockIdx.x) < tiles_a;
+  const float *partial = in_a ? a.partial : b.partial;
+  const int64_t ld = in_a ? a.ld : b.ld;
+  const int cols = in_a ? a.cols : b.cols;
+  O *out = static_cast<O *>(in_a ? a.out : b.out);
+  const int c = (in_a ? int(blockIdx.x) : int(blockIdx.x) - tiles_a) * 32 + threadIdx.x;
   const float total = tk::sum_slices<FIN_WARPS, 4>(partial, chunks, ld, c, c < cols);
   if (threadIdx.y == 0 && c < cols) out[c] = tk::from_float<O>(total);
 }
 
-// the finish launch: out <- the column sums of the fp32 (chunks, p.cols) matrix `partial` (row stride ld)
-cudaError_t finish(const float *partial, int64_t ld, int chunks, const ColumnSumParams &p, cudaStream_t stream) {
-  const dim3 grid((p.cols + 31) / 32), block(32, FIN_WARPS);
-  switch (p.out_dtype) {
+// the finish launch: a.out, b.out <- the column sums of the fp32 (chunks, cols) matrices a and b
+cudaError_t finish(const FinishPart &a, const FinishPart &b, int chunks, ColumnSumParams::Type out_dtype,
+                   cudaStream_t stream) {
+  const dim3 grid((a.cols + 31) / 32 + (b.cols + 31) / 32), block(32, FIN_WARPS);
+  switch (out_dtype) {
     case ColumnSumParams::f32:
-      colsum_finish_kernel<<<grid, block, 0, stream>>>(partial, ld, chunks, p.cols, static_cast<float *>(p.out));
+      colsum_finish_kernel<float><<<grid, block, 0, stream>>>(a, b, chunks);
       break;
     case ColumnSumParams::bf16:
-      colsum_finish_kernel<<<grid, block, 0, stream>>>(partial, ld, chunks, p.cols, static_cast<tk::bf16 *>(p.out));
+      colsum_finish_kernel<tk::bf16><<<grid, block, 0, stream>>>(a, b, chunks);
       break;
     case ColumnSumParams::fp16:
-      colsum_finish_kernel<<<grid, block, 0, stream>>>(partial, ld, chunks, p.cols, static_cast<tk::half *>(p.out));
+      colsum_finish_kernel<tk::half><<<grid, block, 0, stream>>>(a, b, chunks);
       break;
     default:
       return cudaErrorInvalidValue;
@@ -122,9 +138,12 @@ int column_sum_chunks(int64_t rows, int cols, int sms, bool f32) {
 
 cudaError_t column_sums(const ColumnSumParams &p, cudaStream_t stream) {
   if (p.cols <= 0 || p.cols % 8 != 0 || p.rows < 0 || p.chunks < 0 || p.ld < p.cols) return cudaErrorInvalidValue;
-  if (p.chunks == 0) {  // x itself is the partial sums
+  const FinishPart second{static_cast<const float *>(p.x2), p.ld2, p.x2 != nullptr ? p.cols2 : 0, p.out2};
+  if (p.x2 != nullptr && (p.chunks != 0 || p.cols2 <= 0 || p.cols2 % 8 != 0 || p.ld2 < p.cols2))
+    return cudaErrorInvalidValue;
+  if (p.chunks == 0) {  // x (and x2) itself is the partial sums
     if (p.dtype != ColumnSumParams::f32 || p.rows > FINISH_ROWS) return cudaErrorInvalidValue;
-    return finish(static_cast<const float *>(p.x), p.ld, int(p.rows), p, stream);
+    return finish({static_cast<const float *>(p.x), p.ld, p.cols, p.out}, second, int(p.rows), p.out_dtype, stream);
   }
   const int64_t chunk_rows = std::max<int64_t>(1, (p.rows + p.chunks - 1) / p.chunks);
   const dim3 grid((p.cols + CS_TILE - 1) / CS_TILE, p.chunks);
@@ -146,7 +165,7 @@ cudaError_t column_sums(const ColumnSumParams &p, cudaStream_t stream) {
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  return finish(p.partial, p.cols, p.chunks, p, stream);
+  return finish({p.partial, p.cols, p.cols, p.out}, second, p.chunks, p.out_dtype, stream);
 }
 
 }  // namespace tk_mlp

@@ -69,6 +69,10 @@ struct ColumnSumParams {
                     // (fp32, at most 512 rows: a GEMM's block sums) is itself the partial sums
   float *partial;   // workspace: chunks x cols fp32
   void *out;        // (cols,) in out_dtype (a bias's own dtype: no cast pass after the sums)
+  const float *x2;  // or nullptr: a second fp32 (rows, cols2) matrix (row stride ld2) summed in the same launch into
+  int64_t ld2;      // out2 (cols2,) in out_dtype; only with chunks == 0 (both are partial sums already)
+  int cols2;
+  void *out2;
 };
 // Row chunks that give ~4 CTAs per SM (one wave) on a GPU of `sms` SMs; 0 for an fp32 x of few rows.
 int column_sum_chunks(int64_t rows, int cols, int sms, bool f32);
