@@ -34,6 +34,9 @@ GEMM_SHAPES = [  # (layout, M, N, K)
     # GPT-2 medium's (C = 1024) shapes that the 124M rows above do not cover
     ("x W^T", 16384, 3072, 1024), ("dy W", 16384, 4096, 1024),
     ("+gelu", 16384, 4096, 1024), ("dy W*gelu'", 16384, 4096, 1024),
+    # the MLP table's C = 2048 (session 50: its ratio is bounded by these plain GEMMs against cuBLAS)
+    ("x W^T", 16384, 8192, 2048), ("x W^T", 16384, 2048, 8192), ("dy W", 16384, 2048, 8192),
+    ("+gelu", 16384, 8192, 2048), ("dy W*gelu'", 16384, 8192, 2048),
 ]
 
 
