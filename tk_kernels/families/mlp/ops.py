@@ -194,10 +194,10 @@ def _mlp_bwd_impl(dy: Tensor, x: Tensor, w_fc: Tensor, w_proj: Tensor, d: Tensor
     ext.gemm_(dh, False, wf, True, dx, STORE)                                    # dh W_fc
     dw_proj = _weight_grad(dy, g, tuple(wp.shape), wdt)                          # dy^T g
     dw_fc = _weight_grad(dh, x, tuple(wf.shape), wdt)                            # dh^T x
-    empty = x.new_empty((0,), dtype=bdt)
-    if has_b_fc and has_b_proj and bdt in _SUM_DTYPES and d.shape[0] <= 512 * 64:  # both in one launch
+    if has_b_fc and has_b_proj and bdt in _SUM_DTYPES and dh_sums.shape[0] <= 512:  # both in one launch
         db_fc, db_proj = ext.column_sums_pair(dh_sums, dy_sums, bdt)
         return dx, dw_fc, db_fc, dw_proj, db_proj
+    empty = x.new_empty((0,), dtype=bdt)
     db_proj = _column_sums(dy_sums, bdt) if has_b_proj else empty    # the 64-row blocks' sums, summed
     db_fc = _column_sums(dh_sums, bdt) if has_b_fc else empty.clone()
     return dx, dw_fc, db_fc, dw_proj, db_proj

@@ -131,6 +131,12 @@ tk_mlp::ColumnSumParams::Type column_sum_type(at::ScalarType st) {
   return st == at::kFloat ? tk_mlp::ColumnSumParams::f32
          : st == at::kBFloat16 ? tk_mlp::ColumnSumParams::bf16 : tk_mlp::ColumnSumParams::fp16;
 }
+// the output type of a column-sum op (`op` names it in the error): fp32, bf16 or fp16
+tk_mlp::ColumnSumParams::Type column_sum_out_type(at::ScalarType ot, const char *op) {
+  TORCH_CHECK(ot == at::kFloat || ot == at::kBFloat16 || ot == at::kHalf,
+              msg("tk mlp ", op, ": out_dtype must be float32, bfloat16 or float16, got ", ot));
+  return column_sum_type(ot);
+}
 at::Tensor column_sums(const at::Tensor &x, c10::optional<at::ScalarType> out_dtype) {
   check_matrix(x, "x", x);
   const auto st = x.scalar_type();
@@ -143,10 +149,8 @@ at::Tensor column_sums(const at::Tensor &x, c10::optional<at::ScalarType> out_dt
   const int sms = sm_count(x.get_device());
   tk_mlp::ColumnSumParams p{};
   const at::ScalarType ot = out_dtype.value_or(at::kFloat);
-  TORCH_CHECK(ot == at::kFloat || ot == at::kBFloat16 || ot == at::kHalf,
-              msg("tk mlp column_sums: out_dtype must be float32, bfloat16 or float16, got ", ot));
   p.dtype = column_sum_type(st);
-  p.out_dtype = column_sum_type(ot);
+  p.out_dtype = column_sum_out_type(ot, "column_sums");
   p.x = x.data_ptr();
   p.ld = x.stride(0);
   p.rows = rows;
@@ -176,14 +180,12 @@ std::tuple<at::Tensor, at::Tensor> column_sums_pair(const at::Tensor &a, const a
                   a.size(1) <= INT32_MAX - 256 && b.size(1) <= INT32_MAX - 256,
               msg("tk mlp column_sums_pair: the widths must be positive multiples of 8, got ", a.size(1), " and ",
                   b.size(1)));
-  TORCH_CHECK(out_dtype == at::kFloat || out_dtype == at::kBFloat16 || out_dtype == at::kHalf,
-              msg("tk mlp column_sums_pair: out_dtype must be float32, bfloat16 or float16, got ", out_dtype));
+  tk_mlp::ColumnSumParams p{};
+  p.dtype = tk_mlp::ColumnSumParams::f32;
+  p.out_dtype = column_sum_out_type(out_dtype, "column_sums_pair");
   const c10::cuda::CUDAGuard guard(a.device());
   at::Tensor out_a = at::empty({a.size(1)}, a.options().dtype(out_dtype));
   at::Tensor out_b = at::empty({b.size(1)}, a.options().dtype(out_dtype));
-  tk_mlp::ColumnSumParams p{};
-  p.dtype = tk_mlp::ColumnSumParams::f32;
-  p.out_dtype = column_sum_type(out_dtype);
   p.x = a.data_ptr();
   p.ld = a.stride(0);
   p.rows = a.size(0);
