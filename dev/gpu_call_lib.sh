@@ -41,14 +41,14 @@ if [ -n "$VARIANTS" ]; then wait; for v in $VARIANTS; do tail -n1 "$O/build$v.lo
 python data/shakespeare_char/prepare.py --input "$SHAKESPEARE_INPUT" > /dev/null 2>&1
 python data/shakespeare/prepare.py --input "$SHAKESPEARE_INPUT" --bpe "$TIKTOKEN_GPT2_BPE" > /dev/null 2>&1
 # san TREE TAG TOOL...   compute-sanitizer TOOL (memcheck, racecheck, synccheck) on the MLP GEMM epilogues in TREE
-#                        (dev/mlp_epilogue_ncu.py --ncu --small --sums), up to SAN_SECS (default 150) s each, each in
-#                        the background: $O/san_TOOL_TAG.log, one summary line each; the caller waits
+#                        (dev/mlp_epilogue_ncu.py --ncu --small $SAN_ARGS, default --sums), up to SAN_SECS (default
+#                        150) s each, each in the background: $O/san_TOOL_TAG.log, one summary line each; the caller waits
 san() {
   local tree=$1 tag=$2 tool; shift 2
   local cs; cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in "$@"; do
     (cd "$tree" && PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "$(rem "${SAN_SECS:-150}")" "$cs" --tool "$tool" --error-exitcode 9 python \
-       dev/mlp_epilogue_ncu.py --ncu --small --sums > "$O/san_${tool}_$tag.log" 2>&1
+       dev/mlp_epilogue_ncu.py --ncu --small ${SAN_ARGS:---sums} > "$O/san_${tool}_$tag.log" 2>&1
      echo "== $tool $tag rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$O/san_${tool}_$tag.log")") &
   done
 }

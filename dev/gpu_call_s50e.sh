@@ -17,12 +17,7 @@ source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 (cd .vaw && step t_aw 150 python -m pytest -m gpu -q -p no:cacheprovider tests/mlp/test_mlp_gpu.py -k "not gpt_step")
 tail -1 $O/t_aw.log; grep "^FAILED" $O/t_aw.log | head -5; grep -h "a_colsum: max error" $O/t_aw.log | sort -k5 -g | tail -2
-cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in memcheck racecheck; do
-  (cd .vaw && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step san_$tool 75 "$cs" --tool $tool --error-exitcode 9 \
-     python dev/mlp_epilogue_ncu.py --ncu --small --sums --a-sums)
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" $O/san_$tool.log
-done
+SAN_SECS=100 SAN_ARGS="--sums --a-sums" san .vaw aw memcheck racecheck; wait
 for r in 1 2; do
   for tt in .vaw:aw .:main; do
     for c in 768 1024; do
