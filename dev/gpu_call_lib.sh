@@ -5,6 +5,7 @@
 #   san, epi   (session 21 on) the MLP GEMM epilogues' sanitizer runs and timings in a tree: see their comments below
 #   train_abab TREE   (session 24) GPT-2's step here and in TREE, alternated: see its comment below
 #   sanitize TREE SECS CMD...   (session 29) compute-sanitizer memcheck and racecheck on CMD in TREE
+#   prof TAG MODEL SECS TOP   (session 43) bench_train --profile, torch and tk: see its comment below
 #   ba TREE TAG        (session 37) bench_attention --graphs --rounds 2 --impls tk,cudnn in TREE: $O/ba_TAG.log, and one
 #                      line of its backward TFLOP/s, ours / cuDNN per shape
 #   BUILD_ARGS (set before sourcing): arguments of the one build, e.g. "--family attention" (default: all families)
@@ -151,6 +152,12 @@ bwd_checks() {
     (cd $1 && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step ${tool} 50 $cs --tool $tool --error-exitcode 9 python dev/attention_bwd_pieces.py --save /tmp/san.pt --small)
     grep -E "RACECHECK SUMMARY|ERROR SUMMARY" $O/${tool}.log
   done
+}
+# prof TAG MODEL SECS TOP (session 43 on) bench_train --profile of MODEL's torch and tk steps with CUDA graphs, the TOP
+#                        largest kernels (up to SECS s): $O/prof_TAG.log and $O/prof_TAG/, then its tok/s and GPU-ms lines
+prof() {
+  step prof_$1 $3 python bench/bench_train.py --models $2 --kernels torch,tk --compile graphs --profile --top $4 --out $O/prof_$1
+  grep -E "tok/s|GPU ms per step" -A4 $O/prof_$1.log | head -20
 }
 # ba TREE TAG            bench_attention.py --graphs --rounds 2 --impls tk,cudnn in TREE (up to 45 s): $O/ba_TAG.log, then
 #                        one line of the backward rows and one of the forward rows, ours / cuDNN TFLOP/s per shape

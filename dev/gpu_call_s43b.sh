@@ -7,10 +7,8 @@
 export MAX_JOBS=16 BUILD_ARGS=" " LIMIT=${LIMIT:-420}
 source dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
-step prof_350 200 python bench/bench_train.py --models gpt2-medium --kernels torch,tk --compile graphs --profile --top 60 --out $O/prof_350
-grep -E "tok/s|GPU ms per step" -A4 $O/prof_350.log | head -20
-step prof_124 120 python bench/bench_train.py --models gpt2 --kernels torch,tk --compile graphs --profile --top 60 --out $O/prof_124
-grep -E "tok/s|GPU ms per step" -A4 $O/prof_124.log | head -20
+prof 350 gpt2-medium 200 60
+prof 124 gpt2 120 60
 step mlp 90 python bench/bench_mlp.py --skip-gemm --profile; grep -E "^ +[0-9]+ +[0-9]+ \|" $O/mlp.log | head -4
 (cd $O && tar -czf logs.tgz *.log && rm -rf *.log prof_*)
 echo "all done at $((SECONDS - t0)) s"

@@ -25,8 +25,7 @@ ab() {  # ab R: round R of the bench_mlp pairs
 }
 ab 1
 if [ -n "$PROF" ]; then  # PROF=1: GPT-2 medium's torch / tk steps profiled (s50b's first step) before the second pair
-  step prof_350 200 python bench/bench_train.py --models gpt2-medium --kernels torch,tk --compile graphs --profile --top 60 --out $O/prof_350
-  grep -E "tok/s|GPU ms per step" -A4 $O/prof_350.log | head -20
+  prof 350 gpt2-medium 200 60
 fi
 for r in $(seq 2 ${ROUNDS:-2}); do ab $r; done
 (cd $O && tar -czf logs.tgz *.log prof_* 2>/dev/null && rm -rf *.log prof_*)
